@@ -1,0 +1,235 @@
+"""The Report: the one object every renderer and sink reads (schema `imreview.report/v1`).
+
+Stages exchange these frozen dataclasses; `Report.to_dict()` is the JSON edge, and templates
+read only that dict, so `imreview render report.json` reproduces any output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from reviewer import TOOL_NAME, __version__
+
+SCHEMA_ID = "imreview.report/v1"
+
+Priority = Literal["P1", "P2", "P3"]
+PRIORITIES: tuple[Priority, ...] = ("P1", "P2", "P3")
+Side = Literal["RIGHT", "LEFT"]
+Verdict = Literal["findings", "clean", "incomplete", "skipped"]
+CoverageStatus = Literal["reviewed", "partial", "listed", "skipped"]
+VERDICT_RANK: Mapping[str, int] = {"skipped": 0, "clean": 1, "findings": 2, "incomplete": 3}
+
+
+@dataclass(frozen=True)
+class Ref:
+    ref: str
+    sha: str
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    conclusion: str | None
+
+
+@dataclass(frozen=True)
+class CiState:
+    """`state` is success, failure, pending, unknown or none (no CI configured)."""
+
+    state: str = "unknown"
+    checks: tuple[CheckResult, ...] = ()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What was reviewed, pinned once; every later stage reads this, never live state."""
+
+    source: Literal["github", "local"]
+    repo: str
+    number: int | None
+    title: str
+    author: str
+    url: str
+    base: Ref
+    head: Ref
+    merge_base: str
+    draft: bool = False
+    state: str = "open"
+    files: int = 0
+    additions: int = 0
+    deletions: int = 0
+    commits: int = 0
+    ci: CiState = field(default_factory=CiState)
+    mergeable: bool | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    priority: Priority
+    title: str
+    path: str
+    line: int | None
+    end_line: int | None
+    side: Side
+    trigger: str
+    observation: str
+    suggestion: str
+    quote: str
+    confidence: float
+    source: str
+    anchored: bool = False
+    anchor_reason: str = "not_checked"
+    verified: bool | None = None
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """A suspicion that was checked and cleared."""
+
+    claim: str
+    reason: str
+    path: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A simplification: MERGE, DELETE, INLINE or MOVE."""
+
+    kind: str
+    target: str
+    into: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Something not verified. `why` is a machine code; `what` is localized prose."""
+
+    what: str
+    why: str
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class FileCoverage:
+    path: str
+    status: CoverageStatus
+    reason: str | None
+    hunks_total: int
+    hunks_reviewed: int
+
+
+@dataclass(frozen=True)
+class Coverage:
+    files: tuple[FileCoverage, ...] = ()
+    lines_changed: int = 0
+    lines_reviewed: int = 0
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+    seconds: float = 0.0
+    calls: int = 0
+
+
+@dataclass(frozen=True)
+class BudgetReport:
+    limits: Mapping[str, Any]
+    used: Usage
+    exhausted: bool
+    by_phase: Mapping[str, Usage]
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Gate:
+    publish_ready: bool
+    checks: tuple[GateCheck, ...] = ()
+
+
+@dataclass(frozen=True)
+class Published:
+    sink: str
+    ok: bool
+    detail: str
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    language: str = "en"
+    max_findings: int = 6
+    fail_on: str = "never"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str | None = None
+    fallbacks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Report:
+    snapshot: Snapshot
+    model: ModelInfo
+    coverage: Coverage
+    findings: tuple[Finding, ...]
+    exclusions: tuple[Exclusion, ...]
+    signals: tuple[Signal, ...]
+    gaps: tuple[Gap, ...]
+    budget: BudgetReport
+    gate: Gate
+    settings: Settings
+    verdict: Verdict
+    published: tuple[Published, ...] = ()
+    warnings: tuple[str, ...] = ()
+    mode: str = "direct"
+
+    def to_dict(self) -> dict[str, Any]:
+        body = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {"schema": SCHEMA_ID, "tool": {"name": TOOL_NAME, "version": __version__}, **body}
+
+    def replace(self, **changes: Any) -> Report:
+        return dataclasses.replace(self, **changes)
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+_WS = re.compile(r"\s+")
+
+
+def finding_id(path: str, quote: str, title: str) -> str:
+    """Stable 12-hex fingerprint of (path, normalized quote, title), so reruns recognise repeats."""
+    norm_quote = _WS.sub(" ", quote).strip()
+    norm_title = _WS.sub(" ", title).strip().lower()
+    digest = hashlib.sha256(f"{path}\0{norm_quote}\0{norm_title}".encode()).hexdigest()
+    return digest[:12]
+
+
+def priority_rank(priority: str) -> int:
+    """P1 → 1 ... P3 → 3; lower is more severe."""
+    return PRIORITIES.index(priority) + 1  # type: ignore[arg-type]
