@@ -1,11 +1,29 @@
-"""Configuration: defaults < .github/imreview.yml < environment < inputs/flags (DESIGN 10.6)."""
+"""Configuration: defaults < .github/imreview.yml < environment < inputs/flags (DESIGN 10.6).
+
+Every setting is one row of `CONFIG_KEYS`: its value type, the flag and Action input it mirrors,
+and, for budget keys, the `Limits` field it fills. Parsing, layering and error messages are driven
+by that table, so a key cannot be readable in one place and silently ignored in another.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import difflib
+import hashlib
+import json
+import math
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Protocol
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from reviewer.budget import DEFAULT_LIMITS, Limits
+from reviewer.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -32,3 +50,511 @@ class Config:
     on_error: str = "warn"
     prices: Mapping[str, Prices] = field(default_factory=dict)
     template_dir: str | None = None
+
+
+class _Invalid(Exception):
+    """A value failed its check; `path` leads from the key's value to the offending part."""
+
+    def __init__(self, message: str, path: tuple[str | int, ...] = ()) -> None:
+        self.message = message
+        self.path = path
+        super().__init__(message)
+
+
+class ValueType(Protocol):
+    """How one setting is checked (typed value, e.g. from YAML) and parsed (text, e.g. an input)."""
+
+    def check(self, value: object) -> object: ...
+
+    def parse(self, raw: str) -> object: ...
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "an empty value"
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (YAML reads yes/no/on/off as true/false; quote it if you meant text)"
+    if isinstance(value, str):
+        text = value.replace("\n", "\\n")
+        return f"'{text[:60]}…'" if len(text) > 60 else f"'{text}'"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return f"a {type(value).__name__} ({value})"
+
+
+def _nearest(word: str, choices: Sequence[str]) -> str | None:
+    normal = word.strip().lower().replace("-", "_")
+    if normal in choices:
+        return normal
+    prefixed = [choice for choice in choices if choice.startswith(normal)]
+    if normal and len(prefixed) == 1:
+        return prefixed[0]
+    close = difflib.get_close_matches(normal, choices, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _unknown(kind: str, word: str, choices: Sequence[str]) -> str:
+    near = _nearest(word, choices)
+    hint = f"did you mean '{near}'?" if near else "valid: " + ", ".join(choices)
+    return f"unknown {kind} '{word}' ({hint})"
+
+
+@dataclass(frozen=True)
+class _Int:
+    minimum: int
+    nullable: bool = False
+
+    def check(self, value: object) -> object:
+        if value is None and self.nullable:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _Invalid(f"expected a whole number, got {_show(value)}")
+        if value < self.minimum:
+            raise _Invalid(f"must be at least {self.minimum}, got {value}")
+        return value
+
+    def parse(self, raw: str) -> object:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise _Invalid(f"expected a whole number, got {_show(raw)}") from None
+        return self.check(value)
+
+
+@dataclass(frozen=True)
+class _Float:
+    minimum: float
+
+    def check(self, value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _Invalid(f"expected a number, got {_show(value)}")
+        if not math.isfinite(value):
+            raise _Invalid(f"expected a finite number, got {value}")
+        if value < self.minimum:
+            raise _Invalid(f"must be at least {self.minimum:g}, got {value}")
+        return float(value)
+
+    def parse(self, raw: str) -> object:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise _Invalid(f"expected a number, got {_show(raw)}") from None
+        return self.check(value)
+
+
+@dataclass(frozen=True)
+class _Str:
+    """A trimmed string; empty means None when `nullable`, "" when `empty_ok`, else an error."""
+
+    what: str
+    pattern: re.Pattern[str] | None = None
+    nullable: bool = False
+    empty_ok: bool = False
+
+    def check(self, value: object) -> object:
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if value is not None and not isinstance(value, str):
+            raise _Invalid(f"expected {self.what}, got {_show(value)}")
+        text = (value or "").strip()
+        if not text:
+            if self.empty_ok:
+                return ""
+            if self.nullable:
+                return None
+            raise _Invalid(f"expected {self.what}, got {_show(value)}")
+        if self.pattern is not None and not self.pattern.fullmatch(text):
+            raise _Invalid(f"expected {self.what}, got {_show(value)}")
+        return text
+
+    def parse(self, raw: str) -> object:
+        return self.check(raw)
+
+
+@dataclass(frozen=True)
+class _Choice:
+    choices: tuple[str, ...]
+
+    def check(self, value: object) -> object:
+        if not isinstance(value, str) or value.strip() not in self.choices:
+            raise _Invalid(f"expected one of {', '.join(self.choices)}, got {_show(value)}")
+        return value.strip()
+
+    def parse(self, raw: str) -> object:
+        return self.check(raw)
+
+
+_LIST_SEPARATORS = re.compile(r"[\n,]")
+
+
+@dataclass(frozen=True)
+class _StrList:
+    """A list in YAML, or text split on newlines and commas (DESIGN 10.5); empties are dropped."""
+
+    item: _Str
+
+    def check(self, value: object) -> object:
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            return self.parse(value)
+        if not isinstance(value, (list, tuple)):
+            raise _Invalid(f"expected a list of {self.item.what}s, got {_show(value)}")
+        items: list[str] = []
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                raise _Invalid(f"item {index + 1}: expected {self.item.what}, got {_show(item)}", (index,))
+            try:
+                text = self.item.check(item)
+            except _Invalid as exc:
+                raise _Invalid(f"item {index + 1}: {exc.message}", (index,)) from None
+            if text:
+                items.append(str(text))
+        return tuple(items)
+
+    def parse(self, raw: str) -> object:
+        parts = [part.strip() for part in _LIST_SEPARATORS.split(raw)]
+        items: list[str] = []
+        for part in parts:
+            if part:
+                items.append(str(self.item.check(part)))
+        return tuple(items)
+
+
+_PRICE_FIELDS = tuple(f.name for f in dataclasses.fields(Prices))
+
+
+@dataclass(frozen=True)
+class _PriceTable:
+    """`{model: {input_usd_per_mtok, output_usd_per_mtok}}`, for models litellm cannot price."""
+
+    def check(self, value: object) -> object:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise _Invalid(f"expected a mapping of model name to prices, got {_show(value)}")
+        table: dict[str, Prices] = {}
+        for model, entry in value.items():
+            if not isinstance(model, str) or not model.strip():
+                raise _Invalid(f"expected model names as keys, got {_show(model)}")
+            table[model.strip()] = self._entry(model, entry)
+        return dict(sorted(table.items()))
+
+    def _entry(self, model: str, entry: object) -> Prices:
+        if isinstance(entry, Prices):
+            entry = dataclasses.asdict(entry)
+        if not isinstance(entry, Mapping):
+            raise _Invalid(
+                f"prices for '{model}': expected a mapping with {' and '.join(_PRICE_FIELDS)}, "
+                f"got {_show(entry)}",
+                (model,),
+            )
+        for name in entry:
+            if name not in _PRICE_FIELDS:
+                raise _Invalid(
+                    f"prices for '{model}': {_unknown('field', str(name), _PRICE_FIELDS)}", (model, str(name))
+                )
+        values: dict[str, float] = {}
+        for name in _PRICE_FIELDS:
+            if name not in entry:
+                raise _Invalid(f"prices for '{model}': missing '{name}'", (model,))
+            try:
+                values[name] = _Float(0).check(entry[name])
+            except _Invalid as exc:
+                raise _Invalid(f"prices for '{model}': '{name}' {exc.message}", (model, name)) from None
+        return Prices(**values)
+
+    def parse(self, raw: str) -> object:
+        raise _Invalid("cannot be given as text; set `prices` in the config file")
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One setting: its value type, the flag and Action input it mirrors, and where it lands."""
+
+    name: str
+    type: ValueType
+    flag: str | None
+    input: str | None
+    limit: str | None = None
+
+    @property
+    def default(self) -> object:
+        if self.limit is not None:
+            return getattr(DEFAULT_LIMITS, self.limit)
+        return getattr(_DEFAULT_CONFIG, self.name)
+
+    @property
+    def flag_origin(self) -> str:
+        return f"option '{self.flag}'" if self.flag else f"setting '{self.name}'"
+
+    @property
+    def input_origin(self) -> str:
+        return f"input '{self.input}'" if self.input else f"setting '{self.name}'"
+
+
+def _mirrored(name: str, value_type: ValueType, *, limit: str | None = None) -> ConfigKey:
+    kebab = name.replace("_", "-")
+    return ConfigKey(name, value_type, flag=f"--{kebab}", input=kebab, limit=limit)
+
+
+def _file_only(name: str, value_type: ValueType) -> ConfigKey:
+    return ConfigKey(name, value_type, flag=None, input=None)
+
+
+_DEFAULT_CONFIG = Config()
+_LANGUAGE = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*")
+_NO_SPACE = re.compile(r"\S+")
+_URL = re.compile(r"https?://\S+", re.IGNORECASE)
+_MODEL = _Str("a model name without spaces", _NO_SPACE, nullable=True)
+_GLOB = _Str("a glob", empty_ok=True)
+
+_KEYS: tuple[ConfigKey, ...] = (
+    _mirrored("model", _MODEL),
+    ConfigKey(
+        "fallback_models",
+        _StrList(_Str("a model name without spaces", _NO_SPACE, empty_ok=True)),
+        flag="--fallback-model",
+        input="fallback-models",
+    ),
+    _mirrored("api_base", _Str("an http(s) URL", _URL, nullable=True)),
+    _mirrored("language", _Str("a language tag like 'en' or 'zh-CN'", _LANGUAGE)),
+    _file_only("instructions", _Str("text", empty_ok=True)),
+    _mirrored("include", _StrList(_GLOB)),
+    _mirrored("exclude", _StrList(_GLOB)),
+    _mirrored("max_cost_usd", _Float(0), limit="cost_usd"),
+    _mirrored("max_input_tokens", _Int(0), limit="input_tokens"),
+    _mirrored("max_output_tokens", _Int(0), limit="output_tokens"),
+    _file_only("max_output_tokens_per_call", _Int(1)),
+    _mirrored("max_seconds", _Float(0), limit="seconds"),
+    _mirrored("max_calls", _Int(0), limit="calls"),
+    _mirrored("max_concurrency", _Int(1)),
+    _mirrored("max_findings", _Int(0)),
+    _file_only("context_window", _Int(1, nullable=True)),
+    _mirrored("fail_on", _Choice(("never", "P1", "P2", "P3"))),
+    _file_only("prices", _PriceTable()),
+)
+
+CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({key.name: key for key in _KEYS})
+"""The keys of `.github/imreview.yml` (DESIGN 10.6), also settable from env, inputs and flags."""
+
+OVERRIDE_KEYS: Mapping[str, ConfigKey] = MappingProxyType(
+    {
+        **CONFIG_KEYS,
+        "on_error": _mirrored("on_error", _Choice(("warn", "fail"))),
+        "template_dir": _mirrored("template_dir", _Str("a directory path", nullable=True)),
+    }
+)
+"""Everything `build_config(overrides=...)` and `parse_input_value` accept: file keys plus run-only ones."""
+
+ENV_KEYS: Mapping[str, str] = MappingProxyType({"IMREVIEW_MODEL": "model", "IMREVIEW_API_BASE": "api_base"})
+
+
+def _location(filename: str, node: Node) -> str:
+    return f"{filename}:{node.start_mark.line + 1}"
+
+
+def _node_at(node: Node, path: tuple[str | int, ...]) -> Node:
+    """Walk `path` down the YAML tree as far as it goes, so an error points at the deepest line known."""
+    for step in path:
+        if isinstance(node, MappingNode):
+            match = next(
+                (v for k, v in node.value if isinstance(k, ScalarNode) and k.value == str(step)), None
+            )
+        elif isinstance(node, SequenceNode) and isinstance(step, int) and step < len(node.value):
+            match = node.value[step]
+        else:
+            match = None
+        if match is None:
+            break
+        node = match
+    return node
+
+
+def _reject_duplicates(root: MappingNode, filename: str) -> None:
+    """YAML keeps the last of two equal keys; in a config that hides a mistake, so it is an error."""
+    first_line: dict[str, int] = {}
+    for key_node, _ in root.value:
+        if not isinstance(key_node, ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        if key_node.value in first_line:
+            raise ConfigError(
+                f"duplicate key '{key_node.value}' (first set on line {first_line[key_node.value]})",
+                _location(filename, key_node),
+            )
+        first_line[key_node.value] = key_node.start_mark.line + 1
+
+
+def parse_config_text(text: str, filename: str) -> dict[str, object]:
+    """Validate a config file's text into a layer of typed values; errors say `filename:line`."""
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None or (isinstance(root, ScalarNode) and root.tag == "tag:yaml.org,2002:null"):
+            return {}
+        if not isinstance(root, MappingNode):
+            kind = "a list" if isinstance(root, SequenceNode) else "a single value"
+            raise ConfigError(
+                f"expected a mapping of settings at the top level, got {kind}", _location(filename, root)
+            )
+        _reject_duplicates(root, filename)
+        loader.flatten_mapping(root)
+        layer: dict[str, object] = {}
+        for key_node, value_node in root.value:
+            key = loader.construct_object(key_node, deep=True)
+            where = _location(filename, key_node)
+            if not isinstance(key, str):
+                raise ConfigError(f"expected a setting name, got {_show(key)}", where)
+            spec = CONFIG_KEYS.get(key)
+            if spec is None:
+                raise ConfigError(_unknown("key", key, tuple(CONFIG_KEYS)), where)
+            value = loader.construct_object(value_node, deep=True)
+            try:
+                checked = spec.type.check(value)
+            except _Invalid as exc:
+                raise ConfigError(
+                    f"key '{key}': {exc.message}", _location(filename, _node_at(value_node, exc.path))
+                ) from None
+            if checked is None:
+                layer.pop(key, None)
+            else:
+                layer[key] = checked
+        return layer
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        where = f"{filename}:{mark.line + 1}" if mark is not None else filename
+        raise ConfigError(f"invalid YAML: {problem}", where) from None
+    finally:
+        loader.dispose()
+
+
+def load_config_file(path: str | os.PathLike[str], *, required: bool = False) -> dict[str, object]:
+    """Read and parse a config file; a missing file is an empty layer unless `required`."""
+    filename = os.fspath(path)
+    try:
+        with open(filename, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        if required:
+            raise ConfigError(f"config file not found: {filename}") from None
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file: {exc.strerror or exc}", filename) from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError("config file is not valid UTF-8", f"{filename}:{line}") from None
+    return parse_config_text(text, filename)
+
+
+def parse_bool(raw: str, origin: str) -> bool:
+    """`true`/`false` in any case (DESIGN 10.5); anything else is an error naming `origin`."""
+    text = raw.strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ConfigError(f"{origin}: expected true or false, got {_show(raw)}")
+
+
+def parse_input_value(key: str, raw: str, origin: str) -> object:
+    """Coerce text from an input or env var into `key`'s typed value; blank text is None (not given).
+
+    `origin` is how the user sees the source, e.g. "input 'max-cost-usd'" (see `ConfigKey.input_origin`).
+    """
+    spec = OVERRIDE_KEYS.get(key)
+    if spec is None:
+        raise ValueError(f"unknown setting {key!r}")
+    if not raw.strip():
+        return None
+    try:
+        return spec.type.parse(raw)
+    except _Invalid as exc:
+        raise ConfigError(f"{origin}: {exc.message}") from None
+
+
+def env_layer(env: Mapping[str, str]) -> dict[str, object]:
+    """The environment layer: `IMREVIEW_MODEL` and `IMREVIEW_API_BASE`, blank values ignored."""
+    layer: dict[str, object] = {}
+    for variable, key in ENV_KEYS.items():
+        value = parse_input_value(key, env.get(variable, ""), f"environment variable {variable}")
+        if value is not None:
+            layer[key] = value
+    return layer
+
+
+def _apply(
+    values: dict[str, object],
+    layer: Mapping[str, object],
+    table: Mapping[str, ConfigKey],
+    origin: Callable[[ConfigKey], str],
+) -> None:
+    for key, value in layer.items():
+        spec = table.get(key)
+        if spec is None:
+            raise ValueError(f"unknown setting {key!r}")
+        if value is None:
+            continue
+        try:
+            values[key] = spec.type.check(value)
+        except _Invalid as exc:
+            raise ConfigError(f"{origin(spec)}: {exc.message}") from None
+
+
+def build_config(
+    *,
+    file_layer: Mapping[str, object] | None = None,
+    env: Mapping[str, object] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> Config:
+    """Layer defaults < file < env < overrides into one `Config`; None in a layer means "not given"."""
+    values: dict[str, object] = {}
+    _apply(values, file_layer or {}, CONFIG_KEYS, lambda spec: f"config key '{spec.name}'")
+    _apply(values, env or {}, CONFIG_KEYS, lambda spec: f"environment setting '{spec.name}'")
+    _apply(values, overrides or {}, OVERRIDE_KEYS, lambda spec: spec.flag_origin)
+    limits = {OVERRIDE_KEYS[k].limit: v for k, v in values.items() if OVERRIDE_KEYS[k].limit}
+    fields = {k: v for k, v in values.items() if not OVERRIDE_KEYS[k].limit}
+    return Config(**fields, limits=dataclasses.replace(DEFAULT_LIMITS, **limits))  # type: ignore[arg-type]
+
+
+def _canonical(value: object) -> object:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in sorted(value.items())}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    raise TypeError(f"cannot hash a {type(value).__name__}")
+
+
+_HASHED_FIELDS = (
+    "model",
+    "fallback_models",
+    "api_base",
+    "language",
+    "instructions",
+    "include",
+    "exclude",
+    "limits",
+    "max_output_tokens_per_call",
+    "max_findings",
+    "context_window",
+    "prices",
+)
+
+
+def config_hash(config: Config, templates_digest: str) -> str:
+    """16 hex chars of sha256 over what shapes the review output; a rerun skips the model only on a match."""
+    payload = {name: _canonical(getattr(config, name)) for name in _HASHED_FIELDS}
+    payload["templates"] = templates_digest
+    payload["schema"] = "imreview.config/v1"
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -164,7 +164,9 @@ def _file_from_unidiff(patched: unidiff.PatchedFile) -> DiffFile:
 
 def _hunk(index: int, hunk: unidiff.Hunk) -> Hunk:
     lines = tuple(
-        DiffLine(kind=line.line_type, old=line.source_line_no, new=line.target_line_no, text=_clean(line.value))
+        DiffLine(
+            kind=line.line_type, old=line.source_line_no, new=line.target_line_no, text=_clean(line.value)
+        )
         for line in hunk
         if line.line_type in ("+", "-", " ")
     )
@@ -179,6 +181,10 @@ def _hunk(index: int, hunk: unidiff.Hunk) -> Hunk:
     )
 
 
+class PatchError(ValueError):
+    """The diff text is not a unified diff we can trust."""
+
+
 def decode(raw: bytes | str) -> str:
     """Diff bytes → text; bytes that are not UTF-8 become U+FFFD instead of failing."""
     return raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
@@ -189,7 +195,10 @@ def parse_patch(raw: bytes | str) -> tuple[DiffFile, ...]:
     text = decode(raw)
     if not text.strip():
         return ()
-    patch = unidiff.PatchSet(text.splitlines(keepends=True))
+    try:
+        patch = unidiff.PatchSet(text.splitlines(keepends=True))
+    except unidiff.UnidiffParseError as exc:
+        raise PatchError(f"malformed diff: {exc}") from exc
     return tuple(_file_from_unidiff(f) for f in patch)
 
 
@@ -200,9 +209,7 @@ def parse_github_file(
     mapped = _GITHUB_STATUS.get(status, "modified")
     old_name = previous_filename or filename
     if patch is None:
-        return DiffFile(
-            path=filename, status=mapped, old_path=previous_filename, has_patch=False
-        )
+        return DiffFile(path=filename, status=mapped, old_path=previous_filename, has_patch=False)
     src = "/dev/null" if mapped == "added" else f"a/{old_name}"
     dst = "/dev/null" if mapped == "removed" else f"b/{filename}"
     header = f"diff --git a/{old_name} b/{filename}\n"
@@ -215,7 +222,10 @@ def parse_github_file(
         header += "deleted file mode 100644\n"
     body = patch if patch.endswith("\n") else patch + "\n"
     text = f"{header}--- {src}\n+++ {dst}\n{body}" if patch.strip() else header
-    files = parse_patch(text)
+    try:
+        files = parse_patch(text)
+    except PatchError:
+        return DiffFile(path=filename, status=mapped, old_path=previous_filename, has_patch=False)
     if not files:
         return DiffFile(path=filename, status=mapped, old_path=previous_filename)
     parsed = files[0]

@@ -1,0 +1,257 @@
+"""The `imreview` command line: build a Config and a Source, run the pipeline, map errors to exits.
+
+Heavy imports (litellm, PyGithub) happen inside the commands that need them, so `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from reviewer import __version__
+from reviewer.errors import ImreviewError, UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+PRIORITY_CHOICES = click.Choice(["never", "P1", "P2", "P3"], case_sensitive=False)
+_BUDGET_FLAGS = {
+    "max_cost_usd": float,
+    "max_input_tokens": int,
+    "max_output_tokens": int,
+    "max_seconds": float,
+    "max_calls": int,
+    "max_concurrency": int,
+}
+
+
+def review_options(func: F) -> F:
+    """The options shared by every reviewing command (DESIGN section 2)."""
+    options = [
+        click.option("--model", help="litellm model string, e.g. openai/gpt-4o-mini (env IMREVIEW_MODEL)."),
+        click.option(
+            "--fallback-model", "fallback_models", multiple=True, help="Fallback model (repeatable)."
+        ),
+        click.option("--api-base", help="OpenAI-compatible base URL (env IMREVIEW_API_BASE)."),
+        click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Config file (YAML)."),
+        click.option("--language", help="Language of prompts and reports, e.g. en, zh-CN."),
+        *(
+            click.option(f"--{name.replace('_', '-')}", name, type=kind, help=f"Budget: {name}.")
+            for name, kind in _BUDGET_FLAGS.items()
+        ),
+        click.option("--max-findings", type=int, help="Findings published to the PR (default 6)."),
+        click.option(
+            "--fail-on", type=PRIORITY_CHOICES, help="Exit 1 on a finding at or above this priority."
+        ),
+        click.option(
+            "--on-error", type=click.Choice(["warn", "fail"]), help="fail: an incomplete review exits 3."
+        ),
+        click.option(
+            "--summary",
+            "summary_path",
+            default="-",
+            show_default=True,
+            help="Write the summary (- = stdout).",
+        ),
+        click.option("--json", "json_path", help="Write report.json here."),
+        click.option("--comment", "comment_path", help="Write the rendered PR comment here."),
+        click.option("--template-dir", type=click.Path(file_okay=False), help="Template overrides."),
+        click.option("--include", multiple=True, help="Only review paths matching this glob (repeatable)."),
+        click.option("--exclude", multiple=True, help="Never review paths matching this glob (repeatable)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _overrides(opts: Mapping[str, Any]) -> dict[str, Any]:
+    keys = (
+        "model",
+        "fallback_models",
+        "api_base",
+        "language",
+        "max_findings",
+        "fail_on",
+        "on_error",
+        "template_dir",
+        "include",
+        "exclude",
+        *_BUDGET_FLAGS,
+    )
+    out: dict[str, Any] = {}
+    for key in keys:
+        value = opts.get(key)
+        if value is None or value == ():
+            continue
+        out[key] = tuple(value) if isinstance(value, (list, tuple)) else value
+    if isinstance(out.get("fail_on"), str) and out["fail_on"].lower() != "never":
+        out["fail_on"] = out["fail_on"].upper()
+    return out
+
+
+def guarded(func: F) -> F:
+    """One place turns errors into exit codes: 2 usage/config, 3 unexpected."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except UsageError as exc:
+            click.echo(f"imreview: error: {exc}", err=True)
+            sys.exit(2)
+        except ImreviewError as exc:
+            click.echo(f"imreview: error: {exc}", err=True)
+            sys.exit(3)
+        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            click.echo(f"imreview: unexpected error: {type(exc).__name__}: {exc}", err=True)
+            traceback.print_exc(file=sys.stderr)
+            sys.exit(3)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _note(message: str) -> None:
+    click.echo(message, err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="imreview")
+def cli() -> None:
+    """Review pull requests with a language model inside a hard budget."""
+
+
+@cli.command()
+@click.argument("path", default=".", type=click.Path(file_okay=False))
+@click.option("--base", help="Base ref (default: upstream, origin/HEAD, main, master).")
+@click.option("--head", default="HEAD", show_default=True, help="Head ref.")
+@review_options
+@guarded
+def review(path: str, base: str | None, head: str, config_file: str | None, **opts: Any) -> None:
+    """Review merge-base(BASE, HEAD)..HEAD of the local git repository at PATH."""
+    from reviewer.config import build_config, env_layer, load_config_file
+    from reviewer.run import review_and_report
+    from reviewer.source.local import make_local_source
+
+    source = make_local_source(path, base, head, _note)
+    file_layer = (
+        load_config_file(config_file, required=True)
+        if config_file
+        else load_config_file(source.git.cwd / ".github" / "imreview.yml")
+    )
+    config = build_config(file_layer=file_layer, env=env_layer(os.environ), overrides=_overrides(opts))
+    code = review_and_report(
+        source,
+        config,
+        summary_path=opts["summary_path"],
+        json_path=opts["json_path"],
+        comment_path=opts["comment_path"],
+        warn=_note,
+    )
+    sys.exit(code)
+
+
+@cli.command()
+@click.argument("target")
+@click.option("--post-comment", is_flag=True, help="Create or update the sticky PR comment.")
+@click.option("--inline-comments", is_flag=True, help="Also post one review with inline comments.")
+@review_options
+@guarded
+def pr(target: str, post_comment: bool, inline_comments: bool, config_file: str | None, **opts: Any) -> None:
+    """Review a GitHub pull request OWNER/REPO#N through the API (GITHUB_TOKEN, GITHUB_API_URL)."""
+    from reviewer.run import review_pull_request
+
+    repo, number = parse_pr_target(target)
+    token = os.environ.get("GITHUB_TOKEN", "").strip()
+    if not token:
+        raise UsageError("GITHUB_TOKEN is not set: `imreview pr` reads the PR through the GitHub API")
+    code = review_pull_request(
+        repo,
+        number,
+        token=token,
+        api_url=os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com",
+        config_file=config_file,
+        overrides=_overrides(opts),
+        post_comment=post_comment,
+        inline_comments=inline_comments,
+        summary_path=opts["summary_path"],
+        json_path=opts["json_path"],
+        comment_path=opts["comment_path"],
+        warn=_note,
+    )
+    sys.exit(code)
+
+
+def parse_pr_target(target: str) -> tuple[str, int]:
+    """`OWNER/REPO#N` → (repo, N); anything else is a usage error naming the argument."""
+    repo, sep, number = target.partition("#")
+    if not sep or repo.count("/") != 1 or not all(repo.split("/")) or not number.isdigit() or int(number) < 1:
+        raise UsageError(f"TARGET {target!r} must look like OWNER/REPO#N, e.g. octo-org/widgets#42")
+    return repo, int(number)
+
+
+@cli.command()
+@guarded
+def action() -> None:
+    """The GitHub Action entry point: reads the runner's environment and event payload."""
+    from reviewer.action import run_action
+
+    sys.exit(run_action(os.environ))
+
+
+@cli.command()
+@click.argument("report_path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--template", "template", default="summary", show_default=True, help="summary or comment.")
+@click.option("--template-dir", type=click.Path(file_okay=False), help="Template overrides.")
+@click.option("--language", help="Override the report's language.")
+@guarded
+def render(report_path: str, template: str, template_dir: str | None, language: str | None) -> None:
+    """Re-render a saved report.json with the current (or overridden) templates."""
+    from reviewer.render import Renderer
+    from reviewer.schema import load_report_schema
+
+    try:
+        data = json.loads(Path(report_path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"REPORT {report_path!r} is not readable JSON: {exc}") from exc
+    _validate_report(data, report_path, load_report_schema())
+    renderer = Renderer(language=language or data["settings"]["language"], template_dir=template_dir)
+    if template == "summary":
+        text = renderer.summary(data)
+    elif template == "comment":
+        text = renderer.comment(data, max_findings=data["settings"]["max_findings"])
+    else:
+        raise UsageError(f"--template {template!r}: expected 'summary' or 'comment'")
+    click.echo(text)
+
+
+def _validate_report(data: Any, where: str, schema: Mapping[str, Any]) -> None:
+    try:
+        import jsonschema
+    except ImportError:
+        if not isinstance(data, dict) or data.get("schema") != "imreview.report/v1":
+            raise UsageError(f"REPORT {where!r} is not an imreview.report/v1 report") from None
+        return
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.path))
+    if errors:
+        first = errors[0]
+        at = "/".join(str(p) for p in first.path) or "(top level)"
+        raise UsageError(f"REPORT {where!r} does not match imreview.report/v1 at {at}: {first.message}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script and entrypoint.py entry; returns the exit code instead of exiting."""
+    try:
+        cli.main(args=argv, prog_name="imreview", standalone_mode=True)
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 2)
+    return 0

@@ -1,0 +1,251 @@
+"""Model answers → validated findings; anchoring to commentable lines; dedupe; ordering.
+
+Nothing is dropped silently between the model and the report: a finding that cannot be
+anchored stays in the summary with `anchored: false` and its `anchor_reason`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reviewer.diff import DiffFile, LineIndex
+from reviewer.report import PRIORITIES, Exclusion, Finding, Signal, finding_id, priority_rank
+
+SIGNAL_KINDS = ("MERGE", "DELETE", "INLINE", "MOVE")
+MAX_TEXT = 2_000
+MAX_QUOTE = 1_000
+MAX_ITEMS = 50
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n(.*?)```", re.DOTALL)
+_WS = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class ModelAnswer:
+    findings: tuple[Finding, ...]
+    exclusions: tuple[Exclusion, ...]
+    signals: tuple[Signal, ...]
+
+
+def json_object(text: str) -> Any:
+    """The JSON object in a model answer: bare, fenced, or followed by prose."""
+    candidates = [text.strip()]
+    candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
+    start = text.find("{")
+    if start >= 0:
+        candidates.append(text[start:])
+    decoder = json.JSONDecoder()
+    last_error: Exception | None = None
+    for candidate in candidates:
+        if not candidate.startswith("{"):
+            continue
+        try:
+            value, _ = decoder.raw_decode(candidate)
+            return value
+        except json.JSONDecodeError as exc:
+            last_error = exc
+    raise ValueError(f"no JSON object found in the answer ({last_error or 'no opening brace'})")
+
+
+def _text(
+    item: Mapping[str, Any], key: str, where: str, *, required: bool = True, cap: int = MAX_TEXT
+) -> str:
+    value = item.get(key)
+    if value is None or value == "":
+        if required:
+            raise ValueError(f"{where}: missing '{key}'")
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: '{key}' must be a string")
+    return value[:cap]
+
+
+def _int(item: Mapping[str, Any], key: str, where: str) -> int | None:
+    value = item.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{where}: '{key}' must be an integer")
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise ValueError(f"{where}: '{key}' must be an integer") from exc
+    if number < 0:
+        raise ValueError(f"{where}: '{key}' must not be negative")
+    return number or None
+
+
+def _finding(item: Any, where: str, clean: Callable[[str], str]) -> Finding:
+    if not isinstance(item, dict):
+        raise ValueError(f"{where}: must be an object")
+    priority = str(item.get("priority", "")).upper().strip()
+    if priority not in PRIORITIES:
+        raise ValueError(f"{where}: 'priority' must be one of P1, P2, P3")
+    side = str(item.get("side") or "RIGHT").upper()
+    if side not in ("RIGHT", "LEFT"):
+        raise ValueError(f"{where}: 'side' must be RIGHT or LEFT")
+    path = _text(item, "path", where).strip().removeprefix("b/").removeprefix("./")
+    title = clean(_text(item, "title", where, cap=200))
+    quote = clean(_text(item, "quote", where, required=False, cap=MAX_QUOTE))
+    try:
+        confidence = float(item.get("confidence", 0.5))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: 'confidence' must be a number") from exc
+    line = _int(item, "line", where)
+    end_line = _int(item, "end_line", where)
+    return Finding(
+        id=finding_id(path, quote, title),
+        priority=priority,  # type: ignore[arg-type]
+        title=title,
+        path=path,
+        line=line,
+        end_line=end_line if end_line and line and end_line > line else None,
+        side=side,  # type: ignore[arg-type]
+        trigger=clean(_text(item, "trigger", where)),
+        observation=clean(_text(item, "observation", where)),
+        suggestion=clean(_text(item, "suggestion", where)),
+        quote=quote,
+        confidence=min(max(confidence, 0.0), 1.0),
+        source="llm",
+    )
+
+
+def parse_answer(text: str, *, clean: Callable[[str], str] = lambda s: s) -> ModelAnswer:
+    """Validate one unit's answer against the findings schema; ValueError says what is wrong."""
+    data = json_object(text)
+    if not isinstance(data, dict):
+        raise ValueError("the answer must be a JSON object")
+    raw_findings = data.get("findings", [])
+    if not isinstance(raw_findings, list):
+        raise ValueError("'findings' must be a list")
+    findings = tuple(
+        _finding(item, f"findings[{i}]", clean) for i, item in enumerate(raw_findings[:MAX_ITEMS])
+    )
+    exclusions: list[Exclusion] = []
+    for i, item in enumerate(data.get("exclusions") or []):
+        where = f"exclusions[{i}]"
+        if not isinstance(item, dict):
+            raise ValueError(f"{where}: must be an object")
+        exclusions.append(
+            Exclusion(
+                claim=clean(_text(item, "claim", where)),
+                reason=clean(_text(item, "reason", where)),
+                path=_text(item, "path", where, required=False) or None,
+                line=_int(item, "line", where),
+            )
+        )
+    signals: list[Signal] = []
+    for i, item in enumerate(data.get("signals") or []):
+        where = f"signals[{i}]"
+        if not isinstance(item, dict):
+            raise ValueError(f"{where}: must be an object")
+        kind = str(item.get("kind", "")).upper()
+        if kind not in SIGNAL_KINDS:
+            raise ValueError(f"{where}: 'kind' must be one of {', '.join(SIGNAL_KINDS)}")
+        signals.append(
+            Signal(
+                kind=kind,
+                target=clean(_text(item, "target", where)),
+                into=clean(_text(item, "into", where, required=False)),
+                reason=clean(_text(item, "reason", where)),
+            )
+        )
+    return ModelAnswer(
+        findings=findings, exclusions=tuple(exclusions[:MAX_ITEMS]), signals=tuple(signals[:MAX_ITEMS])
+    )
+
+
+def _norm(text: str) -> str:
+    return _WS.sub(" ", text).strip()
+
+
+def anchor(finding: Finding, files: Mapping[str, DiffFile], index: LineIndex) -> Finding:
+    """Pin a finding to a commentable line, or keep it summary-only with the reason (DESIGN 10.9)."""
+    if finding.path not in files:
+        return dataclasses.replace(finding, anchored=False, anchor_reason="not_in_diff")
+    lines = index.side(finding.path, finding.side)
+    first = _norm(finding.quote.splitlines()[0]) if finding.quote.strip() else ""
+    if not first:
+        if finding.line is not None and finding.line in lines:
+            return _with_range(finding, finding.line, index, "as_stated")
+        return dataclasses.replace(finding, anchored=False, anchor_reason="line_not_commentable")
+    text_at = _line_texts(files[finding.path], finding.side)
+    matches = [n for n in lines if first in _norm(text_at.get(n, ""))]
+    if not matches:
+        return dataclasses.replace(finding, anchored=False, anchor_reason="quote_not_found")
+    stated = finding.line or 0
+    best = min(matches, key=lambda n: (abs(n - stated), n))
+    return _with_range(finding, best, index, "as_stated" if best == finding.line else "moved_by_quote")
+
+
+def _line_texts(file: DiffFile, side: str) -> dict[int, str]:
+    texts: dict[int, str] = {}
+    for hunk in file.hunks:
+        for line in hunk.lines:
+            if side == "LEFT" and line.kind == "-" and line.old is not None:
+                texts[line.old] = line.text
+            elif side == "RIGHT" and line.kind != "-" and line.new is not None:
+                texts[line.new] = line.text
+    return texts
+
+
+def _with_range(finding: Finding, line: int, index: LineIndex, reason: str) -> Finding:
+    end = None
+    if finding.end_line and finding.line and finding.end_line > finding.line:
+        candidate = line + (finding.end_line - finding.line)
+        if index.range_commentable(finding.path, line, candidate, finding.side):
+            end = candidate
+    return dataclasses.replace(finding, line=line, end_line=end, anchored=True, anchor_reason=reason)
+
+
+def _title_key(title: str) -> str:
+    return " ".join(sorted(set(re.findall(r"[a-z0-9_]{3,}", title.lower()))))
+
+
+def dedupe(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    """One finding per root cause: same id, or same anchored line with the same title words."""
+    kept: list[Finding] = []
+    seen_ids: set[str] = set()
+    seen_spots: set[tuple[str, int | None, str]] = set()
+    for finding in order(findings):
+        spot = (finding.path, finding.line, _title_key(finding.title))
+        if finding.id in seen_ids or (finding.line is not None and spot in seen_spots):
+            continue
+        seen_ids.add(finding.id)
+        seen_spots.add(spot)
+        kept.append(finding)
+    return tuple(kept)
+
+
+def order(findings: Iterable[Finding]) -> list[Finding]:
+    """Most severe first, then most confident, then by place."""
+    return sorted(
+        findings,
+        key=lambda f: (priority_rank(f.priority), -f.confidence, not f.anchored, f.path, f.line or 0),
+    )
+
+
+def dedupe_signals(signals: Sequence[Signal]) -> tuple[Signal, ...]:
+    seen: set[tuple[str, str, str]] = set()
+    out: list[Signal] = []
+    for signal in signals:
+        key = (signal.kind, signal.target, signal.into)
+        if key not in seen:
+            seen.add(key)
+            out.append(signal)
+    return tuple(out)
+
+
+def dedupe_exclusions(exclusions: Sequence[Exclusion]) -> tuple[Exclusion, ...]:
+    seen: set[str] = set()
+    out: list[Exclusion] = []
+    for item in exclusions:
+        key = _norm(item.claim).lower()
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return tuple(out)

@@ -1,0 +1,141 @@
+"""The completion gate (`publish_ready`), the verdict, and `--fail-on` (DESIGN 4.5, 10.3)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from reviewer.report import (
+    BudgetReport,
+    Coverage,
+    Finding,
+    Gap,
+    Gate,
+    GateCheck,
+    Verdict,
+    priority_rank,
+)
+
+FAIL_ON = ("never", "P1", "P2", "P3")
+UNREVIEWED_WHYS = frozenset(
+    {"budget", "no_model", "no_credentials", "model_error", "unparsed", "no_patch", "too_many_files"}
+)
+
+
+@dataclass(frozen=True)
+class OutputSize:
+    """A rendered output, its size in the unit GitHub counts, and its limit."""
+
+    name: str
+    size: int
+    limit: int
+    truncated: bool = False
+
+
+def evaluate(
+    *,
+    pinned_head: str,
+    current_head: str | None,
+    coverage: Coverage,
+    answers_expected: int,
+    answers_parsed: int,
+    answers_gapped: int,
+    budget: BudgetReport,
+    outputs: Sequence[OutputSize] = (),
+) -> Gate:
+    """Integrity checks: disclosed gaps do not block publishing; a moved head or an overrun does."""
+    unaccounted = [f.path for f in coverage.files if f.status == "partial" and not f.reason]
+    counts: dict[str, int] = {}
+    for f in coverage.files:
+        counts[f.status] = counts.get(f.status, 0) + 1
+    moved = current_head is not None and current_head != pinned_head
+    limits, used = budget.limits, budget.used
+    overrun = [
+        name
+        for name, value in (
+            ("input_tokens", used.input_tokens),
+            ("output_tokens", used.output_tokens),
+            ("calls", used.calls),
+            ("cost_usd", used.cost_usd),
+        )
+        if value is not None and limits.get(name) is not None and value > limits[name] + 1e-9
+    ]
+    checks = (
+        GateCheck(
+            "head_unchanged",
+            not moved,
+            f"head moved from {pinned_head[:12]} to {(current_head or '')[:12]}"
+            if moved
+            else f"{pinned_head[:12]}" + ("" if current_head is not None else " (not re-read)"),
+        ),
+        GateCheck(
+            "coverage_accounted",
+            not unaccounted,
+            ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no files",
+        ),
+        GateCheck(
+            "answers_parsed",
+            answers_parsed + answers_gapped >= answers_expected,
+            f"{answers_parsed}/{answers_expected} parsed"
+            + (f", {answers_gapped} reported as gaps" if answers_gapped else ""),
+        ),
+        GateCheck(
+            "budget_respected",
+            not overrun,
+            "over " + ", ".join(overrun)
+            if overrun
+            else ("exhausted, disclosed" if budget.exhausted else "ok"),
+        ),
+        GateCheck(
+            "output_limits",
+            all(o.size <= o.limit for o in outputs),
+            ", ".join(
+                f"{o.name} {o.size:,}/{o.limit:,}" + (" (truncated)" if o.truncated else "") for o in outputs
+            )
+            or "nothing rendered",
+        ),
+    )
+    ready = all(c.ok for c in checks)
+    return Gate(publish_ready=ready, checks=checks)
+
+
+def verdict(
+    *, findings: Sequence[Finding], coverage: Coverage, gaps: Sequence[Gap], head_moved: bool
+) -> Verdict:
+    """incomplete beats findings beats clean; never clean while something went unreviewed."""
+    if head_moved:
+        return "incomplete"
+    reviewable = [f for f in coverage.files if f.status != "skipped"]
+    reviewed_any = any(f.status in ("reviewed", "partial") for f in reviewable)
+    unreviewed = any(f.status in ("listed", "partial") for f in reviewable) or any(
+        g.why in UNREVIEWED_WHYS for g in gaps
+    )
+    if findings:
+        return "findings"
+    if (reviewable and not reviewed_any) or unreviewed:
+        return "incomplete"
+    return "clean"
+
+
+def fails(findings: Sequence[Finding], fail_on: str) -> bool:
+    """True when a finding is at or above the `--fail-on` priority."""
+    if fail_on == "never":
+        return False
+    threshold = priority_rank(fail_on)
+    return any(priority_rank(f.priority) <= threshold for f in findings)
+
+
+def exit_code(*, verdict_: str, findings: Sequence[Finding], fail_on: str, on_error: str) -> int:
+    """DESIGN section 2, first match wins: 3 incomplete under fail, 1 findings at fail-on, 0."""
+    if verdict_ == "incomplete" and on_error == "fail":
+        return 3
+    if fails(findings, fail_on):
+        return 1
+    return 0
+
+
+def counts(findings: Sequence[Finding]) -> Mapping[str, int]:
+    out = {"P1": 0, "P2": 0, "P3": 0}
+    for f in findings:
+        out[f.priority] += 1
+    return out

@@ -1,0 +1,403 @@
+"""The stages wired together: change → plan → rules + model → findings → gate → Report.
+
+Flat on purpose (reviewdog's `Run`): each stage records what it skipped, nothing vanishes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from reviewer import findings as fnd
+from reviewer import gate, rules
+from reviewer.budget import Budget, BudgetExhausted
+from reviewer.config import Config
+from reviewer.diff import LineIndex
+from reviewer.errors import ModelError
+from reviewer.plan import Unit, coverage, make_plan
+from reviewer.report import (
+    Coverage,
+    Exclusion,
+    Finding,
+    Gap,
+    Gate,
+    ModelInfo,
+    Report,
+    Settings,
+    Signal,
+)
+from reviewer.source import Change
+
+if TYPE_CHECKING:
+    from reviewer.llm import ModelClient
+    from reviewer.render import Renderer
+
+ReadFile = Callable[[str, str], "str | None"]
+Warn = Callable[[str], None]
+
+PROMPT_MARGIN_TOKENS = 512
+VERIFY_CONTEXT_LINES = 25
+MAX_VERIFY = 8
+
+
+@dataclass(frozen=True)
+class UnitOutcome:
+    unit_id: int
+    status: str  # ok | budget | unparsed | model_error
+    answer: fnd.ModelAnswer | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything but the gate: the gate needs the rendered outputs and a fresh head."""
+
+    report: Report
+    index: LineIndex
+    answers_expected: int
+    answers_parsed: int
+    answers_gapped: int
+
+
+def approx_tokens(text: str) -> int:
+    """A conservative stand-in for a tokenizer when no model is configured."""
+    return max(1, len(text) // 3)
+
+
+class _Warnings:
+    def __init__(self, sink: Warn) -> None:
+        self.items: list[str] = []
+        self._sink = sink
+        self._lock = threading.Lock()
+
+    def __call__(self, message: str) -> None:
+        with self._lock:
+            if message not in self.items:
+                self.items.append(message)
+                self._sink(message)
+
+
+def analyse(
+    change: Change,
+    config: Config,
+    *,
+    read_file: ReadFile,
+    renderer: Renderer,
+    warn: Warn,
+    client_factory: Callable[[Config, Budget, Warn], ModelClient] | None = None,
+) -> Analysis:
+    """Run every stage up to the gate; never raises for model trouble (it becomes gaps)."""
+    warnings = _Warnings(warn)
+    files = change.files
+    head = change.snapshot.head.sha
+    budget = Budget(config.limits)
+    gaps: list[Gap] = list(change.gaps)
+    rule_result = rules.run_rules(files)
+
+    client: ModelClient | None = None
+    unsent_default = "budget"
+    if not config.model:
+        unsent_default = "no_model"
+        gaps.append(Gap(what=renderer.gap_text("no_model"), why="no_model"))
+    else:
+        factory = client_factory or _default_client
+        client = factory(config, budget, warnings)
+        missing = client.credentials_missing()
+        if missing:
+            unsent_default = "no_credentials"
+            gaps.append(
+                Gap(what=renderer.gap_text("no_credentials", keys=", ".join(missing)), why="no_credentials")
+            )
+            client = None
+
+    count_tokens = client.count_tokens if client else approx_tokens
+    unit_tokens = _unit_tokens(config, client, renderer, change, count_tokens)
+    plan = make_plan(
+        files,
+        include=config.include,
+        exclude=config.exclude,
+        unit_tokens=unit_tokens,
+        count_tokens=count_tokens,
+        read_file=lambda path: read_file(path, head),
+        redact=rules.redact,
+    )
+
+    outcomes: list[UnitOutcome] = []
+    if client is not None and plan.units:
+        outcomes = _review_units(client, plan.units, config, renderer, change, budget)
+    ok_units = {o.unit_id for o in outcomes if o.status == "ok"}
+    unsent = {o.unit_id: _coverage_reason(o.status) for o in outcomes if o.status != "ok"}
+    cov = coverage(plan, files, reviewed_units=ok_units, unsent_reason=unsent, default_unsent=unsent_default)
+    gaps += _coverage_gaps(cov, renderer, skip_whys={g.why for g in gaps})
+    gaps += [
+        Gap(what=renderer.gap_text(o.status, detail=o.detail), why=o.status)
+        for o in outcomes
+        if o.status in ("unparsed", "model_error")
+    ]
+
+    by_path = {f.path: f for f in files}
+    index = LineIndex.build(files)
+    raw: list[Finding] = list(rule_result.findings)
+    exclusions: list[Exclusion] = []
+    signals: list[Signal] = list(rule_result.signals)
+    for outcome in outcomes:
+        if outcome.answer:
+            raw += outcome.answer.findings
+            exclusions += outcome.answer.exclusions
+            signals += outcome.answer.signals
+    anchored = fnd.dedupe(fnd.anchor(f, by_path, index) for f in raw)
+    if client is not None:
+        anchored, refuted = _verify(client, anchored, renderer, change, read_file, budget, warnings)
+        exclusions += refuted
+
+    report = Report(
+        snapshot=change.snapshot,
+        model=ModelInfo(name=config.model, fallbacks=config.fallback_models),
+        coverage=cov,
+        findings=tuple(fnd.order(anchored)),
+        exclusions=fnd.dedupe_exclusions(exclusions),
+        signals=fnd.dedupe_signals(signals),
+        gaps=tuple(_dedupe_gaps(gaps)),
+        budget=budget.report(),
+        gate=Gate(publish_ready=False),
+        settings=Settings(language=config.language, max_findings=config.max_findings, fail_on=config.fail_on),
+        verdict=gate.verdict(findings=anchored, coverage=cov, gaps=gaps, head_moved=False),
+        warnings=tuple(warnings.items),
+    )
+    expected = len(outcomes) - sum(1 for o in outcomes if o.status == "budget")
+    return Analysis(
+        report=report,
+        index=index,
+        answers_expected=expected,
+        answers_parsed=sum(1 for o in outcomes if o.status == "ok"),
+        answers_gapped=sum(1 for o in outcomes if o.status in ("unparsed", "model_error")),
+    )
+
+
+def conclude(
+    analysis: Analysis, *, current_head: str | None, outputs: Sequence[gate.OutputSize], renderer: Renderer
+) -> Report:
+    """Gate and final verdict; a moved head makes the review incomplete (stale)."""
+    report = analysis.report
+    pinned = report.snapshot.head.sha
+    result = gate.evaluate(
+        pinned_head=pinned,
+        current_head=current_head,
+        coverage=report.coverage,
+        answers_expected=analysis.answers_expected,
+        answers_parsed=analysis.answers_parsed,
+        answers_gapped=analysis.answers_gapped,
+        budget=report.budget,
+        outputs=outputs,
+    )
+    moved = current_head is not None and current_head != pinned
+    gaps = report.gaps
+    if moved:
+        gaps = (
+            *gaps,
+            Gap(what=renderer.gap_text("stale", head=pinned[:12], now=current_head[:12]), why="stale"),
+        )
+    return report.replace(
+        gate=result,
+        gaps=gaps,
+        verdict=gate.verdict(findings=report.findings, coverage=report.coverage, gaps=gaps, head_moved=moved),
+    )
+
+
+def _default_client(config: Config, budget: Budget, warn: Warn) -> ModelClient:
+    from reviewer.llm import ModelClient
+
+    return ModelClient(config, budget, warn=warn)
+
+
+def _unit_tokens(
+    config: Config,
+    client: ModelClient | None,
+    renderer: Renderer,
+    change: Change,
+    count_tokens: Callable[[str], int],
+) -> int:
+    """What one unit's diff text may take: the smallest context window minus prompt and answer."""
+    window = client.context_window() if client else (config.context_window or 128_000)
+    overhead = count_tokens(_system_prompt(renderer, config)) + count_tokens(
+        _user_prompt(renderer, config, change, units_text="", nonce="0" * 16)
+    )
+    answer = min(config.max_output_tokens_per_call, config.limits.output_tokens or 1)
+    fits_window = window - overhead - answer - PROMPT_MARGIN_TOKENS
+    fits_budget = int(config.limits.input_tokens / 1.15) - overhead
+    return max(0, min(fits_window, fits_budget))
+
+
+def _system_prompt(renderer: Renderer, config: Config) -> str:
+    return renderer.prompt("system", language=config.language)
+
+
+def _user_prompt(renderer: Renderer, config: Config, change: Change, *, units_text: str, nonce: str) -> str:
+    return renderer.prompt(
+        "review",
+        title=change.snapshot.title,
+        body=change.body,
+        instructions=config.instructions,
+        language=config.language,
+        units=units_text,
+        nonce=nonce,
+    )
+
+
+def _review_units(
+    client: ModelClient,
+    units: Sequence[Unit],
+    config: Config,
+    renderer: Renderer,
+    change: Change,
+    budget: Budget,
+) -> list[UnitOutcome]:
+    system = _system_prompt(renderer, config)
+
+    def one(unit: Unit) -> UnitOutcome:
+        nonce = secrets.token_hex(8)
+        text = "\n\n".join(part.text for part in unit.parts)
+        messages = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": _user_prompt(renderer, config, change, units_text=text, nonce=nonce)},
+        ]
+        try:
+            answer, _ = client.complete_json(
+                messages, phase="review", parse=lambda t: fnd.parse_answer(t, clean=rules.redact)
+            )
+        except BudgetExhausted as exc:
+            return UnitOutcome(unit.id, "budget", detail=exc.limit)
+        except ModelError as exc:
+            status = "unparsed" if type(exc).__name__ == "AnswerUnparsed" else "model_error"
+            return UnitOutcome(unit.id, status, detail=_short(str(exc)))
+        except Exception as exc:  # a worker must never take the run down
+            return UnitOutcome(unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"))
+        return UnitOutcome(unit.id, "ok", answer=answer)
+
+    workers = max(1, min(config.max_concurrency, len(units)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="imreview-unit") as pool:
+        return list(pool.map(one, units))
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = rules.redact(" ".join(text.split()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _coverage_reason(status: str) -> str:
+    return "budget" if status == "budget" else "model_error"
+
+
+def _coverage_gaps(cov: Coverage, renderer: Renderer, *, skip_whys: set[str]) -> list[Gap]:
+    """One gap per file that was reviewable but not (fully) reviewed, with the machine reason."""
+    out: list[Gap] = []
+    for f in cov.files:
+        if f.status not in ("listed", "partial") or not f.reason:
+            continue
+        if f.reason in skip_whys and f.reason in ("no_model", "no_credentials"):
+            continue
+        out.append(
+            Gap(
+                what=renderer.gap_text(
+                    f.reason,
+                    path=f.path,
+                    missing=f.hunks_total - f.hunks_reviewed,
+                    total=f.hunks_total,
+                ),
+                why=f.reason,
+                path=f.path,
+            )
+        )
+    return out
+
+
+def _dedupe_gaps(gaps: Sequence[Gap]) -> list[Gap]:
+    seen: set[tuple[str, str, str | None]] = set()
+    out = []
+    for g in gaps:
+        key = (g.what, g.why, g.path)
+        if key not in seen:
+            seen.add(key)
+            out.append(g)
+    return out
+
+
+def _verify(
+    client: ModelClient,
+    found: Sequence[Finding],
+    renderer: Renderer,
+    change: Change,
+    read_file: ReadFile,
+    budget: Budget,
+    warn: Warn,
+) -> tuple[list[Finding], list[Exclusion]]:
+    """Re-check P1/P2 model findings against fuller context; refuted ones become exclusions."""
+    targets = [f for f in found if f.source == "llm" and f.priority in ("P1", "P2")][:MAX_VERIFY]
+    if not targets:
+        return list(found), []
+    head = change.snapshot.head.sha
+    items = [
+        {
+            "id": f.id,
+            "priority": f.priority,
+            "title": f.title,
+            "path": f.path,
+            "line": f.line,
+            "observation": f.observation,
+            "context": _context(read_file(f.path, head), f.line),
+        }
+        for f in targets
+    ]
+    nonce = secrets.token_hex(8)
+    messages = [
+        {"role": "system", "content": renderer.prompt("system", language=renderer.language)},
+        {"role": "user", "content": renderer.prompt("verify", findings=items, nonce=nonce)},
+    ]
+    try:
+        verdicts, _ = client.complete_json(messages, phase="verify", parse=_parse_verdicts)
+    except (BudgetExhausted, ModelError) as exc:
+        warn(f"verification skipped: {_short(str(exc), 120) or type(exc).__name__}")
+        return list(found), []
+    kept: list[Finding] = []
+    refuted: list[Exclusion] = []
+    for f in found:
+        decision = verdicts.get(f.id)
+        if decision is None:
+            kept.append(f)
+        elif decision[0]:
+            kept.append(dataclasses.replace(f, verified=True))
+        else:
+            refuted.append(
+                Exclusion(claim=f.title, reason=rules.redact(decision[1]), path=f.path, line=f.line)
+            )
+    return kept, refuted
+
+
+def _context(text: str | None, line: int | None) -> str:
+    if not text or not line:
+        return ""
+    lines = text.splitlines()
+    lo = max(0, line - 1 - VERIFY_CONTEXT_LINES)
+    hi = min(len(lines), line + VERIFY_CONTEXT_LINES)
+    return rules.redact("\n".join(f"{n + 1:>6} {lines[n]}" for n in range(lo, hi)))
+
+
+def _parse_verdicts(text: str) -> Mapping[str, tuple[bool, str]]:
+    data: Any = fnd.json_object(text)
+    items = data.get("verdicts") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise ValueError("'verdicts' must be a list")
+    out: dict[str, tuple[bool, str]] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            raise ValueError(f"verdicts[{i}]: needs a string 'id'")
+        holds = item.get("holds")
+        if not isinstance(holds, bool):
+            raise ValueError(f"verdicts[{i}]: 'holds' must be true or false")
+        out[item["id"]] = (holds, str(item.get("reason", ""))[:500])
+    return out

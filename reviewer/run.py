@@ -1,0 +1,202 @@
+"""The end stages shared by `review`, `pr` and `action` (DESIGN 10.1).
+
+Order: render the PR bodies → gate (re-read the head; sizes after truncation) → publish to the PR
+→ render the job summary (it shows what was published) → write the summary, report and outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reviewer import gate
+from reviewer.config import Config, config_hash
+from reviewer.errors import UsageError
+from reviewer.render import Renderer, fit
+from reviewer.report import Published, Report
+from reviewer.review import Analysis, analyse, conclude
+from reviewer.source import Source
+
+COMMENT_LIMIT = 60_000
+SUMMARY_LIMIT = 1_000_000
+Warn = Callable[[str], None]
+Publisher = Callable[[Report, "Rendered"], Sequence[Published]]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The PR-facing bodies, rendered before the gate so their sizes can be checked."""
+
+    comment: str
+    comment_truncated: bool
+    state: dict[str, Any]
+
+
+def state_for(
+    report: Report, config: Config, renderer: Renderer, *, prior: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The sticky marker's state (DESIGN 6): full shas, config hash, cumulative cost."""
+    counts = gate.counts(report.findings)
+    cost = report.budget.used.cost_usd
+    prior_total = (prior or {}).get("total_cost_usd")
+    total = (
+        None
+        if cost is None
+        else round(cost + (prior_total if isinstance(prior_total, (int, float)) else 0), 6)
+    )
+    heads = [h for h in (prior or {}).get("reviewed_heads", []) if isinstance(h, str)]
+    if report.snapshot.head.sha not in heads:
+        heads.append(report.snapshot.head.sha)
+    return {
+        "head": report.snapshot.head.sha,
+        "base": report.snapshot.base.sha,
+        "config": config_hash(config, renderer.templates_digest()),
+        "model": config.model or "",
+        "cost_usd": cost,
+        "total_cost_usd": total,
+        "reviewed_heads": heads[-20:],
+        "verdict": report.verdict,
+        "findings": len(report.findings),
+        "p1": counts["P1"],
+        "max_priority": max_priority(report),
+    }
+
+
+def max_priority(report: Report) -> str:
+    return report.findings[0].priority if report.findings else ""
+
+
+def render_bodies(
+    report: Report, config: Config, renderer: Renderer, *, prior: dict[str, Any] | None = None
+) -> Rendered:
+    from reviewer.publish import state_marker
+
+    state = state_for(report, config, renderer, prior=prior)
+    marker = state_marker(state)
+    body = renderer.comment(report.to_dict(), max_findings=config.max_findings)
+    note = "\n\n" + renderer.t("truncated_comment") + "\n"
+    room = COMMENT_LIMIT - _utf16_len(marker) - 2
+    body, truncated = fit(body, room, unit="utf16", note=note)
+    return Rendered(comment=f"{body.rstrip()}\n\n{marker}", comment_truncated=truncated, state=state)
+
+
+def _utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def finish(
+    analysis: Analysis,
+    source: Source,
+    config: Config,
+    renderer: Renderer,
+    *,
+    publisher: Publisher | None = None,
+    prior: dict[str, Any] | None = None,
+) -> tuple[Report, Rendered]:
+    """Render → gate → publish (only when publish_ready) → the report with what was published."""
+    rendered = render_bodies(analysis.report, config, renderer, prior=prior)
+    outputs = [
+        gate.OutputSize(
+            "comment", _utf16_len(rendered.comment), COMMENT_LIMIT + 5_000, rendered.comment_truncated
+        )
+    ]
+    report = conclude(analysis, current_head=source.head_sha(), outputs=outputs, renderer=renderer)
+    rendered = render_bodies(report, config, renderer, prior=prior)
+    if publisher is not None:
+        if report.gate.publish_ready:
+            report = report.replace(published=tuple(publisher(report, rendered)))
+        else:
+            report = report.replace(
+                published=(Published(sink="pull_request", ok=False, detail=renderer.t("not_published_gate")),)
+            )
+    return report, rendered
+
+
+def summary_text(report: Report, renderer: Renderer, *, annotations_dropped: int = 0) -> str:
+    text = renderer.summary(report.to_dict(), annotations_dropped=annotations_dropped)
+    text, _ = fit(text, SUMMARY_LIMIT, unit="utf8", note="\n\n" + renderer.t("truncated_summary") + "\n")
+    return text
+
+
+def write_text(path: str | None, text: str) -> None:
+    """`-` is stdout; a file path is created with its parent directories."""
+    if not path:
+        return
+    if path == "-":
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+        return
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
+
+
+def report_json(report: Report) -> str:
+    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+
+def review_and_report(
+    source: Source,
+    config: Config,
+    *,
+    summary_path: str | None,
+    json_path: str | None,
+    comment_path: str | None,
+    warn: Warn,
+    publisher: Publisher | None = None,
+    prior: dict[str, Any] | None = None,
+) -> int:
+    """The local and `pr` flow: review, gate, optionally publish, write files, return the exit code."""
+    renderer = Renderer(language=config.language, template_dir=config.template_dir)
+    change = source.change()
+    analysis = analyse(change, config, read_file=source.read_file, renderer=renderer, warn=warn)
+    report, rendered = finish(analysis, source, config, renderer, publisher=publisher, prior=prior)
+    write_text(json_path, report_json(report))
+    write_text(comment_path, rendered.comment)
+    write_text(summary_path, summary_text(report, renderer))
+    return gate.exit_code(
+        verdict_=report.verdict, findings=report.findings, fail_on=config.fail_on, on_error=config.on_error
+    )
+
+
+def review_pull_request(
+    repo: str,
+    number: int,
+    *,
+    token: str,
+    api_url: str,
+    config_file: str | None,
+    overrides: dict[str, Any],
+    post_comment: bool,
+    inline_comments: bool,
+    summary_path: str | None,
+    json_path: str | None,
+    comment_path: str | None,
+    warn: Warn,
+) -> int:
+    """`imreview pr OWNER/REPO#N`: the GitHub source; posts nothing unless asked."""
+    from reviewer.github_flow import pr_publisher, repo_config
+    from reviewer.source.github import GitHubClient, GitHubSource
+
+    client = GitHubClient(token, api_url)
+    source = GitHubSource(client, repo, number)
+    config = repo_config(client, source, config_file=config_file, overrides=overrides)
+    publisher = pr_publisher(
+        client, repo, number, config, post_comment=post_comment, inline_comments=inline_comments, warn=warn
+    )
+    return review_and_report(
+        source,
+        config,
+        summary_path=summary_path,
+        json_path=json_path,
+        comment_path=comment_path,
+        warn=warn,
+        publisher=publisher,
+    )

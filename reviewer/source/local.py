@@ -1,0 +1,169 @@
+"""A local git range as a review source: `merge-base(base, head)..head`, committed changes only."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from reviewer.diff import parse_patch
+from reviewer.errors import GitError, UsageError
+from reviewer.report import CiState, Ref, Snapshot
+from reviewer.source import Change
+
+DEFAULT_BASES = ("origin/HEAD", "origin/main", "main", "origin/master", "master")
+_REMOTE_REPO = re.compile(r"[:/]([^/:]+/[^/]+?)(?:\.git)?/?$")
+_MAX_BODY = 20_000
+
+
+def _git_env() -> dict[str, str]:
+    """The caller's environment minus GIT_* variables that would point git elsewhere."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k.startswith("GIT_CONFIG")}
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["LC_ALL"] = "C"
+    return env
+
+
+class Git:
+    """One runner for every git call: safe.directory set, errors carry the exact command."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+        cmd = [
+            "git",
+            "-c",
+            f"safe.directory={self.cwd}",
+            "-c",
+            "core.quotePath=false",
+            *args,
+        ]
+        try:
+            proc = subprocess.run(cmd, cwd=self.cwd, env=_git_env(), capture_output=True, check=False)
+        except FileNotFoundError as exc:
+            raise UsageError("git is not installed or not on PATH") from exc
+        if check and proc.returncode != 0:
+            err = proc.stderr.decode("utf-8", "replace").strip()
+            raise GitError(f"`git {' '.join(args)}` failed ({proc.returncode}): {err}")
+        return proc
+
+    def text(self, *args: str) -> str:
+        return self.run(*args).stdout.decode("utf-8", "replace").strip()
+
+    def verify(self, ref: str) -> str | None:
+        proc = self.run("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+
+def open_repository(path: str | os.PathLike[str]) -> Git:
+    """The top level of the repository at PATH, or exit 2 saying PATH is not one."""
+    where = Path(path).resolve()
+    if not where.is_dir():
+        raise UsageError(f"PATH {str(path)!r} is not a directory")
+    proc = Git(where).run("rev-parse", "--show-toplevel", check=False)
+    if proc.returncode != 0:
+        raise UsageError(f"PATH {str(path)!r} is not a git repository (git rev-parse failed)")
+    return Git(Path(proc.stdout.decode().strip()))
+
+
+def default_base(git: Git) -> str:
+    """The upstream when it names another branch, else the first of DEFAULT_BASES that exists."""
+    upstream = git.run("rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}", check=False)
+    current = git.run("rev-parse", "--abbrev-ref", "HEAD", check=False).stdout.decode().strip()
+    name = upstream.stdout.decode().strip()
+    if upstream.returncode == 0 and name and name.split("/", 1)[-1] != current:
+        return name
+    for candidate in DEFAULT_BASES:
+        if git.verify(candidate):
+            return candidate
+    raise UsageError(
+        "no base branch found: tried the upstream, " + ", ".join(DEFAULT_BASES) + "; pass --base REF"
+    )
+
+
+class LocalSource:
+    """Reviews what `head` adds on top of `merge-base(base, head)`; file text comes from git objects."""
+
+    def __init__(self, path: str | os.PathLike[str] = ".", *, base: str | None = None, head: str = "HEAD"):
+        self.git = open_repository(path)
+        self.base_ref = base or default_base(self.git)
+        self.head_ref = head
+        self.base_sha = self._resolve(self.base_ref, "--base")
+        self.head_sha_pinned = self._resolve(head, "--head")
+        proc = self.git.run("merge-base", self.base_sha, self.head_sha_pinned, check=False)
+        if proc.returncode != 0:
+            raise UsageError(
+                f"no merge base between {self.base_ref} and {head}: the history is shallow or unrelated;"
+                " fetch more history (git fetch --unshallow, or actions/checkout with fetch-depth: 0)"
+            )
+        self.merge_base = proc.stdout.decode().strip()
+
+    def _resolve(self, ref: str, flag: str) -> str:
+        sha = self.git.verify(ref)
+        if not sha:
+            raise UsageError(f"{flag} {ref!r} is not a commit in {self.git.cwd}")
+        return sha
+
+    def change(self) -> Change:
+        raw = self.git.run(
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "-M",
+            "--full-index",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            self.merge_base,
+            self.head_sha_pinned,
+        ).stdout
+        files = parse_patch(raw)
+        if not files:
+            raise UsageError(
+                f"nothing to review: {self.base_ref}...{self.head_ref} is empty"
+                f" (merge base {self.merge_base[:12]} = head, or no committed changes)"
+            )
+        commits = int(self.git.text("rev-list", "--count", f"{self.merge_base}..{self.head_sha_pinned}"))
+        subject = self.git.text("log", "-1", "--format=%s", self.head_sha_pinned)
+        author = self.git.text("log", "-1", "--format=%an", self.head_sha_pinned)
+        body = self.git.text("log", "--format=%B", f"{self.merge_base}..{self.head_sha_pinned}")[:_MAX_BODY]
+        snapshot = Snapshot(
+            source="local",
+            repo=self._repo_name(),
+            number=None,
+            title=subject,
+            author=author,
+            url="",
+            base=Ref(ref=self.base_ref, sha=self.base_sha),
+            head=Ref(ref=self.head_ref, sha=self.head_sha_pinned),
+            merge_base=self.merge_base,
+            files=len(files),
+            additions=sum(f.additions for f in files),
+            deletions=sum(f.deletions for f in files),
+            commits=commits,
+            ci=CiState(state="unknown"),
+        )
+        return Change(snapshot=snapshot, files=files, body=body)
+
+    def _repo_name(self) -> str:
+        proc = self.git.run("remote", "get-url", "origin", check=False)
+        if proc.returncode == 0 and (m := _REMOTE_REPO.search(proc.stdout.decode().strip())):
+            return m.group(1)
+        return self.git.cwd.name
+
+    def head_sha(self) -> str:
+        return self.git.verify(self.head_ref) or ""
+
+    def read_file(self, path: str, sha: str) -> str | None:
+        proc = self.git.run("cat-file", "blob", f"{sha}:{path}", check=False)
+        if proc.returncode != 0:
+            return None
+        return proc.stdout.decode("utf-8", "replace")
+
+
+def make_local_source(path: str, base: str | None, head: str, notice: Callable[[str], None]) -> LocalSource:
+    source = LocalSource(path, base=base, head=head)
+    notice(f"imreview: reviewing {source.base_ref}...{head} (merge base {source.merge_base[:12]})")
+    return source

@@ -1,0 +1,147 @@
+"""Shared fixtures: real git repositories in temp dirs, the CLI as a subprocess, a network guard."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def _loopback(address: object) -> bool:
+    host = address[0] if isinstance(address, tuple) else address
+    if not isinstance(host, str):
+        return True  # AF_UNIX paths and the like
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any in-process connection to a non-loopback address fails the test loudly."""
+    real_connect = socket.socket.connect
+
+    def guarded(self: socket.socket, address: object) -> object:
+        if self.family in (socket.AF_INET, socket.AF_INET6) and not _loopback(address):
+            raise AssertionError(f"test tried to reach the network: {address!r}")
+        return real_connect(self, address)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(cwd),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "Test Author",
+        "GIT_AUTHOR_EMAIL": "author@example.com",
+        "GIT_COMMITTER_NAME": "Test Author",
+        "GIT_COMMITTER_EMAIL": "author@example.com",
+        "GIT_TEMPLATE_DIR": "",
+    }
+    proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
+    return proc.stdout.strip()
+
+
+@dataclass
+class Repo:
+    """A real git repository: `main` holds the base, `feature` the change under review."""
+
+    path: Path
+
+    def write(self, files: Mapping[str, str | bytes | None]) -> None:
+        for name, content in files.items():
+            target = self.path / name
+            if content is None:
+                target.unlink()
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                target.write_bytes(content)
+            else:
+                target.write_text(content, encoding="utf-8", newline="")
+
+    def commit(self, files: Mapping[str, str | bytes | None], message: str = "change") -> str:
+        self.write(files)
+        git(self.path, "add", "-A")
+        git(self.path, "commit", "-q", "--allow-empty", "--no-gpg-sign", "-m", message)
+        return self.head()
+
+    def head(self) -> str:
+        return git(self.path, "rev-parse", "HEAD")
+
+    def branch(self, name: str) -> None:
+        git(self.path, "checkout", "-q", "-b", name)
+
+    def git(self, *args: str) -> str:
+        return git(self.path, *args)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    return Repo(path)
+
+
+@pytest.fixture
+def feature_repo(repo: Repo) -> Iterator[Repo]:
+    """main has `app.py`; `feature` modifies it and adds a module."""
+    repo.commit(
+        {"app.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"}, "base"
+    )
+    repo.branch("feature")
+    repo.commit(
+        {
+            "app.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b - 1\n",
+            "lib/util.py": "def div(a, b):\n    return a / b\n",
+        },
+        "feature work",
+    )
+    yield repo
+
+
+def cli_env(tmp_path: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A clean environment for the CLI subprocess: no provider keys, no GitHub variables."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(ROOT),
+        "NO_COLOR": "1",
+    }
+    env.update(extra or {})
+    return env
+
+
+def run_cli(
+    args: list[str], *, cwd: Path, env: Mapping[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reviewer", *args],
+        cwd=cwd,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -1,0 +1,147 @@
+"""Parsing model answers, anchoring findings to commentable lines, dedupe."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reviewer.diff import LineIndex, parse_patch
+from reviewer.findings import anchor, dedupe, parse_answer
+from reviewer.report import Finding
+
+PATCH = """diff --git a/src/app.py b/src/app.py
+--- a/src/app.py
++++ b/src/app.py
+@@ -10,5 +10,7 @@ def handler(request):
+     user = request.user
+-    if user.is_admin:
++    if user.is_admin or request.debug:
++        grant_all(user)
+         return ok()
+     log(user)
+     return denied()
++    cleanup()
+"""
+
+
+def _answer(**overrides: object) -> dict[str, object]:
+    finding = {
+        "path": "src/app.py",
+        "line": 11,
+        "priority": "P1",
+        "title": "Debug flag grants admin",
+        "trigger": "request.debug is true",
+        "observation": "any user with ?debug=1 gets all rights",
+        "suggestion": "drop `or request.debug`",
+        "quote": "if user.is_admin or request.debug:",
+        "confidence": 0.9,
+    }
+    finding.update(overrides)
+    return {"findings": [finding], "exclusions": [], "signals": []}
+
+
+def _files():
+    files = parse_patch(PATCH)
+    return {f.path: f for f in files}, LineIndex.build(files)
+
+
+def test_plain_fenced_and_trailing_prose_answers_parse() -> None:
+    body = json.dumps(_answer())
+    for text in (body, f"```json\n{body}\n```", f"Here you go:\n{body}\nHope this helps!"):
+        answer = parse_answer(text)
+        assert answer.findings[0].priority == "P1"
+        assert answer.findings[0].source == "llm"
+        assert len(answer.findings[0].id) == 12
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not json at all", "no JSON object"),
+        ('{"findings": {"a": 1}}', "'findings' must be a list"),
+        (json.dumps(_answer(priority="P7")), "priority"),
+        (json.dumps(_answer(title=None)), "missing 'title'"),
+        (json.dumps(_answer(line="twelve")), "'line' must be an integer"),
+        ('{"findings": [], "signals": [{"kind": "REWRITE", "target": "x", "reason": "y"}]}', "'kind'"),
+    ],
+)
+def test_invalid_answers_say_what_is_wrong(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_answer(text)
+
+
+def test_truncated_json_is_invalid() -> None:
+    with pytest.raises(ValueError):
+        parse_answer(json.dumps(_answer())[:-20])
+
+
+def test_anchor_as_stated() -> None:
+    files, index = _files()
+    f = anchor(parse_answer(json.dumps(_answer())).findings[0], files, index)
+    assert f.anchored and f.line == 11 and f.anchor_reason == "as_stated"
+
+
+def test_anchor_moves_to_quote_three_lines_away() -> None:
+    files, index = _files()
+    f = anchor(parse_answer(json.dumps(_answer(line=14))).findings[0], files, index)
+    assert f.anchored and f.line == 11 and f.anchor_reason == "moved_by_quote"
+
+
+def test_anchor_outside_diff_stays_summary_only() -> None:
+    files, index = _files()
+    outside = anchor(parse_answer(json.dumps(_answer(path="src/other.py"))).findings[0], files, index)
+    assert not outside.anchored and outside.anchor_reason == "not_in_diff"
+    unknown_quote = anchor(
+        parse_answer(json.dumps(_answer(quote="nowhere()", line=300))).findings[0], files, index
+    )
+    assert not unknown_quote.anchored and unknown_quote.anchor_reason == "quote_not_found"
+    far_line = anchor(parse_answer(json.dumps(_answer(quote="", line=300))).findings[0], files, index)
+    assert not far_line.anchored and far_line.anchor_reason == "line_not_commentable"
+
+
+def test_anchor_nearest_match_wins_ties_lower() -> None:
+    patch = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,1 +1,5 @@\n x\n+dup()\n+y\n+z\n+dup()\n"
+    files = parse_patch(patch)
+    by_path, index = {f.path: f for f in files}, LineIndex.build(files)
+    base = parse_answer(json.dumps(_answer(path="a.py", quote="dup()", line=3))).findings[0]
+    assert anchor(base, by_path, index).line == 2
+    near_five = parse_answer(json.dumps(_answer(path="a.py", quote="dup()", line=4))).findings[0]
+    assert anchor(near_five, by_path, index).line == 5
+
+
+def test_anchor_left_side_uses_removed_lines() -> None:
+    files, index = _files()
+    f = parse_answer(json.dumps(_answer(side="LEFT", line=11, quote="if user.is_admin:"))).findings[0]
+    anchored = anchor(f, files, index)
+    assert anchored.anchored and anchored.side == "LEFT" and anchored.line == 11
+
+
+def test_range_kept_only_inside_one_hunk() -> None:
+    files, index = _files()
+    f = anchor(parse_answer(json.dumps(_answer(end_line=12))).findings[0], files, index)
+    assert (f.line, f.end_line) == (11, 12)
+    g = anchor(parse_answer(json.dumps(_answer(end_line=99))).findings[0], files, index)
+    assert g.end_line is None
+
+
+def test_dedupe_same_root_cause_keeps_most_severe() -> None:
+    files, index = _files()
+    a = anchor(parse_answer(json.dumps(_answer())).findings[0], files, index)
+    b = anchor(parse_answer(json.dumps(_answer(priority="P3", quote=""))).findings[0], files, index)
+    c = anchor(
+        parse_answer(json.dumps(_answer(title="Cleanup never runs", quote="cleanup()", line=17))).findings[0],
+        files,
+        index,
+    )
+    kept = dedupe([b, a, c, a])
+    assert [f.priority for f in kept] == ["P1", "P1"]
+    assert isinstance(kept[0], Finding) and kept[0].title == "Debug flag grants admin"
+
+
+def test_clean_callback_applies_to_text_fields() -> None:
+    answer = parse_answer(
+        json.dumps(_answer(quote="token = 'ghp_abcdefghijklmnopqrstuvwxyz0123456789'")),
+        clean=lambda s: s.replace("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_…"),
+    )
+    assert "ghp_…" in answer.findings[0].quote
