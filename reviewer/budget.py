@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from reviewer.report import BudgetReport, Usage
 
 
 @dataclass(frozen=True)
@@ -17,3 +24,180 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+
+MARGIN_PERCENT = 115
+"""Estimates are reserved at 115% (DESIGN 10.2): local token counts are approximations."""
+
+PHASES: tuple[str, ...] = ("review", "repair", "verify")
+
+
+class BudgetExhausted(Exception):
+    """A call was refused because it could overrun `limit`; the caller records a gap `budget`."""
+
+    def __init__(self, limit: str, detail: str = "") -> None:
+        self.limit = limit
+        super().__init__(f"budget exhausted: {limit}" + (f" ({detail})" if detail else ""))
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What one in-flight call holds: the estimate with its margin, until it is settled or cancelled."""
+
+    id: int
+    phase: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    started_at: float
+
+
+@dataclass
+class _Spent:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_unknown: bool = False
+    seconds: float = 0.0
+    calls: int = 0
+
+    def usage(self, seconds: float) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cost_usd=None if self.cost_unknown else self.cost_usd,
+            seconds=round(seconds, 2),
+            calls=self.calls,
+        )
+
+
+def _with_margin(tokens: int) -> int:
+    return (tokens * MARGIN_PERCENT + 99) // 100
+
+
+class Budget:
+    """The run's ledger. Every call reserves before it is sent and settles after, under one lock,
+    so parallel workers can never jointly promise more than the limits allow."""
+
+    def __init__(self, limits: Limits, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits = limits
+        self._clock = clock
+        self._started = clock()
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._open: dict[int, Reservation] = {}
+        self._spent = _Spent()
+        self._by_phase = {phase: _Spent() for phase in PHASES}
+        self._exhausted = False
+
+    def reserve(
+        self, *, phase: str, input_tokens: int, max_output_tokens: int, cost_usd: float | None
+    ) -> Reservation:
+        """Hold the estimate (×1.15) or raise BudgetExhausted naming the first limit it would overrun.
+
+        `cost_usd` None means the price is unknown: the cost limit then only refuses once the known
+        spend has reached it.
+        """
+        if phase not in PHASES:
+            raise ValueError(f"unknown budget phase {phase!r}; expected one of {', '.join(PHASES)}")
+        if input_tokens < 0 or max_output_tokens < 0:
+            raise ValueError("token estimates must be >= 0")
+        held_in = _with_margin(input_tokens)
+        held_out = _with_margin(max_output_tokens)
+        held_cost = None if cost_usd is None else cost_usd * MARGIN_PERCENT / 100
+        with self._lock:
+            refused = self._refusal(held_in, held_out, held_cost)
+            if refused is not None:
+                self._exhausted = True
+                raise BudgetExhausted(*refused)
+            reservation = Reservation(
+                id=next(self._ids),
+                phase=phase,
+                input_tokens=held_in,
+                output_tokens=held_out,
+                cost_usd=held_cost,
+                started_at=self._clock(),
+            )
+            self._open[reservation.id] = reservation
+            return reservation
+
+    def _refusal(self, held_in: int, held_out: int, held_cost: float | None) -> tuple[str, str] | None:
+        limits = self.limits
+        input_left = limits.input_tokens - self._spent.input_tokens - self._held("input_tokens")
+        if held_in > input_left or limits.input_tokens <= 0:
+            return "input_tokens", f"needs {held_in} with margin, {max(input_left, 0)} left"
+        output_left = limits.output_tokens - self._spent.output_tokens - self._held("output_tokens")
+        if held_out > output_left or limits.output_tokens <= 0:
+            return "output_tokens", f"needs {held_out} with margin, {max(output_left, 0)} left"
+        cost_left = limits.cost_usd - self._spent.cost_usd - self._held_cost()
+        if cost_left <= 0 or limits.cost_usd <= 0 or (held_cost is not None and held_cost > cost_left):
+            needs = "an unknown amount" if held_cost is None else f"${held_cost:.6f} with margin"
+            return "cost_usd", f"needs {needs}, ${max(cost_left, 0.0):.6f} left"
+        elapsed = self._clock() - self._started
+        if elapsed >= limits.seconds:
+            return "seconds", f"{elapsed:.1f} s of {limits.seconds:g} s used"
+        if self._spent.calls + len(self._open) + 1 > limits.calls:
+            return "calls", f"{self._spent.calls} made, {len(self._open)} in flight, limit {limits.calls}"
+        return None
+
+    def _held(self, field: str) -> int:
+        return sum(getattr(r, field) for r in self._open.values())
+
+    def _held_cost(self) -> float:
+        return sum(r.cost_usd for r in self._open.values() if r.cost_usd is not None)
+
+    def output_tokens_left(self) -> int:
+        """The largest `max_tokens` a reservation would accept right now (the margin taken off)."""
+        with self._lock:
+            left = self.limits.output_tokens - self._spent.output_tokens - self._held("output_tokens")
+        return max(left, 0) * 100 // MARGIN_PERCENT
+
+    def seconds_left(self) -> float:
+        return max(self.limits.seconds - (self._clock() - self._started), 0.0)
+
+    def settle(
+        self, r: Reservation, *, input_tokens: int, output_tokens: int, cost_usd: float | None
+    ) -> None:
+        """Replace the reservation by what the call really used; it counts as a call whatever the
+        answer was, because it reached the server."""
+        with self._lock:
+            self._take(r)
+            seconds = self._clock() - r.started_at
+            for spent in (self._spent, self._by_phase[r.phase]):
+                spent.input_tokens += input_tokens
+                spent.output_tokens += output_tokens
+                if cost_usd is None:
+                    spent.cost_unknown = True
+                else:
+                    spent.cost_usd += cost_usd
+                spent.seconds += seconds
+                spent.calls += 1
+
+    def cancel(self, r: Reservation) -> None:
+        """Release a reservation whose request was never sent."""
+        with self._lock:
+            self._take(r)
+
+    def _take(self, r: Reservation) -> None:
+        if self._open.pop(r.id, None) is None:
+            raise ValueError(f"reservation {r.id} was already settled or cancelled")
+
+    def mark_exhausted(self) -> None:
+        """Record that work was left undone for lack of budget without a refused reservation."""
+        with self._lock:
+            self._exhausted = True
+
+    @property
+    def exhausted(self) -> bool:
+        with self._lock:
+            return self._exhausted
+
+    def report(self) -> BudgetReport:
+        with self._lock:
+            elapsed = self._clock() - self._started
+            return BudgetReport(
+                limits=dataclasses.asdict(self.limits),
+                used=self._spent.usage(elapsed),
+                exhausted=self._exhausted,
+                by_phase={phase: spent.usage(spent.seconds) for phase, spent in self._by_phase.items()},
+            )

@@ -163,8 +163,18 @@ def _norm(text: str) -> str:
     return _WS.sub(" ", text).strip()
 
 
-def anchor(finding: Finding, files: Mapping[str, DiffFile], index: LineIndex) -> Finding:
-    """Pin a finding to a commentable line, or keep it summary-only with the reason (DESIGN 10.9)."""
+def anchor(
+    finding: Finding,
+    files: Mapping[str, DiffFile],
+    index: LineIndex,
+    *,
+    redact: Callable[[str], str] = lambda s: s,
+) -> Finding:
+    """Pin a finding to a commentable line, or keep it summary-only with the reason (DESIGN 10.9).
+
+    Quotes may have been redacted (secrets never leave the process), so a line also matches
+    when its redacted text contains the quote.
+    """
     if finding.path not in files:
         return dataclasses.replace(finding, anchored=False, anchor_reason="not_in_diff")
     lines = index.side(finding.path, finding.side)
@@ -174,7 +184,9 @@ def anchor(finding: Finding, files: Mapping[str, DiffFile], index: LineIndex) ->
             return _with_range(finding, finding.line, index, "as_stated")
         return dataclasses.replace(finding, anchored=False, anchor_reason="line_not_commentable")
     text_at = _line_texts(files[finding.path], finding.side)
-    matches = [n for n in lines if first in _norm(text_at.get(n, ""))]
+    matches = [
+        n for n in lines if first in _norm(text_at.get(n, "")) or first in _norm(redact(text_at.get(n, "")))
+    ]
     if not matches:
         return dataclasses.replace(finding, anchored=False, anchor_reason="quote_not_found")
     stated = finding.line or 0

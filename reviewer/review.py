@@ -150,7 +150,7 @@ def analyse(
             raw += outcome.answer.findings
             exclusions += outcome.answer.exclusions
             signals += outcome.answer.signals
-    anchored = fnd.dedupe(fnd.anchor(f, by_path, index) for f in raw)
+    anchored = fnd.dedupe(fnd.anchor(f, by_path, index, redact=rules.redact) for f in raw)
     if client is not None:
         anchored, refuted = _verify(client, anchored, renderer, change, read_file, budget, warnings)
         exclusions += refuted

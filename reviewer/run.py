@@ -15,16 +15,17 @@ from typing import Any
 
 from reviewer import gate
 from reviewer.config import Config, config_hash
+from reviewer.diff import LineIndex
 from reviewer.errors import UsageError
 from reviewer.render import Renderer, fit
 from reviewer.report import Published, Report
 from reviewer.review import Analysis, analyse, conclude
-from reviewer.source import Source
+from reviewer.source import Change, Source
 
 COMMENT_LIMIT = 60_000
 SUMMARY_LIMIT = 1_000_000
 Warn = Callable[[str], None]
-Publisher = Callable[[Report, "Rendered"], Sequence[Published]]
+Publisher = Callable[[Report, str, LineIndex], Sequence[Published]]
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,11 @@ def render_bodies(
     state = state_for(report, config, renderer, prior=prior)
     marker = state_marker(state)
     body = renderer.comment(report.to_dict(), max_findings=config.max_findings)
-    note = "\n\n" + renderer.t("truncated_comment") + "\n"
+    note = (
+        "\n\n"
+        + renderer.translate("truncated.comment", "_(comment truncated: the job summary has the rest)_")
+        + "\n"
+    )
     room = COMMENT_LIMIT - _utf16_len(marker) - 2
     body, truncated = fit(body, room, unit="utf16", note=note)
     return Rendered(comment=f"{body.rstrip()}\n\n{marker}", comment_truncated=truncated, state=state)
@@ -108,17 +113,32 @@ def finish(
     rendered = render_bodies(report, config, renderer, prior=prior)
     if publisher is not None:
         if report.gate.publish_ready:
-            report = report.replace(published=tuple(publisher(report, rendered)))
+            report = report.replace(published=tuple(publisher(report, rendered.comment, analysis.index)))
         else:
             report = report.replace(
-                published=(Published(sink="pull_request", ok=False, detail=renderer.t("not_published_gate")),)
+                published=(
+                    Published(
+                        sink="pull_request",
+                        ok=False,
+                        detail=renderer.translate(
+                            "published.blocked", "nothing posted to the PR: the completion gate did not pass"
+                        ),
+                    ),
+                )
             )
     return report, rendered
 
 
 def summary_text(report: Report, renderer: Renderer, *, annotations_dropped: int = 0) -> str:
     text = renderer.summary(report.to_dict(), annotations_dropped=annotations_dropped)
-    text, _ = fit(text, SUMMARY_LIMIT, unit="utf8", note="\n\n" + renderer.t("truncated_summary") + "\n")
+    text, _ = fit(
+        text,
+        SUMMARY_LIMIT,
+        unit="utf8",
+        note="\n\n"
+        + renderer.translate("truncated.summary", "_(summary truncated at GitHub's size limit)_")
+        + "\n",
+    )
     return text
 
 
@@ -146,6 +166,7 @@ def review_and_report(
     source: Source,
     config: Config,
     *,
+    change: Change | None = None,
     summary_path: str | None,
     json_path: str | None,
     comment_path: str | None,
@@ -155,7 +176,7 @@ def review_and_report(
 ) -> int:
     """The local and `pr` flow: review, gate, optionally publish, write files, return the exit code."""
     renderer = Renderer(language=config.language, template_dir=config.template_dir)
-    change = source.change()
+    change = change or source.change()
     analysis = analyse(change, config, read_file=source.read_file, renderer=renderer, warn=warn)
     report, rendered = finish(analysis, source, config, renderer, publisher=publisher, prior=prior)
     write_text(json_path, report_json(report))
@@ -182,18 +203,31 @@ def review_pull_request(
     warn: Warn,
 ) -> int:
     """`imreview pr OWNER/REPO#N`: the GitHub source; posts nothing unless asked."""
-    from reviewer.github_flow import pr_publisher, repo_config
+    from reviewer.github_flow import pr_publisher, repo_config, viewer_login
     from reviewer.source.github import GitHubClient, GitHubSource
 
     client = GitHubClient(token, api_url)
     source = GitHubSource(client, repo, number)
+    change = source.change()
     config = repo_config(client, source, config_file=config_file, overrides=overrides)
-    publisher = pr_publisher(
-        client, repo, number, config, post_comment=post_comment, inline_comments=inline_comments, warn=warn
-    )
+    publisher = None
+    if post_comment or inline_comments:
+        renderer = Renderer(language=config.language, template_dir=config.template_dir)
+        publisher = pr_publisher(
+            client,
+            repo,
+            number,
+            config,
+            renderer,
+            login=viewer_login(client),
+            post_comment=post_comment,
+            inline_comments=inline_comments,
+            warn=warn,
+        )
     return review_and_report(
         source,
         config,
+        change=change,
         summary_path=summary_path,
         json_path=json_path,
         comment_path=comment_path,

@@ -1,0 +1,43 @@
+# The imreview GitHub Action (runs.using: docker). Rules from the runner contract: run as root
+# (no USER), do not rely on WORKDIR (the workspace is mounted over the working directory), and
+# start from an absolute path. Release builds pin the base image by digest:
+#   FROM python:3.11-slim@sha256:<digest of the tag at release time>
+FROM python:3.11-slim
+
+ENV LITELLM_LOCAL_MODEL_COST_MAP=True \
+    HF_HUB_OFFLINE=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    GIT_CONFIG_COUNT=1 \
+    GIT_CONFIG_KEY_0=safe.directory \
+    GIT_CONFIG_VALUE_0=/github/workspace
+
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends git \
+    && rm -rf /var/lib/apt/lists/*
+
+# Dependencies first (a layer that changes only with the lock), every file checked by hash.
+COPY requirements.lock /opt/imreview/requirements.lock
+RUN python -m pip install --require-hashes --no-deps -r /opt/imreview/requirements.lock
+
+# The package itself, built from /opt/imreview/src and installed without touching the pins. The
+# sources are removed afterwards so nothing beside entrypoint.py shadows the installed package
+# (which carries the templates as package data).
+COPY pyproject.toml README.md LICENSE /opt/imreview/src/
+COPY reviewer /opt/imreview/src/reviewer
+COPY templates /opt/imreview/src/templates
+RUN python -m pip install --no-deps /opt/imreview/src \
+    && rm -rf /opt/imreview/src
+
+# A startup hook in site-packages runs inside every Python process (the litellm 1.82.7/1.82.8
+# compromise shipped one): fail the build on any *.pth file that is not known.
+RUN set -eu; \
+    site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"; \
+    unexpected="$(find "$site" -name '*.pth' ! -name 'distutils-precedence.pth')"; \
+    if [ -n "$unexpected" ]; then echo "unexpected .pth files in $site: $unexpected" >&2; exit 1; fi; \
+    python -c 'import reviewer.cli, litellm, github'
+
+COPY entrypoint.py /opt/imreview/entrypoint.py
+ENTRYPOINT ["/usr/local/bin/python", "/opt/imreview/entrypoint.py"]

@@ -1,0 +1,438 @@
+"""Sinks: job summary, outputs, annotations, sticky comment, inline review (DESIGN section 6).
+
+Each PR-facing sink returns a `Published(sink, ok, detail, url)` and never raises for a GitHub
+error: a read-only token (fork PR) degrades to the job summary and annotations, with a notice.
+Writes are never retried blindly: the sticky comment and the review are found again by their
+hidden marker before anything is created, so a rerun or a retried job edits instead of duplicating.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from reviewer.errors import GitHubError, NoWriteAccess, Unprocessable
+from reviewer.render import fit
+from reviewer.report import Finding, Published, priority_rank
+
+if TYPE_CHECKING:
+    from reviewer.diff import LineIndex
+    from reviewer.source.github import CommentInfo, GitHubClient, InlineComment
+
+SUMMARY_LIMIT_BYTES = 1_000_000
+"""The runner refuses a step summary over 1 MiB; stay under it, measured in UTF-8 bytes."""
+COMMENT_LIMIT = 60_000
+"""GitHub counts up to 65,536 characters (UTF-16 units); keep a margin."""
+GITHUB_BODY_MAX = 65_536
+MAX_INLINE_COMMENTS = 30
+ANNOTATIONS_PER_LEVEL = 10
+ANNOTATION_MESSAGE_MAX = 4_000
+
+MARKER_PREFIX = "<!-- imreview:state v1 "
+REVIEW_MARKER_PREFIX = "<!-- imreview:review v1 "
+_MARKER_END = " -->"
+STATE_KEYS: tuple[str, ...] = (
+    "head",
+    "base",
+    "config",
+    "model",
+    "cost_usd",
+    "total_cost_usd",
+    "reviewed_heads",
+    "verdict",
+    "findings",
+    "p1",
+    "max_priority",
+)
+READ_ONLY_DETAIL = (
+    "read-only token (a fork PR, or the workflow lacks `pull-requests: write`): "
+    "nothing was posted to the PR; the job summary and annotations carry the review"
+)
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+# --- job summary and outputs -------------------------------------------------------------------
+
+
+def write_summary(path: str | Path | None, text: str, *, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> Published:
+    """Append to `GITHUB_STEP_SUMMARY`; cut at a line boundary, with a visible note, to fit the cap.
+
+    The cap counts what the file already holds: the runner drops the whole step summary when the
+    file passes 1 MiB, so an over-long append would lose earlier steps' content too.
+    """
+    if not path:
+        return Published("summary", False, "not in Actions: GITHUB_STEP_SUMMARY is not set")
+    target = Path(path)
+    full = len(text.encode("utf-8"))
+    try:
+        used = target.stat().st_size if target.exists() else 0
+        prefix = "\n" if used and not _ends_with_newline(target) else ""
+        room = max(limit_bytes - used - len(prefix), 0)
+        truncated = full > room
+        kept = _truncate_summary(text, full, room) if truncated else text
+        if not kept and truncated:
+            return Published(
+                "summary", False, f"the job summary already holds {used:,} bytes: nothing appended"
+            )
+        with target.open("ab") as fh:
+            fh.write((prefix + kept).encode("utf-8"))
+    except OSError as exc:
+        return Published("summary", False, f"could not write the job summary to {path}: {exc}")
+    written = len(kept.encode("utf-8"))
+    if truncated:
+        return Published("summary", True, f"truncated to {written:,} of {full:,} bytes (1 MiB cap)")
+    return Published("summary", True, f"appended {written:,} bytes")
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as fh:
+        fh.seek(-1, 2)
+        return fh.read(1) == b"\n"
+
+
+def _truncate_summary(text: str, full: int, room: int) -> str:
+    note = (
+        f"\n> **Truncated:** this job summary was cut to fit GitHub's 1 MiB limit "
+        f"({full:,} bytes in full). The report JSON has everything.\n"
+    )
+    return fit(text, room, unit="utf8", note=note)[0]
+
+
+def write_outputs(path: str | Path | None, outputs: Mapping[str, str]) -> None:
+    """Append every output to `GITHUB_OUTPUT` in the heredoc form, a fresh delimiter per value.
+
+    This is the toolkit's own format (`name<<ghadelimiter_<uuid>`), so multi-line and hostile
+    values (a line `x=y` or a guessed delimiter) cannot set other outputs. Outside Actions
+    (`path` unset) there is nowhere to write, and nothing happens.
+    """
+    if not path:
+        return
+    chunks: list[str] = []
+    for name, value in outputs.items():
+        if not name or any(ch in name for ch in "\r\n=") or "<<" in name:
+            raise ValueError(f"output name {name!r} is not a valid GITHUB_OUTPUT name")
+        delimiter = f"ghadelimiter_{uuid.uuid4()}"
+        if delimiter in value:
+            raise ValueError(f"output {name!r}: the value contains the delimiter {delimiter!r}")
+        chunks.append(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+    with Path(path).open("a", encoding="utf-8", newline="") as fh:
+        fh.write("".join(chunks))
+
+
+# --- workflow commands on stdout ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnnotationResult:
+    """`dropped` anchored findings did not fit the runner's per-level limit (counted in the summary)."""
+
+    printed: int
+    dropped: int
+
+
+_LEVEL = {"P1": "warning", "P2": "warning", "P3": "notice"}
+
+
+def escape_data(value: str) -> str:
+    """The toolkit's `escapeData`: the runner decodes these, and a newline cannot end the command."""
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(value: str) -> str:
+    """The toolkit's `escapeProperty`: also `:` and `,`, which delimit properties."""
+    return escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_command(command: str, properties: Mapping[str, str | int], message: str) -> str:
+    props = ",".join(f"{key}={escape_property(str(value))}" for key, value in properties.items())
+    return f"::{command}{' ' + props if props else ''}::{escape_data(message)}"
+
+
+def annotate(
+    findings: Sequence[Finding], stream: TextIO, *, limit_per_level: int = ANNOTATIONS_PER_LEVEL
+) -> AnnotationResult:
+    """`::warning` (P1, P2) or `::notice` (P3) on anchored RIGHT-side findings, most severe first.
+
+    Annotations cannot sit inside `::stop-commands::`, so every property and the message are
+    escaped the way the toolkit does; a finding's text cannot start a command of its own.
+    """
+    eligible = [(f, f.line) for f in findings if f.anchored and f.side == "RIGHT" and f.line is not None]
+    eligible.sort(key=lambda pair: priority_rank(pair[0].priority) if pair[0].priority in _LEVEL else 9)
+    counts: dict[str, int] = {}
+    printed = dropped = 0
+    for finding, line in eligible:
+        level = _LEVEL.get(finding.priority, "notice")
+        if counts.get(level, 0) >= limit_per_level:
+            dropped += 1
+            continue
+        counts[level] = counts.get(level, 0) + 1
+        stream.write(_annotation(level, finding, line) + "\n")
+        printed += 1
+    stream.flush()
+    return AnnotationResult(printed=printed, dropped=dropped)
+
+
+def _annotation(level: str, finding: Finding, line: int) -> str:
+    props: dict[str, str | int] = {"file": finding.path, "line": line}
+    if finding.end_line is not None and finding.end_line > line:
+        props["endLine"] = finding.end_line
+    props["title"] = f"[{finding.priority}] {finding.title}"[:255]
+    text = "\n\n".join(part.strip() for part in (finding.observation, finding.suggestion) if part.strip())
+    return workflow_command(level, props, (text or finding.title)[:ANNOTATION_MESSAGE_MAX])
+
+
+def echo_untrusted(stream: TextIO, text: str) -> None:
+    """Print PR or model text to the log with workflow commands switched off around it."""
+    token = secrets.token_hex(16)
+    body = text if text.endswith("\n") else text + "\n"
+    stream.write(f"::stop-commands::{token}\n{body}::{token}::\n")
+    stream.flush()
+
+
+def mask(stream: TextIO, value: str) -> None:
+    """Register a secret with the runner; escaped, so a multi-line value stays one command."""
+    if value.strip():
+        stream.write(f"::add-mask::{escape_data(value)}\n")
+        stream.flush()
+
+
+# --- size limits -------------------------------------------------------------------------------
+
+
+def utf16_len(text: str) -> int:
+    """GitHub's length: UTF-16 code units, so a non-BMP character (emoji, rare CJK) counts 2."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def fit_comment(text: str, limit: int = COMMENT_LIMIT) -> str:
+    """Cut `text` to `limit` UTF-16 units at a line boundary, with a note; our marker line survives."""
+    if utf16_len(text) <= limit:
+        return text
+    body, tail = text, ""
+    head, _, last = text.rstrip().rpartition("\n")
+    if last.strip().startswith((MARKER_PREFIX, REVIEW_MARKER_PREFIX)):
+        body, tail = head, "\n" + last.strip()
+    note = "\n_… truncated to fit GitHub's comment size limit; the job summary has the full review._"
+    kept, _ = fit(body, max(limit - utf16_len(tail), 0), unit="utf16", note=note)
+    return kept + tail
+
+
+# --- hidden markers ----------------------------------------------------------------------------
+
+
+def _marker_json(value: Mapping[str, Any]) -> str:
+    """Compact, one-line, ASCII JSON in which `<`, `>` and `&` are escapes: `-->` cannot appear."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def state_marker(state: Mapping[str, Any]) -> str:
+    """The sticky comment's last line: `<!-- imreview:state v1 {json} -->` (DESIGN 6).
+
+    Keys are written in DESIGN's order (any extra keys after them, sorted). `head` and `base` must
+    be full 40-character shas, since reruns compare them; `reviewed_heads` usually comes from an
+    earlier marker, so entries that are not full shas are dropped rather than failing the run.
+    """
+    for key in ("head", "base"):
+        if state.get(key) is not None and not _is_sha(state[key]):
+            raise ValueError(f"state marker: {key!r} must be a full 40-character sha, got {state[key]!r}")
+    ordered = {key: state[key] for key in STATE_KEYS if key in state}
+    ordered.update({key: state[key] for key in sorted(state) if key not in STATE_KEYS})
+    if "reviewed_heads" in ordered:
+        heads = ordered["reviewed_heads"]
+        ordered["reviewed_heads"] = [h for h in heads if _is_sha(h)] if isinstance(heads, list) else []
+    return f"{MARKER_PREFIX}{_marker_json(ordered)}{_MARKER_END}"
+
+
+def review_marker(head: str, ids: Iterable[str]) -> str:
+    """The inline review body's last line: which finding ids this review carried, at which head."""
+    if not _is_sha(head):
+        raise ValueError(f"review marker: head must be a full 40-character sha, got {head!r}")
+    return f"{REVIEW_MARKER_PREFIX}{_marker_json({'head': head, 'ids': list(ids)})}{_MARKER_END}"
+
+
+def _is_sha(value: Any) -> bool:
+    return isinstance(value, str) and bool(_SHA.match(value))
+
+
+def _last_line(body: str | None) -> str:
+    return (body or "").rstrip().rpartition("\n")[2].strip()
+
+
+def _parse_marker(body: str | None, prefix: str) -> dict[str, Any] | None:
+    line = _last_line(body)
+    if not line.startswith(prefix) or not line.endswith("-->"):
+        return None
+    try:
+        value = json.loads(line[len(prefix) : -len("-->")])
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def parse_state(body: str | None) -> dict[str, Any] | None:
+    """The state from a comment's LAST line only (a marker quoted mid-body never counts).
+
+    None when the marker is absent or its JSON is corrupt: the caller then reviews afresh.
+    """
+    return _parse_marker(body, MARKER_PREFIX)
+
+
+def parse_review_marker(body: str | None) -> dict[str, Any] | None:
+    return _parse_marker(body, REVIEW_MARKER_PREFIX)
+
+
+# --- sticky comment ----------------------------------------------------------------------------
+
+
+def _same_login(user: str | None, login: str) -> bool:
+    return bool(user) and bool(login) and str(user).casefold() == login.casefold()
+
+
+def _our_stickies(comments: Iterable[CommentInfo], login: str) -> list[CommentInfo]:
+    """Comments by us whose last line carries the marker (even with corrupt JSON), lowest id first."""
+    ours = [
+        c for c in comments if _same_login(c.user, login) and _last_line(c.body).startswith(MARKER_PREFIX)
+    ]
+    return sorted(ours, key=lambda c: c.id)
+
+
+def find_sticky(client: GitHubClient, repo: str, number: int, *, login: str) -> CommentInfo | None:
+    """Our sticky comment; someone else's copy of the marker is ignored. Several → the lowest id."""
+    ours = _our_stickies(client.issue_comments(repo, number), login)
+    return ours[0] if ours else None
+
+
+def upsert_sticky(client: GitHubClient, repo: str, number: int, *, body: str, login: str) -> Published:
+    """Edit our one comment in place, or create it; then delete our own newer duplicates (a race).
+
+    The list is read before any write, so a retried job edits rather than posts twice.
+    """
+    size = utf16_len(body)
+    if size > GITHUB_BODY_MAX:
+        return Published("comment", False, f"comment body is {size:,} UTF-16 units, over GitHub's 65,536")
+    try:
+        ours = _our_stickies(client.issue_comments(repo, number), login)
+        if ours:
+            info = client.edit_issue_comment(repo, ours[0].id, body)
+            return _sticky_done(client, repo, "updated the sticky comment", info, ours[1:])
+        created = client.create_issue_comment(repo, number, body)
+        ours = _our_stickies(client.issue_comments(repo, number), login)
+        if all(c.id != created.id for c in ours):
+            ours = sorted([*ours, created], key=lambda c: c.id)
+        keep = ours[0]
+        info = created if keep.id == created.id else client.edit_issue_comment(repo, keep.id, body)
+        return _sticky_done(client, repo, "created the sticky comment", info, ours[1:])
+    except NoWriteAccess:
+        return Published("comment", False, READ_ONLY_DETAIL)
+    except GitHubError as exc:
+        return Published("comment", False, f"sticky comment not posted: {exc}")
+
+
+def _sticky_done(
+    client: GitHubClient, repo: str, detail: str, info: CommentInfo, duplicates: Sequence[CommentInfo]
+) -> Published:
+    failed = []
+    for dup in duplicates:
+        try:
+            client.delete_issue_comment(repo, dup.id)
+        except GitHubError as exc:
+            failed.append(f"{dup.id} ({exc})")
+    if duplicates:
+        detail += f"; removed {len(duplicates) - len(failed)} duplicate(s)"
+    if failed:
+        detail += f"; could not delete {', '.join(failed)}"
+    return Published("comment", True, detail, info.url)
+
+
+# --- inline review -----------------------------------------------------------------------------
+
+
+def _inline(finding: Finding, text: str, index: LineIndex) -> InlineComment | None:
+    """A comment GitHub will accept, or None: every (path, line, side) is checked against the diff."""
+    from reviewer.source.github import InlineComment
+
+    if not finding.anchored or finding.line is None:
+        return None
+    path, line, side, end = finding.path, finding.line, finding.side, finding.end_line
+    body = fit_comment(text)
+    if end is not None and end > line and index.range_commentable(path, line, end, side):
+        return InlineComment(path=path, line=end, side=side, body=body, start_line=line, start_side=side)
+    if index.commentable(path, line, side):
+        return InlineComment(path=path, line=line, side=side, body=body)
+    return None
+
+
+def _review_body(body: str, extra: str, marker: str) -> str:
+    text = "\n\n".join(part.strip("\n") for part in (body, extra) if part.strip())
+    return fit_comment(text, COMMENT_LIMIT - utf16_len(marker) - 2) + "\n\n" + marker
+
+
+def post_inline_review(
+    client: GitHubClient,
+    repo: str,
+    number: int,
+    *,
+    head_sha: str,
+    body: str,
+    comments: Sequence[tuple[Finding, str]],
+    index: LineIndex,
+    login: str,
+    fold: Callable[[Sequence[Finding]], str],
+) -> Published:
+    """One `COMMENT` review with inline comments for findings no earlier review of ours carried.
+
+    On 422 (GitHub never says which comment it disliked) it retries exactly once with no inline
+    comments and `fold(findings)` in the body. Never APPROVE or REQUEST_CHANGES.
+    """
+    try:
+        carried: set[str] = set()
+        for review in client.reviews(repo, number):
+            state = parse_review_marker(review.body) if _same_login(review.user, login) else None
+            if state and isinstance(state.get("ids"), list):
+                carried.update(str(i) for i in state["ids"])
+        planned: list[tuple[Finding, InlineComment]] = []
+        for finding, text in comments:
+            if finding.id in carried:
+                continue
+            inline = _inline(finding, text, index)
+            if inline is not None:
+                carried.add(finding.id)
+                planned.append((finding, inline))
+        if not planned:
+            return Published("review", True, "no new findings")
+        marker = review_marker(head_sha, [f.id for f, _ in planned])
+        posted, overflow = planned[:MAX_INLINE_COMMENTS], planned[MAX_INLINE_COMMENTS:]
+        extra = fold([f for f, _ in overflow]) if overflow else ""
+        try:
+            info = client.create_review(
+                repo,
+                number,
+                commit_sha=head_sha,
+                body=_review_body(body, extra, marker),
+                comments=[c for _, c in posted],
+            )
+            detail = f"review with {len(posted)} inline comment(s)"
+            if overflow:
+                detail += f"; {len(overflow)} more folded into the review body"
+            return Published("review", True, detail, info.url)
+        except Unprocessable as exc:
+            folded = fold([f for f, _ in planned])
+            info = client.create_review(
+                repo, number, commit_sha=head_sha, body=_review_body(body, folded, marker), comments=[]
+            )
+            detail = (
+                f"GitHub rejected the inline comments ({exc}); "
+                f"{len(planned)} finding(s) posted in the review body instead"
+            )
+            return Published("review", True, detail, info.url)
+    except NoWriteAccess:
+        return Published("review", False, READ_ONLY_DETAIL)
+    except GitHubError as exc:
+        return Published("review", False, f"review not posted: {exc}")

@@ -1,0 +1,468 @@
+"""Stage 3a: deterministic checks over the lines a change adds. Zero cost, high signal only.
+
+- `conflict-marker` (P1): `<<<<<<< `, `>>>>>>> ` at column 0; `=======` only between them in the
+  same hunk, so Markdown and reST underlines stay quiet. One finding per conflict.
+- `secret` (P1): well-known key and token formats, private key headers, and `password = "…"`-style
+  assignments whose literal is long, mixed and high-entropy (confidence 0.9). Placeholders,
+  documentation examples (AWS's `…EXAMPLE`) and references such as `${VAR}` stay quiet. The
+  assignment check skips test files, where fake credentials are the norm; the token formats do not.
+- `debugger` (P2): a debugger call or import that starts its line (so comments and strings stay
+  quiet) in Python, JavaScript/TypeScript or Ruby. Files under fixture/testdata directories are
+  data, not code, and are not checked.
+- `duplicate-block`: a `MERGE` signal when the same run of at least 6 non-trivial lines is added
+  twice.
+
+Secret and conflict checks run on every file, policy-skipped ones included (DESIGN 7); debugger
+and duplicate checks skip lockfiles and generated, vendored, minified or binary files. Every
+quote passes through `redact`, which cuts each secret-shaped token to its first 4 characters + `…`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from reviewer.diff import DiffFile, DiffLine, Hunk
+from reviewer.plan import category, skip_reason
+from reviewer.report import Finding, Priority, Signal, finding_id
+
+MIN_DUPLICATE_LINES = 6
+
+_BEGIN_KEY = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+_END_KEY = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+_KEY_BODY = re.compile(r"[A-Za-z0-9+/=]{16,}")
+_TOKENS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(pattern))
+    for kind, pattern in (
+        ("AWS access key ID", r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?![A-Za-z0-9])"),
+        ("GitHub token", r"(?<![A-Za-z0-9_])(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{36,}(?![A-Za-z0-9_])"),
+        ("GitHub token", r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{40,}"),
+        ("GitLab token", r"(?<![A-Za-z0-9_-])glpat-[A-Za-z0-9_-]{20,}"),
+        ("Slack token", r"(?<![A-Za-z0-9])xox[abprse]-[A-Za-z0-9-]{10,}"),
+        (
+            "Slack webhook URL",
+            r"https://hooks\.slack\.com/services/(?P<tok>T[A-Z0-9]+/B[A-Z0-9]+/[A-Za-z0-9]+)",
+        ),
+        ("Stripe live key", r"(?<![A-Za-z0-9])(?:sk|rk)_live_[A-Za-z0-9]{16,}"),
+        ("Google API key", r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
+        ("Anthropic API key", r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{20,}"),
+        ("OpenAI API key", r"(?<![A-Za-z0-9_-])sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}"),
+        ("OpenAI API key", r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9]{32,}(?![A-Za-z0-9_-])"),
+        ("npm token", r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"),
+        ("PyPI token", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"),
+        ("SendGrid API key", r"(?<![A-Za-z0-9])SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"),
+    )
+)
+_GENERIC = re.compile(
+    r"(?<![A-Za-z0-9_.\-])(?P<key>[a-z0-9_.\-]*?(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key"
+    r"|access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?key|credentials?))[\"']?\s*(?::=|=>|=|:)\s*"
+    r"(?:(?P<q>[\"'`])(?P<tok>[^\"'`\s]{8,})(?P=q)|(?P<bare>[^\s\"'`#,;(){}\[\]<>]{8,})\s*$)",
+    re.IGNORECASE | re.MULTILINE,
+)
+_PLACEHOLDER = re.compile(
+    r"change_?-?me|example|sample|placeholder|dummy|fake|mock|test|xxx|your|redacted|todo|fixme|password"
+    r"|passwd|secret|token|localhost|admin|default|undefined|null|none|empty|enter|insert|replace"
+    r"|abc123|123456|qwerty|foo|bar|[<>{}*]|\.\.\.|…|\$\(|%\(|%s|://",
+    re.IGNORECASE,
+)
+_REFERENCE_START = ("$", "%", "@", "/", "./", "~/", "env:", "env.", "process.env", "vault:", "arn:")
+_DOTTED_NAME = re.compile(r"\.[A-Za-z_]")
+
+_CONFLICT_OPEN = re.compile(r"^<<<<<<<(?: .*)?$")
+_CONFLICT_MID = re.compile(r"^=======\s*$")
+_CONFLICT_CLOSE = re.compile(r"^>>>>>>>(?: .*)?$")
+
+_FIXTURE_DIRS = frozenset({"fixtures", "__fixtures__", "testdata", "test_data", "test-data"})
+_POLICY_SKIPS = frozenset({"lockfile", "generated", "vendored", "minified", "binary"})
+
+
+@dataclass(frozen=True)
+class _Debugger:
+    suffixes: frozenset[str]
+    pattern: re.Pattern[str]
+    title: str
+    trigger: str
+    observation: str
+
+
+_BLOCKS = (
+    "Outside an interactive debugging session the process stops and waits for input, hanging servers and "
+    "CI jobs."
+)
+_DEBUGGERS: tuple[_Debugger, ...] = (
+    _Debugger(
+        frozenset({".py", ".pyw"}),
+        re.compile(
+            r"^\s*(?:breakpoint\(\s*\)|(?:pdb|ipdb|pudb)\.set_trace\(|__import__\([\"'](?:pdb|ipdb)[\"']\))"
+        ),
+        "Debugger breakpoint left in",
+        "Whenever this line runs.",
+        f"Line {{line}} calls the debugger. {_BLOCKS}",
+    ),
+    _Debugger(
+        frozenset({".py", ".pyw"}),
+        re.compile(r"^\s*(?:import\s+(?:pdb|ipdb|pudb)\b|from\s+(?:pdb|ipdb|pudb)\s+import\b)"),
+        "Debugger import left in",
+        "When this module is imported.",
+        "Line {line} imports a debugger module, the usual remains of a debugging session; "
+        "any breakpoint it was for stops the process and waits for input.",
+    ),
+    _Debugger(
+        frozenset({".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".vue", ".svelte"}),
+        re.compile(r"^\s*debugger\s*;?\s*(?://.*)?$"),
+        "Debugger statement left in",
+        "Whenever this line runs with developer tools open.",
+        "Line {line} is a `debugger` statement: with developer tools open, execution pauses here.",
+    ),
+    _Debugger(
+        frozenset({".rb", ".erb", ".rake"}),
+        re.compile(r"^\s*(?:binding\.(?:pry|irb)|byebug|debugger)\s*(?:#.*)?$"),
+        "Debugger breakpoint left in",
+        "Whenever this line runs.",
+        f"Line {{line}} opens a debugger console. {_BLOCKS}",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    findings: tuple[Finding, ...]
+    signals: tuple[Signal, ...]
+
+
+def _entropy(text: str) -> float:
+    counts = Counter(text)
+    return -sum(c / len(text) * math.log2(c / len(text)) for c in counts.values())
+
+
+def _plausible_token(token: str) -> bool:
+    """A real key, not a documentation example or a run of x's."""
+    return not re.search(r"example|xxxx|0000|1234", token, re.IGNORECASE) and _entropy(token) >= 3.0
+
+
+def _looks_secret(value: str, *, bare: bool) -> bool:
+    """A long, mixed, high-entropy literal that is not a placeholder or a reference."""
+    if len(value) < 10 or value.lower().startswith(_REFERENCE_START) or _PLACEHOLDER.search(value):
+        return False
+    if bare and (not any(c.isdigit() for c in value) or _DOTTED_NAME.search(value)):
+        return False
+    classes = sum(
+        (any(c.islower() for c in value), any(c.isupper() for c in value), any(c.isdigit() for c in value))
+    ) + any(not c.isalnum() for c in value)
+    return classes >= 2 and _entropy(value) >= 3.0
+
+
+def _mask(token: str) -> str:
+    return token[:4] + "…"
+
+
+def _mask_span(match: re.Match[str], group: str | int) -> str:
+    whole, (start, end) = match.group(0), match.span(group)
+    base = match.start()
+    return whole[: start - base] + _mask(match.group(group)) + whole[end - base :]
+
+
+def _mask_token(match: re.Match[str]) -> str:
+    return _mask_span(match, "tok" if "tok" in match.re.groupindex else 0)
+
+
+def _mask_generic(match: re.Match[str]) -> str:
+    group = "tok" if match.group("tok") else "bare"
+    return (
+        _mask_span(match, group)
+        if _looks_secret(match.group(group), bare=group == "bare")
+        else match.group(0)
+    )
+
+
+def _mask_key_bodies(text: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for begin in _BEGIN_KEY.finditer(text):
+        if begin.start() < pos:
+            continue
+        end = _END_KEY.search(text, begin.end())
+        stop = end.start() if end else len(text)
+        out.append(text[pos : begin.end()])
+        out.append(_KEY_BODY.sub(lambda m: _mask(m.group(0)), text[begin.end() : stop]))
+        pos = stop
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def redact(text: str) -> str:
+    """Cut every secret-shaped token to its first 4 characters + `…` (private key bodies too).
+    Idempotent; used on every output and on everything sent to the model."""
+    text = _mask_key_bodies(text)
+    for _, pattern in _TOKENS:
+        text = pattern.sub(_mask_token, text)
+    return _GENERIC.sub(_mask_generic, text)
+
+
+@dataclass(frozen=True)
+class _Hit:
+    rule: str
+    priority: Priority
+    confidence: float
+    path: str
+    line: int
+    end_line: int | None
+    title: str
+    trigger: str
+    observation: str
+    suggestion: str
+    quote: str
+
+
+def _hit(
+    rule: str,
+    path: str,
+    line: DiffLine,
+    *,
+    title: str,
+    trigger: str,
+    observation: str,
+    suggestion: str,
+    priority: Priority = "P1",
+    confidence: float = 1.0,
+    end_line: int | None = None,
+) -> _Hit:
+    return _Hit(
+        rule=rule,
+        priority=priority,
+        confidence=confidence,
+        path=path,
+        line=line.new or 0,
+        end_line=end_line,
+        title=title,
+        trigger=trigger,
+        observation=observation,
+        suggestion=suggestion,
+        quote=redact(line.text).strip(),
+    )
+
+
+def _conflicts(path: str, hunk: Hunk) -> Iterator[_Hit]:
+    opened: DiffLine | None = None
+    middle = False
+    for line in hunk.lines:
+        if line.kind != "+" or line.new is None:
+            continue
+        if _CONFLICT_OPEN.match(line.text):
+            if opened:
+                yield _conflict(path, opened)
+            opened, middle = line, False
+        elif _CONFLICT_MID.match(line.text) and opened:
+            middle = True
+        elif _CONFLICT_CLOSE.match(line.text):
+            yield _conflict(path, opened, line, middle=middle) if opened else _conflict(path, line)
+            opened, middle = None, False
+    if opened:
+        yield _conflict(path, opened)
+
+
+def _conflict(path: str, start: DiffLine, end: DiffLine | None = None, *, middle: bool = False) -> _Hit:
+    if end is not None:
+        sides = " with both sides" if middle else ""
+        where = f"Lines {start.new}-{end.new} add a Git conflict block{sides}"
+    else:
+        where = f"Line {start.new} adds a Git conflict marker"
+    return _hit(
+        "conflict-marker",
+        path,
+        start,
+        title="Unresolved merge conflict",
+        trigger="Whenever this file is built, imported or parsed.",
+        observation=f"{where}: a merge or rebase was committed unresolved, and the file is unlikely to "
+        "parse or behave as either side intended.",
+        suggestion="Resolve the conflict: keep the intended code and delete the `<<<<<<<`, `=======` and "
+        "`>>>>>>>` lines.",
+        end_line=end.new if end is not None else None,
+    )
+
+
+_SECRET_TRIGGER = "Already: anyone who can read this repository, a fork or its history can read the value."
+_SECRET_SUGGESTION = (
+    "Revoke and rotate the credential now, remove it from the change and load it at run time from a secret "
+    "store or an environment variable; deleting the line alone leaves it in the Git history."
+)
+
+
+def _secret(path: str, line: DiffLine, title: str, observation: str, confidence: float = 1.0) -> _Hit:
+    return _hit(
+        "secret",
+        path,
+        line,
+        title=title,
+        trigger=_SECRET_TRIGGER,
+        observation=observation,
+        suggestion=_SECRET_SUGGESTION,
+        confidence=confidence,
+    )
+
+
+def _secrets(file: DiffFile) -> Iterator[_Hit]:
+    generic_ok = category(file.path) != "test"
+    name = PurePosixPath(file.path).name
+    bare_ok = category(file.path) == "config" or name.startswith(".env") or name.endswith(".env")
+    for line in file.added_lines():
+        if line.new is None:
+            continue
+        if _BEGIN_KEY.search(line.text):
+            obs = f"Line {line.new} adds a private key; only its header is quoted here."
+            yield _secret(file.path, line, "Private key committed", obs)
+            continue
+        taken: list[tuple[int, int]] = []
+        for kind, pattern in _TOKENS:
+            for m in pattern.finditer(line.text):
+                token = m.group("tok") if "tok" in pattern.groupindex else m.group(0)
+                if any(s < m.end() and m.start() < e for s, e in taken) or not _plausible_token(token):
+                    continue
+                taken.append(m.span())
+                obs = f"Line {line.new} adds what looks like a live {kind}, quoted here cut to 4 characters."
+                yield _secret(file.path, line, f"{kind} committed", obs)
+        if not generic_ok or taken:
+            continue
+        for m in _GENERIC.finditer(line.text):
+            group = "tok" if m.group("tok") else "bare"
+            if (group == "bare" and not bare_ok) or not _looks_secret(m.group(group), bare=group == "bare"):
+                continue
+            obs = (
+                f"Line {line.new} assigns a literal that looks like a real password or key (long, mixed, "
+                "high-entropy) to a credential setting; it is quoted here cut to its first 4 characters."
+            )
+            yield _secret(file.path, line, "Hard-coded credential", obs, confidence=0.9)
+            break
+
+
+def _debuggers(file: DiffFile) -> Iterator[_Hit]:
+    pure = PurePosixPath(file.path)
+    if {p.lower() for p in pure.parts[:-1]} & _FIXTURE_DIRS:
+        return
+    checks = [d for d in _DEBUGGERS if pure.suffix.lower() in d.suffixes]
+    for line in file.added_lines():
+        for check in checks:
+            if line.new is not None and check.pattern.match(line.text):
+                yield _hit(
+                    "debugger",
+                    file.path,
+                    line,
+                    priority="P2",
+                    title=check.title,
+                    trigger=check.trigger,
+                    observation=check.observation.format(line=line.new),
+                    suggestion="Remove the debugging line before merging.",
+                )
+                break
+
+
+def _findings(hits: Sequence[_Hit]) -> tuple[Finding, ...]:
+    """One finding per id; repeats of the same quote in a file are named in its observation."""
+    groups: dict[str, list[_Hit]] = {}
+    for hit in sorted(hits, key=lambda h: (h.path, h.line, h.rule)):
+        groups.setdefault(finding_id(hit.path, hit.quote, hit.title), []).append(hit)
+    out: list[Finding] = []
+    for fid, group in groups.items():
+        first = group[0]
+        observation = first.observation
+        if len(group) > 1:
+            more = ", ".join(str(h.line) for h in group[1:])
+            observation += f" The same line is also added at line{'s' if len(group) > 2 else ''} {more}."
+        out.append(
+            Finding(
+                id=fid,
+                priority=first.priority,
+                title=first.title,
+                path=first.path,
+                line=first.line,
+                end_line=first.end_line,
+                side="RIGHT",
+                trigger=first.trigger,
+                observation=observation,
+                suggestion=first.suggestion,
+                quote=first.quote,
+                confidence=first.confidence,
+                source=f"rule:{first.rule}",
+            )
+        )
+    return tuple(out)
+
+
+_WS = re.compile(r"\s+")
+
+
+def _runs(files: Sequence[DiffFile]) -> list[list[tuple[str, str, int]]]:
+    """Runs of adjacent added lines, trivial (blank or punctuation-only) lines dropped."""
+    runs: list[list[tuple[str, str, int]]] = []
+    for file in sorted(files, key=lambda f: f.path):
+        for hunk in file.hunks:
+            run: list[tuple[str, str, int]] = []
+            for line in [*hunk.lines, DiffLine(" ", None, None, "")]:
+                if line.kind == "+" and line.new is not None:
+                    norm = _WS.sub(" ", line.text).strip()
+                    if any(c.isalnum() for c in norm):
+                        run.append((norm, file.path, line.new))
+                elif line.kind != "-":
+                    if len(run) >= MIN_DUPLICATE_LINES:
+                        runs.append(run)
+                    run = []
+    return runs
+
+
+def _duplicates(files: Sequence[DiffFile]) -> tuple[Signal, ...]:
+    size = MIN_DUPLICATE_LINES
+    runs = _runs(files)
+    seen: dict[tuple[str, ...], tuple[int, int]] = {}
+    diagonals: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+    for ri, run in enumerate(runs):
+        for off in range(len(run) - size + 1):
+            key = tuple(text for text, _, _ in run[off : off + size])
+            if len(set(key)) < 3:
+                continue
+            if key not in seen:
+                seen[key] = (ri, off)
+                continue
+            fr, fo = seen[key]
+            if fr == ri and off - fo < size:
+                continue
+            diagonals.setdefault((fr, ri, off - fo), []).append((fo, off))
+    signals: list[Signal] = []
+    for (fr, ri, _), pairs in diagonals.items():
+        block: list[tuple[int, int]] = []
+        for pair in [*sorted(pairs), (-2, -2)]:
+            if block and pair[0] != block[-1][0] + 1:
+                first, later = runs[fr], runs[ri]
+                (a0, b0), (a1, b1) = block[0], block[-1]
+                a_end, b_end = first[a1 + size - 1], later[b1 + size - 1]
+                count = a1 - a0 + size
+                signals.append(
+                    Signal(
+                        kind="MERGE",
+                        target=f"{later[b0][1]}:{later[b0][2]}",
+                        into=f"{first[a0][1]}:{first[a0][2]}",
+                        reason=f"The change adds the same {count} lines twice: {later[b0][1]} lines "
+                        f"{later[b0][2]}-{b_end[2]} repeat {first[a0][1]} lines {first[a0][2]}-{a_end[2]}. "
+                        "Keep one copy and call it from both places.",
+                    )
+                )
+                block = []
+            block.append(pair)
+    return tuple(sorted(signals, key=lambda s: (s.target, s.into)))
+
+
+def run_rules(files: Sequence[DiffFile]) -> RuleResult:
+    """All checks over the added lines of every file; findings are unanchored until findings.py."""
+    hits: list[_Hit] = []
+    code: list[DiffFile] = []
+    for file in files:
+        for hunk in file.hunks:
+            hits.extend(_conflicts(file.path, hunk))
+        hits.extend(_secrets(file))
+        if skip_reason(file) not in _POLICY_SKIPS:
+            code.append(file)
+            hits.extend(_debuggers(file))
+    return RuleResult(findings=_findings(hits), signals=_duplicates(code))

@@ -1,0 +1,490 @@
+"""GitHub through PyGithub: the only module that talks to the REST API.
+
+PyGithub objects never leave it; callers get frozen dataclasses and errors from our own tree
+(`reviewer.errors`). Reads are retried on 5xx and bounded rate-limit waits; writes are sent once,
+because GitHub may have created a comment or review that it answered 5xx for: the caller re-lists
+by marker before trying again (DESIGN 6, platform facts D2).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from github import Auth, Github, GithubException, GithubRetry, RateLimitExceededException
+from github.IssueComment import IssueComment
+
+from reviewer.diff import DiffFile, parse_github_file
+from reviewer.errors import GitHubError, NoWriteAccess, Retryable, Unprocessable, UsageError
+from reviewer.report import CheckResult, CiState, Gap, Ref, Snapshot
+from reviewer.source import Change
+
+if TYPE_CHECKING:
+    from urllib3.response import BaseHTTPResponse
+
+DEFAULT_API_URL = "https://api.github.com"
+ACTIONS_BOT = "github-actions[bot]"
+FILES_LIMIT = 3000
+_FAILED = frozenset({"failure", "error", "timed_out", "cancelled", "action_required", "startup_failure"})
+_PASSED = frozenset({"success", "neutral", "skipped"})
+
+
+@dataclass(frozen=True)
+class PullInfo:
+    """One PR as the API shows it. The counts are None when read from the PR list, which omits them."""
+
+    repo: str
+    number: int
+    title: str
+    body: str
+    author: str
+    author_type: str
+    url: str
+    state: str
+    draft: bool
+    head_sha: str
+    head_ref: str
+    head_repo: str | None
+    base_sha: str
+    base_ref: str
+    base_repo: str
+    cross_repo: bool
+    labels: tuple[str, ...]
+    changed_files: int | None
+    additions: int | None
+    deletions: int | None
+    commits: int | None
+    mergeable: bool | None
+
+
+@dataclass(frozen=True)
+class CommentInfo:
+    id: int
+    user: str
+    body: str
+    url: str
+
+
+@dataclass(frozen=True)
+class ReviewInfo:
+    id: int
+    user: str
+    body: str
+    commit_id: str
+    url: str
+
+
+@dataclass(frozen=True)
+class InlineComment:
+    """One inline note of a review; `side` is RIGHT (added/context lines) or LEFT (removed)."""
+
+    path: str
+    line: int
+    side: str
+    body: str
+    start_line: int | None = None
+    start_side: str | None = None
+
+
+@dataclass(frozen=True)
+class CommitStatus:
+    context: str
+    state: str
+
+
+@dataclass(frozen=True)
+class CheckRunInfo:
+    name: str
+    status: str
+    conclusion: str | None
+    details_url: str
+
+
+class _BoundedRetry(GithubRetry):
+    """GithubRetry that also caps a `Retry-After` sleep, which urllib3 would honour however long."""
+
+    def sleep_for_retry(self, response: BaseHTTPResponse) -> bool:
+        wait = self.get_retry_after(response)
+        if wait is not None and self.max_rate_limit_wait is not None and wait > self.max_rate_limit_wait:
+            raise RateLimitExceededException(
+                response.status, {"message": f"Retry-After {wait:.0f}s exceeds the wait we allow"}, {}
+            )
+        return super().sleep_for_retry(response)
+
+
+def _message(exc: GithubException) -> str:
+    data = exc.data if isinstance(exc.data, dict) else {}
+    parts = [str(data.get("message") or exc.message or "").strip()]
+    for error in data.get("errors") or ():
+        text = error.get("message") or error.get("code") if isinstance(error, dict) else str(error)
+        if text:
+            parts.append(str(text))
+    return ": ".join(p for p in parts if p) or "no message"
+
+
+@contextmanager
+def _translated(what: str, *, write: bool = False) -> Iterator[None]:
+    """PyGithub and transport errors → our tree, keeping the HTTP status (the httpx pattern)."""
+    try:
+        yield
+    except RateLimitExceededException as exc:
+        raise Retryable(f"{what}: GitHub rate limit ({_message(exc)})", exc.status) from exc
+    except GithubException as exc:
+        status = exc.status
+        text = f"{what}: HTTP {status}: {_message(exc)}"
+        if write and status in (403, 404):
+            raise NoWriteAccess(text, status) from exc
+        if status == 422:
+            raise Unprocessable(text, status) from exc
+        if status == 429 or status >= 500:
+            raise Retryable(text, status) from exc
+        raise GitHubError(text, status) from exc
+    except OSError as exc:  # requests' ConnectionError and Timeout are OSErrors
+        raise Retryable(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+def _login(user: Any) -> str:
+    return user.login if user is not None else "ghost"
+
+
+class GitHubClient:
+    """The REST calls imreview makes. `api_url` is `GITHUB_API_URL` as is (GHES: https://HOST/api/v3)."""
+
+    def __init__(
+        self,
+        token: str,
+        api_url: str = DEFAULT_API_URL,
+        *,
+        seconds_between_writes: float = 0.5,
+        seconds_between_requests: float = 0.0,
+        timeout: int = 30,
+        retries: int = 3,
+        max_rate_limit_wait: float = 120.0,
+        secondary_rate_wait: float = 60.0,
+    ) -> None:
+        if not token.strip():
+            raise UsageError("the GitHub token is empty: set the `github-token` input or GITHUB_TOKEN")
+        base = (api_url or DEFAULT_API_URL).strip().rstrip("/")
+        if not re.match(r"https?://[^/]+", base):
+            raise UsageError(f"GITHUB_API_URL {api_url!r} is not an http(s) URL")
+        self.api_url = base
+        retry = _BoundedRetry(
+            total=retries,
+            backoff_factor=0.5,
+            allowed_methods={"GET"},
+            status_forcelist=[429, *range(500, 600)],
+            raise_on_status=False,
+            max_rate_limit_wait=max_rate_limit_wait,
+            secondary_rate_wait=min(secondary_rate_wait, max_rate_limit_wait),
+        )
+        self._gh = Github(
+            auth=Auth.Token(token.strip()),
+            base_url=base,
+            per_page=100,
+            lazy=True,
+            retry=retry,
+            timeout=timeout,
+            seconds_between_requests=seconds_between_requests,
+            seconds_between_writes=seconds_between_writes,
+        )
+        self._viewer: str | None = None
+
+    def _repo(self, repo: str) -> Any:
+        if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+            raise UsageError(f"{repo!r} is not OWNER/REPO")
+        return self._gh.get_repo(repo)
+
+    def pull(self, repo: str, number: int) -> PullInfo:
+        with _translated(f"read pull request {repo}#{number}"):
+            return _pull_info(repo, self._repo(repo).get_pull(number), full=True)
+
+    def open_pulls(self, repo: str, *, limit: int, labels: Sequence[str] = ()) -> list[PullInfo]:
+        """Open PRs, newest first, carrying every label in `labels`; counts are None (see PullInfo)."""
+        wanted = set(labels)
+        found: list[PullInfo] = []
+        if limit <= 0:
+            return found
+        with _translated(f"list open pull requests of {repo}"):
+            for pr in self._repo(repo).get_pulls(state="open", sort="created", direction="desc"):
+                info = _pull_info(repo, pr, full=False)
+                if wanted <= set(info.labels):
+                    found.append(info)
+                    if len(found) >= limit:
+                        break
+        return found
+
+    def viewer_login(self) -> str:
+        """Whose comments are ours; an Actions token cannot read /user and is github-actions[bot]."""
+        if self._viewer is None:
+            try:
+                with _translated("read the authenticated user"):
+                    self._viewer = self._gh.get_user().login
+            except GitHubError as exc:
+                if exc.status != 403:
+                    raise
+                self._viewer = ACTIONS_BOT
+        return self._viewer
+
+    def file_text(self, repo: str, path: str, ref: str) -> str | None:
+        """A file at `ref` through the contents API; None when absent, a directory, or over 1 MB."""
+        try:
+            with _translated(f"read {path} at {ref} in {repo}"):
+                content = self._repo(repo).get_contents(path, ref=ref)
+                if isinstance(content, list) or content.type != "file" or content.encoding != "base64":
+                    return None
+                return content.decoded_content.decode("utf-8", errors="replace")
+        except GitHubError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def issue_comments(self, repo: str, number: int) -> list[CommentInfo]:
+        with _translated(f"list comments of {repo}#{number}"):
+            return [_comment_info(c) for c in self._repo(repo).get_issue(number).get_comments()]
+
+    def create_issue_comment(self, repo: str, number: int, body: str) -> CommentInfo:
+        with _translated(f"comment on {repo}#{number}", write=True):
+            return _comment_info(self._repo(repo).get_issue(number).create_comment(body))
+
+    def _comment(self, repo: str, comment_id: int) -> IssueComment:
+        url = f"{self._repo(repo).url}/issues/comments/{int(comment_id)}"
+        return IssueComment(self._gh.requester, url=url)
+
+    def edit_issue_comment(self, repo: str, comment_id: int, body: str) -> CommentInfo:
+        with _translated(f"edit comment {comment_id} in {repo}", write=True):
+            comment = self._comment(repo, comment_id)
+            comment.edit(body)
+            return _comment_info(comment)
+
+    def delete_issue_comment(self, repo: str, comment_id: int) -> None:
+        with _translated(f"delete comment {comment_id} in {repo}", write=True):
+            self._comment(repo, comment_id).delete()
+
+    def reviews(self, repo: str, number: int) -> list[ReviewInfo]:
+        with _translated(f"list reviews of {repo}#{number}"):
+            return [_review_info(r) for r in self._repo(repo).get_pull(number).get_reviews()]
+
+    def create_review(
+        self, repo: str, number: int, *, commit_sha: str, body: str, comments: Sequence[InlineComment]
+    ) -> ReviewInfo:
+        """One review, event COMMENT, pinned to `commit_sha`; never APPROVE or REQUEST_CHANGES."""
+        payload: list[Any] = []
+        for c in comments:
+            item: dict[str, Any] = {"path": c.path, "body": c.body, "line": c.line, "side": c.side}
+            if c.start_line is not None and c.start_line < c.line:
+                item["start_line"] = c.start_line
+                item["start_side"] = c.start_side or c.side
+            payload.append(item)
+        with _translated(f"post a review on {repo}#{number}", write=True):
+            gh_repo = self._repo(repo)
+            review = gh_repo.get_pull(number).create_review(
+                commit=gh_repo.get_commit(commit_sha), body=body, event="COMMENT", comments=payload
+            )
+            return _review_info(review)
+
+    def commit_statuses(self, repo: str, sha: str) -> list[CommitStatus]:
+        """The latest status per context at `sha` (empty when none: the combined state is then
+        `pending` with total_count 0, which means "no statuses", not "CI pending")."""
+        with _translated(f"read commit statuses of {sha} in {repo}"):
+            combined = self._repo(repo).get_commit(sha).get_combined_status()
+            return [CommitStatus(s.context, s.state) for s in combined.statuses]
+
+    def check_runs(self, repo: str, sha: str) -> list[CheckRunInfo]:
+        """The latest check runs at `sha`, ours included (see `ci_state`)."""
+        with _translated(f"read check runs of {sha} in {repo}"):
+            return [
+                CheckRunInfo(run.name, run.status, run.conclusion, run.details_url or "")
+                for run in self._repo(repo).get_commit(sha).get_check_runs()
+            ]
+
+    def merge_base(self, repo: str, base: str, head: str) -> str:
+        with _translated(f"compare {base}...{head} in {repo}"):
+            return self._repo(repo).compare(base, head).merge_base_commit.sha
+
+    def pull_files(self, repo: str, number: int, *, limit: int = FILES_LIMIT) -> list[DiffFile]:
+        """The PR files list (GitHub stops at 3000), parsed; a file without a patch is listed."""
+        files: list[DiffFile] = []
+        with _translated(f"list files of {repo}#{number}"):
+            for f in self._repo(repo).get_pull(number).get_files():
+                if len(files) >= limit:
+                    break
+                files.append(
+                    parse_github_file(
+                        filename=f.filename,
+                        status=f.status,
+                        patch=f.patch,
+                        previous_filename=f.previous_filename,
+                    )
+                )
+        return files
+
+
+def _pull_info(repo: str, pr: Any, *, full: bool) -> PullInfo:
+    head_repo = pr.head.repo.full_name if pr.head.repo is not None else None
+    base_repo = pr.base.repo.full_name if pr.base.repo is not None else repo
+    return PullInfo(
+        repo=repo,
+        number=pr.number,
+        title=pr.title or "",
+        body=pr.body or "",
+        author=_login(pr.user),
+        author_type=pr.user.type if pr.user is not None else "User",
+        url=pr.html_url,
+        state=pr.state,
+        draft=bool(pr.draft),
+        head_sha=pr.head.sha,
+        head_ref=pr.head.ref,
+        head_repo=head_repo,
+        base_sha=pr.base.sha,
+        base_ref=pr.base.ref,
+        base_repo=base_repo,
+        cross_repo=head_repo is None or head_repo.lower() != base_repo.lower(),
+        labels=tuple(label.name for label in pr.labels),
+        changed_files=pr.changed_files if full else None,
+        additions=pr.additions if full else None,
+        deletions=pr.deletions if full else None,
+        commits=pr.commits if full else None,
+        mergeable=pr.mergeable if full else None,
+    )
+
+
+def _comment_info(comment: Any) -> CommentInfo:
+    return CommentInfo(
+        id=comment.id, user=_login(comment.user), body=comment.body or "", url=comment.html_url
+    )
+
+
+def _review_info(review: Any) -> ReviewInfo:
+    return ReviewInfo(
+        id=review.id,
+        user=_login(review.user),
+        body=review.body or "",
+        commit_id=review.commit_id or "",
+        url=review.html_url,
+    )
+
+
+def ci_state(
+    statuses: Sequence[CommitStatus] | None, runs: Sequence[CheckRunInfo] | None, *, run_id: str | None
+) -> CiState:
+    """Statuses + check runs → one state (DESIGN 10.10); None for a part we were not allowed to read.
+
+    Our own run is left out: its details_url holds /actions/runs/<run_id>. A failure anywhere is
+    `failure`; otherwise an unreadable part makes it `unknown`; nothing at all is `none`.
+    """
+    checks: list[CheckResult] = []
+    outcomes: set[str] = set()
+    for status in statuses or ():
+        checks.append(CheckResult(status.context, status.state))
+        outcomes.add(_outcome(status.state))
+    own = re.compile(rf"/actions/runs/{re.escape(run_id)}(?![0-9])") if run_id else None
+    for run in runs or ():
+        if own is not None and own.search(run.details_url):
+            continue
+        done = run.status == "completed"
+        checks.append(CheckResult(run.name, run.conclusion if done else run.status))
+        outcomes.add(_outcome(run.conclusion) if done else "pending")
+    if "failed" in outcomes:
+        state = "failure"
+    elif statuses is None or runs is None:
+        state = "unknown"
+    elif "pending" in outcomes:
+        state = "pending"
+    else:
+        state = "success" if outcomes else "none"
+    return CiState(state=state, checks=tuple(checks))
+
+
+def _outcome(conclusion: str | None) -> str:
+    if conclusion in _FAILED:
+        return "failed"
+    return "ok" if conclusion in _PASSED else "pending"
+
+
+class GitHubSource:
+    """A PR read through the API; implements `reviewer.source.Source`."""
+
+    def __init__(
+        self,
+        client: GitHubClient,
+        repo: str,
+        number: int,
+        *,
+        run_id: str | None = None,
+        max_files: int = FILES_LIMIT,
+    ) -> None:
+        self.client = client
+        self.repo = repo
+        self.number = number
+        self.run_id = run_id
+        self.max_files = max_files
+        self._info: PullInfo | None = None
+
+    def pull_info(self) -> PullInfo:
+        """The PR as first read (cached): drafts, bots, cross-repo and labels are decided on it."""
+        if self._info is None:
+            self._info = self.client.pull(self.repo, self.number)
+        return self._info
+
+    def change(self) -> Change:
+        info = self.pull_info()
+        files = self.client.pull_files(self.repo, self.number, limit=self.max_files)
+        gaps: list[Gap] = []
+        total = info.changed_files or 0
+        if total > len(files):
+            gaps.append(
+                Gap(
+                    what=f"GitHub listed {len(files)} of the {total} changed files; the other "
+                    f"{total - len(files)} were not reviewed",
+                    why="too_many_files",
+                )
+            )
+        try:
+            merge_base = self.client.merge_base(self.repo, info.base_sha, info.head_sha)
+        except GitHubError as exc:
+            merge_base = ""
+            gaps.append(Gap(what=f"merge base unknown: {exc}", why="merge_base_unknown"))
+        snapshot = Snapshot(
+            source="github",
+            repo=self.repo,
+            number=self.number,
+            title=info.title,
+            author=info.author,
+            url=info.url,
+            base=Ref(info.base_ref, info.base_sha),
+            head=Ref(info.head_ref, info.head_sha),
+            merge_base=merge_base,
+            draft=info.draft,
+            state=info.state,
+            files=total,
+            additions=info.additions or 0,
+            deletions=info.deletions or 0,
+            commits=info.commits or 0,
+            ci=self._ci(info.head_sha),
+            mergeable=info.mergeable,
+        )
+        return Change(snapshot=snapshot, files=tuple(files), body=info.body, gaps=tuple(gaps))
+
+    def _ci(self, sha: str) -> CiState:
+        statuses: list[CommitStatus] | None = None
+        runs: list[CheckRunInfo] | None = None
+        try:
+            statuses = self.client.commit_statuses(self.repo, sha)
+        except GitHubError as exc:
+            if exc.status not in (403, 404):
+                raise
+        try:
+            runs = self.client.check_runs(self.repo, sha)
+        except GitHubError as exc:
+            if exc.status not in (403, 404):
+                raise
+        return ci_state(statuses, runs, run_id=self.run_id)
+
+    def head_sha(self) -> str:
+        return self.client.pull(self.repo, self.number).head_sha
+
+    def read_file(self, path: str, sha: str) -> str | None:
+        return self.client.file_text(self.repo, path, sha)

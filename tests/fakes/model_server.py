@@ -1,0 +1,226 @@
+"""A loopback OpenAI-compatible model server, so litellm runs its real HTTP path in tests (DESIGN 9).
+
+Script it with a queue of replies (one per request, in order) or a handler function that maps the
+request body to a reply. Every request body is recorded, parsed, in `requests` (its headers, with
+lower-case names, at the same index in `request_headers`).
+
+    with FakeModelServer([status(429, retry_after="0"), text('{"findings": []}')]) as server:
+        ...  # point litellm at server.api_base
+        assert len(server.requests) == 2
+
+The server lives in the test process; a CLI under test in a subprocess reaches it by URL.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+CHAT_PATH = "/v1/chat/completions"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted HTTP answer; `delay` seconds pass before anything is written."""
+
+    status: int
+    body: bytes
+    headers: tuple[tuple[str, str], ...] = ()
+    delay: float = 0.0
+
+
+def chat_completion(
+    content: str,
+    *,
+    model: str = "fake-model",
+    prompt_tokens: int = 10,
+    completion_tokens: int = 5,
+    finish_reason: str = "stop",
+) -> dict[str, Any]:
+    """The JSON body of an OpenAI `chat.completion` with `usage`."""
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": finish_reason,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def text(
+    content: str,
+    *,
+    prompt_tokens: int = 10,
+    completion_tokens: int = 5,
+    finish_reason: str = "stop",
+    model: str = "fake-model",
+    delay: float = 0.0,
+) -> Reply:
+    """A 200 answer whose message content is `content`."""
+    body = chat_completion(
+        content,
+        model=model,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        finish_reason=finish_reason,
+    )
+    return Reply(200, json.dumps(body).encode(), (("Content-Type", "application/json"),), delay)
+
+
+def status(
+    code: int,
+    *,
+    retry_after: str | None = None,
+    message: str | None = None,
+    delay: float = 0.0,
+) -> Reply:
+    """An error answer in OpenAI's error shape, optionally with `Retry-After`."""
+    error = {"error": {"message": message or f"fake error {code}", "type": "fake_error", "code": code}}
+    headers = [("Content-Type", "application/json")]
+    if retry_after is not None:
+        headers.append(("Retry-After", retry_after))
+    return Reply(code, json.dumps(error).encode(), tuple(headers), delay)
+
+
+def delayed(seconds: float, then: Reply | None = None) -> Reply:
+    """`then` (by default a small valid answer) after `seconds`: longer than the client's timeout
+    makes a timeout."""
+    reply = then or text("{}")
+    return Reply(reply.status, reply.body, reply.headers, seconds)
+
+
+def malformed(body: bytes = b'{"choices": [', *, code: int = 200) -> Reply:
+    """A body that is not a chat.completion at all (truncated JSON by default)."""
+    return Reply(code, body, (("Content-Type", "application/json"),))
+
+
+Handler = Callable[[dict[str, Any]], Reply]
+
+
+class FakeModelServer:
+    """A threaded stdlib HTTP server on 127.0.0.1 with an ephemeral port."""
+
+    def __init__(self, script: Iterable[Reply] = (), *, handler: Handler | None = None) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.request_headers: list[dict[str, str]] = []
+        self.handler = handler
+        self._script: deque[Reply] = deque(script)
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("the fake model server is not running")
+        return self._httpd.server_address[1]
+
+    @property
+    def api_base(self) -> str:
+        """What litellm takes as `api_base` (requests go to `{api_base}/chat/completions`)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def queue(self, *replies: Reply) -> None:
+        """Append replies to the script; they are used before the handler."""
+        with self._lock:
+            self._script.extend(replies)
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not consumed yet."""
+        with self._lock:
+            return len(self._script)
+
+    def start(self) -> FakeModelServer:
+        self._stopping.clear()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_request_handler(self))
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-model", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> FakeModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _answer(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
+        with self._lock:
+            self.requests.append(body)
+            self.request_headers.append(headers)
+            if self._script:
+                return self._script.popleft()
+        if self.handler is not None:
+            return self.handler(body)
+        return status(500, message="fake model server: script exhausted and no handler set")
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep `seconds` unless the server stops first; False when it stopped."""
+        return not self._stopping.wait(seconds)
+
+
+def _make_request_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
+    class _RequestHandler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if self.path.rstrip("/") != CHAT_PATH:
+                self._send(status(404, message=f"fake model server: no route {self.path}"))
+                return
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = {"_unparsed": raw.decode("utf-8", "replace")}
+            reply = server._answer(body, {name.lower(): value for name, value in self.headers.items()})
+            if reply.delay and not server._wait(reply.delay):
+                return
+            self._send(reply)
+
+        def _send(self, reply: Reply) -> None:
+            try:
+                self.send_response(reply.status)
+                for name, value in reply.headers:
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(reply.body)))
+                self.end_headers()
+                self.wfile.write(reply.body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return _RequestHandler

@@ -1,0 +1,235 @@
+"""Routing of real (trimmed) webhook payloads, and the runner's input conventions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reviewer.errors import UsageError
+from reviewer.events import parse_pr_numbers, plan_run, read_inputs, skip_reason
+
+EVENTS = Path(__file__).parent / "data" / "events"
+HEAD_SHA = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
+
+
+def load(name: str) -> dict[str, Any]:
+    return json.loads((EVENTS / name).read_text(encoding="utf-8"))
+
+
+def plan(event_name: str, fixture: str, **inputs: str):
+    return plan_run(event_name, load(fixture), repository="fallback/repo", inputs=inputs)
+
+
+def test_read_inputs_keeps_hyphens_and_trims() -> None:
+    env = {
+        "INPUT_MAX-COST-USD": " 0.50\n",
+        "INPUT_PR-NUMBER": "12",
+        "INPUT_GITHUB-TOKEN": "",
+        "GITHUB_TOKEN": "not an input",
+        "INPUT_": "nameless",
+    }
+    assert read_inputs(env) == {"max-cost-usd": "0.50", "pr-number": "12", "github-token": ""}
+
+
+@pytest.mark.parametrize("action", ["opened", "synchronize", "reopened", "ready_for_review"])
+@pytest.mark.parametrize("event_name", ["pull_request", "pull_request_target"])
+def test_review_actions_route_to_the_event_pr(event_name: str, action: str) -> None:
+    req = plan(event_name, f"pull_request.{action}.json")
+    assert req.kind == "pr"
+    assert req.repo == "Codertocat/Hello-World"
+    assert req.numbers == (2,)
+    assert req.event_name == event_name
+    assert not req.explicit
+    assert req.pull is not None
+    assert req.pull.head_sha == HEAD_SHA
+    assert req.pull.author == "Codertocat"
+    assert not req.pull.cross_repo
+    assert req.pull.head_repo == req.pull.base_repo == "Codertocat/Hello-World"
+
+
+def test_closed_action_is_skipped_with_the_action_named() -> None:
+    req = plan("pull_request", "pull_request.closed.json")
+    assert req.kind == "skip"
+    assert "'closed'" in req.reason
+    assert req.numbers == ()
+
+
+def test_fork_pr_is_cross_repo() -> None:
+    req = plan("pull_request", "pull_request.opened.fork.json")
+    assert req.kind == "pr"
+    assert req.pull is not None
+    assert req.pull.cross_repo
+    assert req.pull.head_repo == "forker/Hello-World"
+    assert req.pull.base_repo == "Codertocat/Hello-World"
+    assert req.repo == "Codertocat/Hello-World"
+
+
+def test_null_head_repo_counts_as_cross_repo() -> None:
+    req = plan("pull_request", "pull_request.synchronize.head_repo_null.json")
+    assert req.kind == "pr"
+    assert req.pull is not None
+    assert req.pull.head_repo is None
+    assert req.pull.cross_repo
+    assert req.pull.head_sha == HEAD_SHA
+
+
+def test_draft_and_bot_payloads_carry_what_skipping_needs() -> None:
+    draft = plan("pull_request", "pull_request.opened.draft.json").pull
+    bot = plan("pull_request", "pull_request.opened.bot.json").pull
+    assert draft is not None and draft.draft
+    assert bot is not None and (bot.author, bot.author_type) == ("dependabot[bot]", "Bot")
+
+
+def test_dispatch_reviews_the_named_prs_explicitly() -> None:
+    req = plan("workflow_dispatch", "workflow_dispatch.json", **{"pr-number": "1, 2 #3"})
+    assert req.kind == "pr"
+    assert req.numbers == (1, 2, 3)
+    assert req.explicit
+    assert req.repo == "octo-org/octo-repo"
+    assert req.pull is None
+
+
+def test_dispatch_without_pr_number_says_to_set_it() -> None:
+    with pytest.raises(UsageError, match=r"pr-number"):
+        plan("workflow_dispatch", "workflow_dispatch.json")
+
+
+def test_dispatch_falls_back_to_the_events_own_pr_number_input() -> None:
+    payload = load("workflow_dispatch.json")
+    payload["inputs"] = {"pr-number": "#7"}
+    req = plan_run("workflow_dispatch", payload, repository="x/y", inputs={})
+    assert req.numbers == (7,)
+
+
+def test_dispatch_with_a_bad_pr_number_names_the_input_and_token() -> None:
+    with pytest.raises(UsageError) as err:
+        plan("workflow_dispatch", "workflow_dispatch.json", **{"pr-number": "4, owner/repo#5"})
+    assert "pr-number" in str(err.value)
+    assert "owner/repo#5" in str(err.value)
+
+
+def test_schedule_scans_the_runs_repository() -> None:
+    req = plan("schedule", "schedule.json")
+    assert req.kind == "scan"
+    assert req.repo == "fallback/repo"
+
+
+@pytest.mark.parametrize("event_name", ["push", "issue_comment", ""])
+def test_other_events_are_skipped_naming_the_event(event_name: str) -> None:
+    req = plan_run(event_name, {}, repository="o/r", inputs={})
+    assert req.kind == "skip"
+    assert f"'{event_name or '(none)'}'" in req.reason
+
+
+def test_mode_scan_overrides_the_event() -> None:
+    req = plan("pull_request", "pull_request.opened.json", mode="scan")
+    assert req.kind == "scan"
+    assert req.repo == "Codertocat/Hello-World"
+
+
+def test_mode_pr_on_schedule_uses_pr_number_or_fails_clearly() -> None:
+    req = plan("schedule", "schedule.json", mode="PR", **{"pr-number": "9"})
+    assert (req.kind, req.numbers, req.explicit) == ("pr", (9,), True)
+    with pytest.raises(UsageError, match=r"pr-number"):
+        plan("schedule", "schedule.json", mode="pr")
+
+
+def test_mode_pr_on_a_pull_request_event_reviews_it_even_for_other_actions() -> None:
+    req = plan("pull_request", "pull_request.closed.json", mode="pr")
+    assert (req.kind, req.numbers, req.explicit) == ("pr", (2,), False)
+
+
+def test_bad_mode_names_the_input() -> None:
+    with pytest.raises(UsageError) as err:
+        plan("pull_request", "pull_request.opened.json", mode="everything")
+    assert "'mode'" in str(err.value)
+    assert "everything" in str(err.value)
+
+
+def test_repository_from_env_when_payload_has_none() -> None:
+    with pytest.raises(UsageError, match="GITHUB_REPOSITORY"):
+        plan_run("schedule", {"schedule": "0 * * * *"}, repository="", inputs={})
+
+
+def test_malformed_pull_request_payload_names_the_key() -> None:
+    payload = load("pull_request.opened.json")
+    del payload["pull_request"]["head"]["sha"]
+    with pytest.raises(UsageError, match=r"pull_request\.head\.sha"):
+        plan_run("pull_request", payload, repository="o/r", inputs={})
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("", ()),
+        ("12", (12,)),
+        ("1, 2 #3", (1, 2, 3)),
+        ("#4\n5,\n\n6 , 4", (4, 5, 6)),
+        ("  7  ", (7,)),
+    ],
+)
+def test_parse_pr_numbers(raw: str, expected: tuple[int, ...]) -> None:
+    assert parse_pr_numbers(raw) == expected
+
+
+@pytest.mark.parametrize("bad", ["abc", "#", "0", "-3", "1.5", "١٢", "##2"])
+def test_parse_pr_numbers_rejects(bad: str) -> None:
+    with pytest.raises(UsageError) as err:
+        parse_pr_numbers(f"1 {bad}")
+    assert "'pr-number'" in str(err.value)
+    assert repr(bad) in str(err.value)
+
+
+def skip(**overrides: Any) -> str | None:
+    args: dict[str, Any] = {
+        "draft": False,
+        "author": "octocat",
+        "author_type": "User",
+        "state": "open",
+        "explicit": False,
+        "skip_drafts": True,
+        "skip_bots": True,
+    }
+    args.update(overrides)
+    return skip_reason(**args)
+
+
+def test_skip_reason_reviews_an_ordinary_open_pr() -> None:
+    assert skip() is None
+
+
+def test_skip_reason_for_closed_pr_even_when_named() -> None:
+    reason = skip(state="closed", explicit=True)
+    assert reason is not None and "closed" in reason
+
+
+def test_skip_reason_for_drafts_respects_explicit_and_the_input() -> None:
+    reason = skip(draft=True)
+    assert reason is not None and "draft" in reason
+    assert skip(draft=True, explicit=True) is None
+    assert skip(draft=True, skip_drafts=False) is None
+
+
+@pytest.mark.parametrize(("author", "author_type"), [("dependabot[bot]", "Bot"), ("renovate[bot]", "User")])
+def test_skip_reason_for_bots(author: str, author_type: str) -> None:
+    reason = skip(author=author, author_type=author_type)
+    assert reason is not None and author in reason
+    assert skip(author=author, author_type=author_type, skip_bots=False) is None
+
+
+def test_skip_reason_from_the_bot_fixture() -> None:
+    pull = plan("pull_request", "pull_request.opened.bot.json").pull
+    assert pull is not None
+    reason = skip_reason(
+        draft=pull.draft,
+        author=pull.author,
+        author_type=pull.author_type,
+        state=pull.state,
+        explicit=False,
+        skip_drafts=True,
+        skip_bots=True,
+    )
+    assert reason is not None and "dependabot[bot]" in reason

@@ -1,0 +1,395 @@
+"""GitHubClient and GitHubSource against the loopback fake GitHub, through real PyGithub."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from reviewer.errors import GitHubError, NoWriteAccess, Retryable, Unprocessable, UsageError
+from reviewer.source.github import GitHubClient, GitHubSource, InlineComment
+from tests.fakes.github_server import FakeGitHub, diff_entry
+
+HEAD = "a" * 40
+BASE = "b" * 40
+MERGE_BASE = "c" * 40
+REPO = "octo/widgets"
+PATCH = "@@ -1,3 +1,4 @@\n a\n-b\n+c\n+d\n e"
+TWO_HUNKS = "@@ -1,2 +1,2 @@\n-x\n+y\n z\n@@ -10,2 +10,3 @@\n q\n+r\n s"
+
+
+@pytest.fixture
+def gh() -> Iterator[FakeGitHub]:
+    with FakeGitHub() as server:
+        server.add_token("user-token", login="alice")
+        server.add_token("actions-token")
+        server.add_token("read-only", write=False)
+        server.add_repo(REPO)
+        yield server
+    assert server.violations == []
+
+
+def client(gh: FakeGitHub, token: str = "user-token", **kwargs: object) -> GitHubClient:
+    return GitHubClient(token, gh.url, seconds_between_writes=0.0, **kwargs)  # type: ignore[arg-type]
+
+
+def add_pull(gh: FakeGitHub, number: int = 7, **kwargs: object) -> None:
+    defaults: dict[str, object] = {"head_sha": HEAD, "base_sha": BASE, "files": [diff_entry("app.py", PATCH)]}
+    gh.add_pull(REPO, number, **{**defaults, **kwargs})  # type: ignore[arg-type]
+
+
+def test_snapshot_carries_the_pull_request_as_github_shows_it(gh: FakeGitHub) -> None:
+    add_pull(
+        gh,
+        title="Fix parser",
+        body="Please review",
+        author="bob",
+        head_ref="fix",
+        base_ref="main",
+        draft=True,
+        labels=["bug"],
+        merge_base_sha=MERGE_BASE,
+        commits=3,
+        mergeable=None,
+        files=[diff_entry("app.py", PATCH), diff_entry("lib/util.py", TWO_HUNKS)],
+    )
+    change = GitHubSource(client(gh), REPO, 7).change()
+    snap = change.snapshot
+    assert (snap.source, snap.repo, snap.number, snap.title, snap.author) == (
+        "github",
+        REPO,
+        7,
+        "Fix parser",
+        "bob",
+    )
+    assert snap.url == f"https://github.com/{REPO}/pull/7"
+    assert (snap.base.ref, snap.base.sha, snap.head.ref, snap.head.sha) == ("main", BASE, "fix", HEAD)
+    assert snap.merge_base == MERGE_BASE
+    assert snap.draft is True and snap.state == "open" and snap.mergeable is None
+    assert (snap.files, snap.additions, snap.deletions, snap.commits) == (2, 4, 2, 3)
+    assert change.body == "Please review"
+    assert [f.path for f in change.files] == ["app.py", "lib/util.py"]
+    assert [len(f.hunks) for f in change.files] == [1, 2]
+    assert change.gaps == ()
+
+
+def test_files_are_read_100_per_page(gh: FakeGitHub) -> None:
+    add_pull(gh, files=[diff_entry(f"src/m{i}.py", PATCH) for i in range(150)])
+    change = GitHubSource(client(gh), REPO, 7).change()
+    pages = gh.requests_to("GET", r"/pulls/7/files$")
+    assert len(pages) == 2
+    assert all(r.query.get("per_page") == "100" for r in pages)
+    assert len(change.files) == 150 and change.gaps == ()
+
+
+def test_a_file_without_patch_is_listed_not_guessed(gh: FakeGitHub) -> None:
+    add_pull(gh, files=[diff_entry("logo.png", None, status="added"), diff_entry("app.py", PATCH)])
+    files = GitHubSource(client(gh), REPO, 7).change().files
+    assert [(f.path, f.has_patch, len(f.hunks)) for f in files] == [
+        ("logo.png", False, 0),
+        ("app.py", True, 1),
+    ]
+
+
+def test_more_changed_files_than_listed_is_a_too_many_files_gap(gh: FakeGitHub) -> None:
+    add_pull(gh, changed_files=3500, files=[diff_entry("a.py", PATCH), diff_entry("b.py", PATCH)])
+    change = GitHubSource(client(gh), REPO, 7).change()
+    assert change.snapshot.files == 3500
+    assert [g.why for g in change.gaps] == ["too_many_files"]
+    assert "2 of the 3500" in change.gaps[0].what
+
+
+def test_max_files_stops_reading_and_says_so(gh: FakeGitHub) -> None:
+    add_pull(gh, files=[diff_entry(f"m{i}.py", PATCH) for i in range(5)])
+    change = GitHubSource(client(gh), REPO, 7, max_files=3).change()
+    assert len(change.files) == 3
+    assert [g.why for g in change.gaps] == ["too_many_files"]
+
+
+def test_renamed_file_keeps_its_previous_name(gh: FakeGitHub) -> None:
+    add_pull(gh, files=[diff_entry("new/name.py", PATCH, status="renamed", previous_filename="old/name.py")])
+    (renamed,) = GitHubSource(client(gh), REPO, 7).change().files
+    assert (renamed.path, renamed.status, renamed.old_path) == ("new/name.py", "renamed", "old/name.py")
+
+
+def test_failed_compare_leaves_merge_base_empty_with_a_gap(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    gh.fail("GET", r"/compare/", 404)
+    change = GitHubSource(client(gh), REPO, 7).change()
+    assert change.snapshot.merge_base == ""
+    assert [g.why for g in change.gaps] == ["merge_base_unknown"]
+
+
+# --------------------------------------------------------------------------- CI state
+
+
+def ci(gh: FakeGitHub, run_id: str | None = "42"):  # type: ignore[no-untyped-def]
+    return GitHubSource(client(gh), REPO, 7, run_id=run_id).change().snapshot.ci
+
+
+def test_our_own_check_run_is_excluded(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    ours = f"https://github.com/{REPO}/actions/runs/42/job/9"
+    gh.add_check_run(REPO, HEAD, "imreview", status="in_progress", details_url=ours)
+    gh.add_check_run(REPO, HEAD, "tests", details_url=f"https://github.com/{REPO}/actions/runs/420/job/1")
+    state = ci(gh)
+    assert state.state == "success"
+    assert [(c.name, c.conclusion) for c in state.checks] == [("tests", "success")]
+
+
+def test_no_statuses_and_no_checks_is_none_not_pending(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    assert ci(gh).state == "none"
+
+
+def test_pending_and_failed_checks(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    gh.add_check_run(REPO, HEAD, "lint", status="queued", conclusion=None)
+    assert ci(gh).state == "pending"
+    gh.add_status(REPO, HEAD, "ci/legacy", "failure")
+    state = ci(gh)
+    assert state.state == "failure"
+    assert {(c.name, c.conclusion) for c in state.checks} == {("ci/legacy", "failure"), ("lint", "queued")}
+
+
+def test_a_403_on_check_runs_makes_ci_unknown(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    gh.add_status(REPO, HEAD, "ci/legacy", "success")
+    gh.fail("GET", r"/check-runs$", 403, {"message": "Resource not accessible by integration"})
+    assert ci(gh).state == "unknown"
+
+
+# --------------------------------------------------------------------------- transport
+
+
+def test_ghes_base_url_with_a_path_prefix_works() -> None:
+    with FakeGitHub(prefix="/api/v3") as ghes:
+        ghes.add_token("t", login="alice")
+        ghes.add_repo(REPO)
+        ghes.add_pull(REPO, 7, head_sha=HEAD, base_sha=BASE, files=[diff_entry("app.py", PATCH)])
+        ghes.add_content(REPO, BASE, ".github/imreview.yml", "model: x\n")
+        gh_client = GitHubClient("t", ghes.url + "/", seconds_between_writes=0.0)
+        source = GitHubSource(gh_client, REPO, 7)
+        assert source.change().snapshot.merge_base == BASE
+        assert source.read_file(".github/imreview.yml", BASE) == "model: x\n"
+        assert gh_client.create_issue_comment(REPO, 7, "hello").user == "alice"
+        assert ghes.url.endswith("/api/v3")
+        assert ghes.violations == []
+
+
+def test_a_502_on_get_is_retried(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    gh.fail("GET", r"/pulls/7$", 502)
+    assert client(gh).pull(REPO, 7).head_sha == HEAD
+    assert len(gh.requests_to("GET", r"/pulls/7$")) == 2
+
+
+def test_a_429_on_get_is_retried_after_its_retry_after(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    gh.fail("GET", r"/pulls/7$", 429, headers={"Retry-After": "0"})
+    assert client(gh).pull(REPO, 7).number == 7
+    assert len(gh.requests_to("GET", r"/pulls/7$")) == 2
+
+
+def test_a_502_on_post_is_not_retried(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    gh.fail("POST", r"/pulls/7/reviews$", 502)
+    with pytest.raises(Retryable) as err:
+        client(gh).create_review(REPO, 7, commit_sha=HEAD, body="b", comments=())
+    assert err.value.status == 502
+    assert len(gh.requests_to("POST", r"/reviews$")) == 1
+    assert gh.reviews(REPO, 7) == []
+
+
+def test_gets_that_keep_failing_end_as_retryable_with_the_status(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    gh.fail("GET", r"/pulls/7$", 503, times=10)
+    with pytest.raises(Retryable) as err:
+        client(gh, retries=1).pull(REPO, 7)
+    assert err.value.status == 503
+    assert len(gh.requests_to("GET", r"/pulls/7$")) == 2
+
+
+def test_a_primary_rate_limit_with_a_distant_reset_does_not_sleep(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    reset = str(int(time.time()) + 3600)
+    gh.fail(
+        "GET",
+        r"/pulls/7$",
+        403,
+        {"message": "API rate limit exceeded for installation ID 1."},
+        headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": reset},
+    )
+    started = time.monotonic()
+    with pytest.raises(Retryable) as err:
+        client(gh).pull(REPO, 7)
+    assert time.monotonic() - started < 5
+    assert err.value.status == 403
+
+
+def test_a_long_retry_after_does_not_sleep(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    gh.fail(
+        "GET",
+        r"/pulls/7$",
+        403,
+        {"message": "You have exceeded a secondary rate limit. Please retry your request again later."},
+        headers={"Retry-After": "3600"},
+    )
+    started = time.monotonic()
+    with pytest.raises(Retryable):
+        client(gh).pull(REPO, 7)
+    assert time.monotonic() - started < 5
+
+
+def test_a_refused_connection_is_retryable() -> None:
+    with FakeGitHub() as gone:
+        url = gone.url
+    with pytest.raises(Retryable):
+        GitHubClient("t", url, retries=0, timeout=2).pull(REPO, 7)
+
+
+def test_bad_configuration_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="token"):
+        GitHubClient("  ")
+    with pytest.raises(UsageError, match="GITHUB_API_URL"):
+        GitHubClient("t", "api.github.com")
+    with pytest.raises(UsageError, match="OWNER/REPO"):
+        GitHubClient("t").pull("not-a-repo", 1)
+
+
+def test_an_unknown_token_is_a_github_error_not_write_access(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    with pytest.raises(GitHubError) as err:
+        GitHubClient("nope", gh.url).pull(REPO, 7)
+    assert err.value.status == 401 and not isinstance(err.value, NoWriteAccess)
+
+
+# --------------------------------------------------------------------------- writes
+
+
+def test_read_only_token_raises_no_write_access(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    ro = client(gh, "read-only")
+    assert ro.pull(REPO, 7).head_sha == HEAD
+    with pytest.raises(NoWriteAccess) as err:
+        ro.create_issue_comment(REPO, 7, "hello")
+    assert err.value.status == 403
+    with pytest.raises(NoWriteAccess):
+        ro.create_review(REPO, 7, commit_sha=HEAD, body="b", comments=())
+    assert gh.comments(REPO, 7) == [] and gh.reviews(REPO, 7) == []
+
+
+def test_a_review_line_outside_the_diff_is_unprocessable(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    with pytest.raises(Unprocessable) as err:
+        client(gh).create_review(
+            REPO, 7, commit_sha=HEAD, body="b", comments=[InlineComment("app.py", 40, "RIGHT", "x")]
+        )
+    assert err.value.status == 422
+    assert "must be part of the diff" in str(err.value)
+
+
+def test_a_comment_over_the_limit_is_unprocessable(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    with pytest.raises(Unprocessable, match="Body is too long"):
+        client(gh).create_issue_comment(REPO, 7, "x" * 65537)
+
+
+def test_create_review_sends_comment_event_commit_and_lines(gh: FakeGitHub) -> None:
+    add_pull(gh, files=[diff_entry("app.py", PATCH), diff_entry("lib.py", TWO_HUNKS)])
+    comments = [
+        InlineComment("app.py", 3, "RIGHT", "single"),
+        InlineComment("app.py", 2, "LEFT", "removed line"),
+        InlineComment("lib.py", 12, "RIGHT", "range", start_line=10),
+        InlineComment("lib.py", 11, "RIGHT", "degenerate range", start_line=11),
+    ]
+    review = client(gh).create_review(REPO, 7, commit_sha=HEAD, body="Summary", comments=comments)
+    (post,) = gh.requests_to("POST", r"/pulls/7/reviews$")
+    assert post.body["event"] == "COMMENT"
+    assert post.body["commit_id"] == HEAD
+    sent = post.body["comments"]
+    assert sent[0] == {"path": "app.py", "line": 3, "side": "RIGHT", "body": "single"}
+    assert sent[1] == {"path": "app.py", "line": 2, "side": "LEFT", "body": "removed line"}
+    assert sent[2]["start_line"] == 10 and sent[2]["start_side"] == "RIGHT" and sent[2]["line"] == 12
+    assert "start_line" not in sent[3]
+    assert all("subject_type" not in c for c in sent)
+    (stored,) = gh.reviews(REPO, 7)
+    assert review.id == stored["id"] and review.commit_id == HEAD and review.user == "alice"
+    assert len(stored["comments"]) == 4
+    assert [r.id for r in client(gh).reviews(REPO, 7)] == [review.id]
+
+
+def test_issue_comment_round_trip(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    c = client(gh, "actions-token")
+    first = c.create_issue_comment(REPO, 7, "one")
+    second = c.create_issue_comment(REPO, 7, "two")
+    assert first.user == "github-actions[bot]"
+    assert first.url.endswith(f"#issuecomment-{first.id}")
+    assert [(x.id, x.body) for x in c.issue_comments(REPO, 7)] == [(first.id, "one"), (second.id, "two")]
+    edited = c.edit_issue_comment(REPO, first.id, "one, updated")
+    assert (edited.id, edited.body) == (first.id, "one, updated")
+    c.delete_issue_comment(REPO, second.id)
+    assert [x["body"] for x in gh.comments(REPO, 7)] == ["one, updated"]
+
+
+def test_editing_a_missing_comment_is_no_write_access(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    with pytest.raises(NoWriteAccess) as err:
+        client(gh).edit_issue_comment(REPO, 999999, "x")
+    assert err.value.status == 404
+
+
+# --------------------------------------------------------------------------- reads
+
+
+def test_viewer_login_for_user_and_integration_tokens(gh: FakeGitHub) -> None:
+    assert client(gh).viewer_login() == "alice"
+    assert client(gh, "actions-token").viewer_login() == "github-actions[bot]"
+
+
+def test_file_text_reads_by_ref_and_none_when_missing(gh: FakeGitHub) -> None:
+    gh.add_content(REPO, BASE, "docs/é.md", "héllo\n")
+    c = client(gh)
+    assert c.file_text(REPO, "docs/é.md", BASE) == "héllo\n"
+    assert c.file_text(REPO, "docs/é.md", HEAD) is None
+    assert c.file_text(REPO, "missing.txt", BASE) is None
+
+
+def test_head_sha_is_read_again_each_time(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    source = GitHubSource(client(gh), REPO, 7)
+    assert source.change().snapshot.head.sha == HEAD
+    gh.set_head(REPO, 7, "d" * 40)
+    assert source.head_sha() == "d" * 40
+
+
+def test_pull_info_tells_cross_repo_and_bots(gh: FakeGitHub) -> None:
+    add_pull(gh, 1)
+    add_pull(gh, 2, head_repo="forker/widgets")
+    add_pull(gh, 3, head_repo=None, author="dependabot[bot]", author_type="Bot")
+    c = client(gh)
+    same, fork, gone = (c.pull(REPO, n) for n in (1, 2, 3))
+    assert (same.cross_repo, same.head_repo, same.base_repo) == (False, REPO, REPO)
+    assert (fork.cross_repo, fork.head_repo) == (True, "forker/widgets")
+    assert (gone.cross_repo, gone.head_repo, gone.author, gone.author_type) == (
+        True,
+        None,
+        "dependabot[bot]",
+        "Bot",
+    )
+    assert same.changed_files == 1 and same.additions == 2 and same.deletions == 1
+
+
+def test_open_pulls_filters_by_label_and_stops_at_the_limit(gh: FakeGitHub) -> None:
+    for n in range(1, 6):
+        add_pull(gh, n, labels=["review"] if n % 2 else [])
+    add_pull(gh, 9, state="closed", labels=["review"])
+    c = client(gh)
+    assert [p.number for p in c.open_pulls(REPO, limit=10)] == [5, 4, 3, 2, 1]
+    labelled = c.open_pulls(REPO, limit=2, labels=["review"])
+    assert [p.number for p in labelled] == [5, 3]
+    assert labelled[0].changed_files is None
+    assert len(gh.requests_to("GET", r"/pulls/\d+$")) == 0
