@@ -133,7 +133,8 @@ def analyse(
     ok_units = {o.unit_id for o in outcomes if o.status == "ok"}
     unsent = {o.unit_id: _coverage_reason(o.status) for o in outcomes if o.status != "ok"}
     cov = coverage(plan, files, reviewed_units=ok_units, unsent_reason=unsent, default_unsent=unsent_default)
-    gaps += _coverage_gaps(cov, renderer, skip_whys={g.why for g in gaps})
+    oversize = {h.path for h in plan.oversize}
+    gaps += _coverage_gaps(cov, renderer, skip_whys={g.why for g in gaps}, oversize=oversize)
     gaps += [
         Gap(what=renderer.gap_text(o.status, detail=o.detail), why=o.status)
         for o in outcomes
@@ -293,7 +294,9 @@ def _coverage_reason(status: str) -> str:
     return "budget" if status == "budget" else "model_error"
 
 
-def _coverage_gaps(cov: Coverage, renderer: Renderer, *, skip_whys: set[str]) -> list[Gap]:
+def _coverage_gaps(
+    cov: Coverage, renderer: Renderer, *, skip_whys: set[str], oversize: set[str]
+) -> list[Gap]:
     """One gap per file that was reviewable but not (fully) reviewed, with the machine reason."""
     out: list[Gap] = []
     for f in cov.files:
@@ -304,10 +307,7 @@ def _coverage_gaps(cov: Coverage, renderer: Renderer, *, skip_whys: set[str]) ->
         out.append(
             Gap(
                 what=renderer.gap_text(
-                    f.reason,
-                    path=f.path,
-                    missing=f.hunks_total - f.hunks_reviewed,
-                    total=f.hunks_total,
+                    "oversize" if f.reason == "budget" and f.path in oversize else f.reason
                 ),
                 why=f.reason,
                 path=f.path,

@@ -1,0 +1,259 @@
+"""`imreview review` end to end: a real git repo, the CLI as a subprocess, a loopback model server."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Repo, cli_env, run_cli
+from tests.fakes.model_server import FakeModelServer, delayed, status, text
+
+MODEL = "openai/fake-model"
+
+
+@pytest.fixture
+def model() -> Iterator[FakeModelServer]:
+    with FakeModelServer() as server:
+        yield server
+
+
+def _finding(**overrides: Any) -> dict[str, Any]:
+    item = {
+        "path": "lib/util.py",
+        "line": 2,
+        "priority": "P3",
+        "title": "Division by zero when b is 0",
+        "trigger": "div(1, 0)",
+        "observation": "raises ZeroDivisionError",
+        "suggestion": "check b before dividing",
+        "quote": "return a / b",
+        "confidence": 0.7,
+    }
+    item.update(overrides)
+    return item
+
+
+def _answer(*findings: dict[str, Any], **extra: Any) -> str:
+    return json.dumps({"findings": list(findings), "exclusions": [], "signals": [], **extra})
+
+
+def _review(repo: Repo, server: FakeModelServer | None, tmp_path: Path, *args: str):
+    model_args = ["--model", MODEL, "--api-base", server.api_base] if server else []
+    report = tmp_path / "out" / "report.json"
+    proc = run_cli(
+        ["review", str(repo.path), "--base", "main", "--json", str(report), *model_args, *args],
+        cwd=tmp_path,
+        env=cli_env(tmp_path),
+    )
+    data = json.loads(report.read_text()) if report.exists() else None
+    return proc, data
+
+
+def test_good_answer_becomes_an_anchored_finding(
+    feature_repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    model.queue(text(_answer(_finding()), prompt_tokens=900, completion_tokens=120))
+    proc, report = _review(feature_repo, model, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert report["verdict"] == "findings"
+    (finding,) = report["findings"]
+    assert (finding["path"], finding["line"], finding["anchored"]) == ("lib/util.py", 2, True)
+    assert "[P3] Division by zero when b is 0" in proc.stdout
+    (request,) = model.requests
+    assert request["model"] == "fake-model" and request["max_tokens"] > 0
+    assert "return a / b" in request["messages"][-1]["content"]
+    assert report["budget"]["used"]["calls"] == 1
+    assert report["budget"]["used"]["input_tokens"] == 900
+    assert report["gate"]["publish_ready"] is True
+    assert {f["path"]: f["status"] for f in report["coverage"]["files"]} == {
+        "app.py": "reviewed",
+        "lib/util.py": "reviewed",
+    }
+
+
+def test_fenced_json_with_prose_is_accepted(
+    feature_repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    model.queue(text(f"Sure! Here is my review.\n```json\n{_answer(_finding())}\n```\nThanks."))
+    proc, report = _review(feature_repo, model, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len(report["findings"]) == 1 and len(model.requests) == 1
+
+
+def test_invalid_json_then_good_answer_uses_one_repair_call(
+    feature_repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    model.queue(text('{"findings": [{"path": "lib/util.py", "line": 2,'), text(_answer(_finding())))
+    proc, report = _review(feature_repo, model, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len(model.requests) == 2
+    assert report["budget"]["by_phase"]["repair"]["calls"] == 1
+    assert report["verdict"] == "findings"
+    assert report["gate"]["checks"][2] == {"name": "answers_parsed", "ok": True, "detail": "1/1 parsed"}
+
+
+def test_rate_limit_then_success(feature_repo: Repo, model: FakeModelServer, tmp_path: Path) -> None:
+    model.queue(status(429, retry_after="0"), text(_answer(_finding())))
+    proc, report = _review(feature_repo, model, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len(model.requests) == 2
+    assert report["verdict"] == "findings" and report["budget"]["used"]["calls"] == 2
+
+
+def test_timeout_is_a_gap_and_the_review_is_incomplete(
+    feature_repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    model.queue(delayed(8, text(_answer())))
+    started = time.monotonic()
+    proc, report = _review(feature_repo, model, tmp_path, "--max-seconds", "3", "--on-error", "fail")
+    assert time.monotonic() - started < 30
+    assert proc.returncode == 3, proc.stderr
+    assert report["verdict"] == "incomplete"
+    assert report["budget"]["exhausted"] is True, "the timeout used the whole seconds budget"
+    assert {g["why"] for g in report["gaps"]} == {"budget"}
+    assert {f["status"] for f in report["coverage"]["files"]} == {"listed"}
+    assert "not a clean review" in proc.stdout
+
+
+def test_finding_outside_the_diff_stays_summary_only(
+    feature_repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    outside = _finding(path="lib/util.py", line=40, quote="return something_else()", title="Imagined bug")
+    model.queue(text(_answer(outside)))
+    proc, report = _review(feature_repo, model, tmp_path, "--comment", str(tmp_path / "comment.md"))
+    assert proc.returncode == 0, proc.stderr
+    (finding,) = report["findings"]
+    assert finding["anchored"] is False and finding["anchor_reason"] == "quote_not_found"
+    assert "Imagined bug" in proc.stdout
+
+
+def test_quote_three_lines_from_the_stated_line_is_moved(
+    repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    repo.commit({"calc.py": "x = 1\n"}, "base")
+    repo.branch("feature")
+    body = "".join(f"step_{i} = {i}\n" for i in range(1, 10)) + "total = step_1 / 0\n"
+    repo.commit({"calc.py": "x = 1\n" + body}, "calc")
+    model.queue(
+        text(_answer(_finding(path="calc.py", line=8, quote="total = step_1 / 0", title="Divides by 0")))
+    )
+    proc, report = _review(repo, model, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (finding,) = report["findings"]
+    assert (finding["line"], finding["anchored"], finding["anchor_reason"]) == (11, True, "moved_by_quote")
+
+
+def _five_unit_repo(repo: Repo) -> None:
+    repo.commit({"README.md": "base\n"}, "base")
+    repo.branch("feature")
+    files = {
+        f"pkg/mod_{n}.py": "\n".join(
+            f"def func_{n}_{i}(value):\n    return value * {i} + compute_something_else(value, {i}, {n})"
+            for i in range(16)
+        )
+        + "\n"
+        for n in range(5)
+    }
+    files[".github/imreview.yml"] = "context_window: 3000\nmax_output_tokens_per_call: 256\n"
+    repo.commit(files, "five modules")
+
+
+def test_max_calls_two_with_five_units(repo: Repo, model: FakeModelServer, tmp_path: Path) -> None:
+    _five_unit_repo(repo)
+    model.handler = lambda body: text(_answer())
+    proc, report = _review(repo, model, tmp_path, "--max-calls", "2", "--exclude", ".github/**")
+    assert proc.returncode == 0, proc.stderr
+    assert len(model.requests) == 2
+    listed = [f for f in report["coverage"]["files"] if f["status"] == "listed"]
+    assert len(listed) == 3 and {f["reason"] for f in listed} == {"budget"}
+    assert report["verdict"] == "incomplete"
+    assert report["budget"]["exhausted"] is True
+    assert len([g for g in report["gaps"] if g["why"] == "budget"]) == 3
+
+
+def test_no_model_still_reports_rules_and_the_gap(repo: Repo, tmp_path: Path) -> None:
+    repo.commit({"app.py": "x = 1\n"}, "base")
+    repo.branch("feature")
+    repo.commit({"app.py": "x = 1\nbreakpoint()\n"}, "debug")
+    proc, report = _review(repo, None, tmp_path, "--fail-on", "P2")
+    assert proc.returncode == 1, proc.stderr
+    assert report["verdict"] == "findings"
+    assert report["findings"][0]["source"] == "rule:debugger"
+    assert any(g["why"] == "no_model" and "no model configured" in g["what"] for g in report["gaps"])
+    assert report["coverage"]["files"][0]["reason"] == "no_model"
+
+
+def test_no_model_and_nothing_found_is_incomplete_not_clean(feature_repo: Repo, tmp_path: Path) -> None:
+    proc, report = _review(feature_repo, None, tmp_path)
+    assert proc.returncode == 0
+    assert report["verdict"] == "incomplete"
+    assert "LLM review not run: no model configured" in proc.stdout
+    proc, _ = _review(feature_repo, None, tmp_path, "--on-error", "fail")
+    assert proc.returncode == 3
+
+
+def test_secret_never_reaches_the_model_or_the_report(
+    repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    repo.commit({"cfg.py": "x = 1\n"}, "base")
+    repo.branch("feature")
+    repo.commit({"cfg.py": f"x = 1\nTOKEN = '{token}'\n"}, "token")
+    model.queue(text(_answer()))
+    proc, report = _review(repo, model, tmp_path)
+    assert token not in json.dumps(model.requests)
+    assert token not in json.dumps(report) and token not in proc.stdout
+    assert report["findings"][0]["source"] == "rule:secret" and report["findings"][0]["anchored"]
+
+
+def test_bad_config_names_file_and_line(feature_repo: Repo, tmp_path: Path) -> None:
+    cfg = tmp_path / "imreview.yml"
+    cfg.write_text("model: openai/x\nmax_cost: 2\n")
+    proc, _ = _review(feature_repo, None, tmp_path, "--config", str(cfg))
+    assert proc.returncode == 2
+    assert re.search(
+        r"imreview\.yml:2: unknown key 'max_cost' \(did you mean 'max_cost_usd'\?\)", proc.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["review", "{tmp}"], "not a git repository"),
+        (["review", "{repo}", "--base", "nope"], "--base 'nope'"),
+        (["review", "{repo}", "--base", "feature"], "nothing to review"),
+        (["review", "{repo}", "--max-calls", "-1"], "--max-calls"),
+    ],
+)
+def test_usage_errors_exit_2(feature_repo: Repo, tmp_path: Path, args: list[str], message: str) -> None:
+    filled = [a.format(tmp=tmp_path, repo=feature_repo.path) for a in args]
+    proc = run_cli(filled, cwd=tmp_path, env=cli_env(tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+
+
+def test_help_imports_neither_litellm_nor_pygithub(tmp_path: Path) -> None:
+    code = (
+        "import sys\nfrom reviewer.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "assert 'litellm' not in sys.modules and 'github' not in sys.modules, 'heavy import'\nprint('light')\n"
+    )
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", code], env=cli_env(tmp_path), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "light" in proc.stdout
+
+
+def test_render_reproduces_the_summary(feature_repo: Repo, tmp_path: Path) -> None:
+    proc, _ = _review(feature_repo, None, tmp_path)
+    again = run_cli(["render", str(tmp_path / "out" / "report.json")], cwd=tmp_path, env=cli_env(tmp_path))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == proc.stdout.strip()
