@@ -1,4 +1,4 @@
-"""Fail when site-packages holds a `.pth` file we do not know (litellm 1.82.8 shipped one that stole secrets)."""
+"""Fail on an unknown `.pth` in site-packages (litellm 1.82.8 shipped one that stole secrets)."""
 
 from __future__ import annotations
 
