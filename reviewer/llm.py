@@ -157,6 +157,7 @@ class ModelClient:
         phase: str,
         parse: Callable[[str], T],
         response_schema: Mapping[str, Any] | None = None,
+        repair_prompt: Callable[[str, str], str] | None = None,
     ) -> tuple[T, list[Completion]]:
         """Ask the chain for an answer `parse` accepts (it raises ValueError otherwise), repairing an
         unparsable answer once with the same model. `response_schema` is sent as `response_format`
@@ -177,7 +178,9 @@ class ModelClient:
             try:
                 return parse(first.text), completions
             except ValueError as error:
-                return self._repair(model, messages, first, error, parse, response_schema, completions)
+                return self._repair(
+                    model, messages, first, error, parse, response_schema, completions, repair_prompt
+                )
         last = failures[-1].cause
         message = f"model call failed for {', '.join(self.models)}; last error: {_short(last)}"
         if all(failed.config for failed in failures):
@@ -193,16 +196,21 @@ class ModelClient:
         parse: Callable[[str], T],
         response_schema: Mapping[str, Any] | None,
         completions: list[Completion],
+        repair_prompt: Callable[[str, str], str] | None = None,
     ) -> tuple[T, list[Completion]]:
-        retry = [
-            *messages,
-            {"role": "assistant", "content": first.text},
-            {
-                "role": "user",
-                "content": f"Your answer was not valid JSON for the requested schema ({_short(error)}). "
-                "Answer again with only the JSON object: no prose, no code fences.",
-            },
-        ]
+        """One more call with the same model; the template (when given) quotes the bad answer itself."""
+        if repair_prompt is not None:
+            retry = [*messages, {"role": "user", "content": repair_prompt(first.text, _short(error))}]
+        else:
+            retry = [
+                *messages,
+                {"role": "assistant", "content": first.text},
+                {
+                    "role": "user",
+                    "content": f"Your answer was not valid JSON for the requested schema ({_short(error)}). "
+                    "Answer again with only the JSON object: no prose, no code fences.",
+                },
+            ]
         try:
             second = self._complete_with_retries(model, retry, "repair", response_schema)
         except _ModelFailed as failed:

@@ -269,7 +269,12 @@ def _review_units(
         ]
         try:
             answer, _ = client.complete_json(
-                messages, phase="review", parse=lambda t: fnd.parse_answer(t, clean=rules.redact)
+                messages,
+                phase="review",
+                parse=lambda t: fnd.parse_answer(t, clean=rules.redact),
+                repair_prompt=lambda bad, error: renderer.prompt(
+                    "repair", answer=bad, error=error, nonce=nonce
+                ),
             )
         except BudgetExhausted as exc:
             return UnitOutcome(unit.id, "budget", detail=exc.limit)
