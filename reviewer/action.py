@@ -18,7 +18,15 @@ from reviewer import gate
 from reviewer.config import CONFIG_KEYS, parse_bool, parse_input_value
 from reviewer.errors import UsageError
 from reviewer.events import RunRequest, plan_run, read_inputs, skip_reason
-from reviewer.publish import annotate, echo_untrusted, escape_data, mask, write_outputs, write_summary
+from reviewer.publish import (
+    READ_ONLY_DETAIL,
+    annotate,
+    echo_untrusted,
+    escape_data,
+    mask,
+    write_outputs,
+    write_summary,
+)
 from reviewer.render import Renderer
 from reviewer.report import VERDICT_RANK, Published, Report
 
@@ -140,12 +148,11 @@ def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
             inputs=inputs,
         )
     except UsageError as exc:
-        out.write(f"::error title=imreview configuration::{escape_data(str(exc))}\n")
-        write_summary(summary_path, f"## imreview — configuration error\n\n{_md_text(str(exc))}\n")
-        write_outputs(output_path, _outputs([_failed(0, str(exc))], index_path=""))
-        return 2
+        return _usage_error(exc, out, summary_path, output_path)
     try:
         outcomes = _dispatch(request, settings, env, out)
+    except UsageError as exc:  # e.g. the base branch's config file, an empty token: exit 2 naming it
+        return _usage_error(exc, out, summary_path, output_path)
     except Exception as exc:  # unexpected: say what broke; warn → green step with an ::error
         detail = f"{type(exc).__name__}: {exc}"
         out.write(f"::error title=imreview failed::{escape_data(detail)}\n")
@@ -163,6 +170,13 @@ def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
                 f"::warning title=imreview::review of #{outcome.number} is incomplete (see the job summary)\n"
             )
     return max((o.exit_code for o in outcomes), default=0)
+
+
+def _usage_error(exc: UsageError, out: TextIO, summary_path: str | None, output_path: str | None) -> int:
+    out.write(f"::error title=imreview configuration::{escape_data(str(exc))}\n")
+    write_summary(summary_path, f"## imreview — configuration error\n\n{_md_text(str(exc))}\n")
+    write_outputs(output_path, _outputs([_failed(0, str(exc))], index_path=""))
+    return 2
 
 
 def _dispatch(
@@ -274,6 +288,8 @@ def _review_pr(
         )
         report = report.replace(published=(*report.published, Published("pull_request", False, notice)))
         out.write(f"::notice title=imreview::{escape_data(notice)}\n")
+    elif any(not p.ok and p.detail == READ_ONLY_DETAIL for p in report.published):
+        out.write(f"::notice title=imreview::{escape_data(READ_ONLY_DETAIL)}\n")
     dropped = 0
     if settings.flags["annotations"]:
         dropped = annotate(list(report.findings[: config.max_findings]), out).dropped
@@ -316,12 +332,9 @@ def _from_report(
 
 def _already_reviewed(number: int, state: Mapping[str, Any], url: str, renderer: Renderer) -> PrOutcome:
     head = str(state.get("head", ""))
-    text = renderer.translate(
-        "action.already_reviewed",
-        "already reviewed at {head} with the same configuration: no model call was made ({verdict}).",
-        head=head[:12],
-        verdict=state.get("verdict", ""),
-    )
+    params = {"head": head[:12], "verdict": str(state.get("verdict", ""))}
+    default = "already reviewed at {head} with the same configuration: no model call was made ({verdict})."
+    text = renderer.translate("action.already_reviewed", default, **params)
     link = f" [comment]({url})" if url else ""
     cost = state.get("cost_usd")
     return PrOutcome(

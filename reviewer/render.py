@@ -405,7 +405,7 @@ class Renderer:
         if entry is None:
             if default is None:
                 raise jinja2.TemplateRuntimeError(f"no i18n string {key!r} (language {self.language})")
-            return default
+            return _interpolate(default, params, key)
         if isinstance(entry, dict):
             n = params.get("n")
             form = "zero" if n == 0 and "zero" in entry else "one" if n == 1 and "one" in entry else "other"

@@ -81,7 +81,7 @@ def render_bodies(
     body = renderer.comment(report.to_dict(), max_findings=config.max_findings)
     note = (
         "\n\n"
-        + renderer.translate("truncated.comment", "_(comment truncated: the job summary has the rest)_")
+        + renderer.translate("truncated_comment", "_(comment truncated: the job summary has the rest)_")
         + "\n"
     )
     room = COMMENT_LIMIT - _utf16_len(marker) - 2
@@ -121,7 +121,7 @@ def finish(
                         sink="pull_request",
                         ok=False,
                         detail=renderer.translate(
-                            "published.blocked", "nothing posted to the PR: the completion gate did not pass"
+                            "not_published_gate", "nothing posted to the PR: the completion gate did not pass"
                         ),
                     ),
                 )
@@ -136,7 +136,7 @@ def summary_text(report: Report, renderer: Renderer, *, annotations_dropped: int
         SUMMARY_LIMIT,
         unit="utf8",
         note="\n\n"
-        + renderer.translate("truncated.summary", "_(summary truncated at GitHub's size limit)_")
+        + renderer.translate("truncated_summary", "_(summary truncated at GitHub's size limit)_")
         + "\n",
     )
     return text
@@ -203,7 +203,7 @@ def review_pull_request(
     warn: Warn,
 ) -> int:
     """`imreview pr OWNER/REPO#N`: the GitHub source; posts nothing unless asked."""
-    from reviewer.github_flow import pr_publisher, repo_config, viewer_login
+    from reviewer.github_flow import pr_publisher, prior_review, repo_config, viewer_login
     from reviewer.source.github import GitHubClient, GitHubSource
 
     client = GitHubClient(token, api_url)
@@ -211,15 +211,27 @@ def review_pull_request(
     change = source.change()
     config = repo_config(client, source, config_file=config_file, overrides=overrides)
     publisher = None
+    prior = None
     if post_comment or inline_comments:
         renderer = Renderer(language=config.language, template_dir=config.template_dir)
+        login = viewer_login(client)
+        if post_comment:
+            prior = prior_review(
+                client,
+                repo,
+                number,
+                login=login,
+                head_sha=change.snapshot.head.sha,
+                config=config,
+                renderer=renderer,
+            ).state
         publisher = pr_publisher(
             client,
             repo,
             number,
             config,
             renderer,
-            login=viewer_login(client),
+            login=login,
             post_comment=post_comment,
             inline_comments=inline_comments,
             warn=warn,
@@ -233,4 +245,5 @@ def review_pull_request(
         comment_path=comment_path,
         warn=warn,
         publisher=publisher,
+        prior=prior,
     )

@@ -1,0 +1,724 @@
+"""The Docker Action end to end: `entrypoint.py` as a subprocess in an emulated runner.
+
+Each test sets the environment the runner gives a container action (every input declared in
+`action.yml` at its default, `GITHUB_EVENT_PATH` pointing at a trimmed real webhook payload, the
+file-command paths, `RUNNER_TEMP`), points the Action at a loopback fake GitHub and a loopback
+model server, and checks what a user sees: the job summary, the step outputs, the workflow
+commands on stdout, and what ended up on the pull request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from reviewer.diff import LineIndex, parse_github_file
+from reviewer.schema import load_report_schema
+from tests.conftest import ROOT, cli_env
+from tests.fakes.github_server import FakeGitHub, diff_entry
+from tests.fakes.model_server import FakeModelServer, Reply, text
+
+EVENTS = ROOT / "tests" / "data" / "events"
+REPO = "octo-org/widgets"
+FORK = "forker/widgets"
+TOKEN = "fake-actions-token"
+MODEL = "openai/fake-model"
+BASE = "b0" * 20
+HEAD = "a1" * 20
+HEAD2 = "c2" * 20
+HEAD3 = "d3" * 20
+PATCH = "@@ -1,3 +1,4 @@\n def div(a, b):\n-    return 0\n+    total = a / b\n+    return total\n # end"
+OTHER_PATCH = "@@ -1,2 +1,3 @@\n import os\n+import sys\n x = 1"
+DEBUG_PATCH = "@@ -1,2 +1,3 @@\n x = 1\n+breakpoint()\n y = 2"
+MARKER = "<!-- imreview:state v1 "
+OURS = (
+    re.compile(r"::add-mask::.*"),
+    re.compile(r"::(warning|notice) file=[^:]+,line=\d+(,endLine=\d+)?,title=[^:]*::.*"),
+    re.compile(r"::(error|warning|notice) title=imreview[^:]*::.*"),
+)
+STOP = re.compile(r"::stop-commands::([0-9a-f]{32})")
+
+
+# --------------------------------------------------------------------------- the runner
+
+
+@cache
+def action_defaults() -> dict[str, str]:
+    """Every declared input at its default, as the runner sets them (`${{ ... }}` left to the caller)."""
+    spec = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+    return {name: str(item.get("default", "")) for name, item in spec["inputs"].items()}
+
+
+def parse_outputs(raw: str) -> dict[str, str]:
+    """`GITHUB_OUTPUT` as the runner reads it: `name=value` lines and `name<<DELIM` … `DELIM` blocks."""
+    out: dict[str, str] = {}
+    lines = raw.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if not line:
+            continue
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, _, delimiter = line.partition("<<")
+            value: list[str] = []
+            while lines[i] != delimiter:
+                value.append(lines[i])
+                i += 1
+            i += 1
+            out[name] = "\n".join(value)
+        else:
+            name, _, value_ = line.partition("=")
+            out[name] = value_
+    return out
+
+
+def foreign_commands(stdout: str) -> list[str]:
+    """Lines the runner would act on that are not commands we emit ourselves."""
+    foreign: list[str] = []
+    stop_token: str | None = None
+    for line in stdout.splitlines():
+        bare = line.lstrip()
+        if stop_token is not None:
+            if bare == f"::{stop_token}::":
+                stop_token = None
+            continue
+        if not bare.startswith("::"):
+            continue
+        started = STOP.fullmatch(bare)
+        if started:
+            stop_token = started.group(1)
+        elif not any(p.fullmatch(bare) for p in OURS):
+            foreign.append(line)
+    return foreign
+
+
+def annotations(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if re.match(r"::(warning|notice) file=", line)]
+
+
+def event_payload(
+    fixture: str,
+    *,
+    number: int = 7,
+    head: str = HEAD,
+    base: str = BASE,
+    head_repo: str | None = REPO,
+) -> dict[str, Any]:
+    """A trimmed real payload, rewritten to name the fake's repository, PR and shas."""
+    data = json.loads((EVENTS / f"{fixture}.json").read_text(encoding="utf-8"))
+    if "repository" in data:
+        data["repository"]["full_name"] = REPO
+    pull = data.get("pull_request")
+    if pull is not None:
+        data["number"] = pull["number"] = number
+        pull["head"]["sha"], pull["base"]["sha"] = head, base
+        pull["base"]["repo"]["full_name"] = REPO
+        if pull["head"].get("repo") is not None:
+            pull["head"]["repo"]["full_name"] = head_repo
+    return data
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+    summary: str
+    outputs: dict[str, str]
+
+    def report(self) -> dict[str, Any]:
+        return json.loads(Path(self.outputs["report-path"]).read_text(encoding="utf-8"))
+
+
+@dataclass
+class Runner:
+    """One workflow job: each `run` is a step with its own summary and output files."""
+
+    tmp: Path
+    api_url: str
+    steps: int = 0
+
+    @property
+    def runner_temp(self) -> Path:
+        return self.tmp / "runner_temp"
+
+    def run(self, event_name: str, payload: Mapping[str, Any] | None, **inputs: str) -> Run:
+        self.steps += 1
+        step = self.tmp / f"step{self.steps}"
+        step.mkdir(parents=True)
+        self.runner_temp.mkdir(exist_ok=True)
+        event_path = step / "event.json"
+        event_path.write_text(json.dumps(payload if payload is not None else {}), encoding="utf-8")
+        values = {**action_defaults(), "github-token": TOKEN}
+        values.update({name.replace("_", "-"): value for name, value in inputs.items()})
+        env = cli_env(
+            self.tmp,
+            {
+                "GITHUB_ACTIONS": "true",
+                "CI": "true",
+                "GITHUB_EVENT_NAME": event_name,
+                "GITHUB_EVENT_PATH": str(event_path),
+                "GITHUB_STEP_SUMMARY": str(step / "summary.md"),
+                "GITHUB_OUTPUT": str(step / "output"),
+                "GITHUB_API_URL": self.api_url,
+                "GITHUB_REPOSITORY": REPO,
+                "GITHUB_RUN_ID": "4242",
+                "RUNNER_TEMP": str(self.runner_temp),
+                **{f"INPUT_{name.upper()}": value for name, value in values.items()},
+            },
+        )
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "entrypoint.py")],
+            cwd=self.tmp,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        summary = step / "summary.md"
+        output = step / "output"
+        return Run(
+            code=proc.returncode,
+            stdout=proc.stdout,
+            stderr=proc.stderr,
+            summary=summary.read_text(encoding="utf-8") if summary.exists() else "",
+            outputs=parse_outputs(output.read_text(encoding="utf-8")) if output.exists() else {},
+        )
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def finding(**overrides: Any) -> dict[str, Any]:
+    item = {
+        "path": "app.py",
+        "line": 2,
+        "priority": "P2",
+        "title": "Division by zero when b is 0",
+        "trigger": "div(1, 0)",
+        "observation": "raises ZeroDivisionError",
+        "suggestion": "check b before dividing",
+        "quote": "total = a / b",
+        "confidence": 0.8,
+    }
+    item.update(overrides)
+    return item
+
+
+OUTSIDE = finding(
+    line=40, priority="P3", title="Imagined helper misuse", quote="helper_not_in_this_diff()", confidence=0.5
+)
+
+
+def answer(*findings: dict[str, Any]) -> str:
+    return json.dumps({"findings": list(findings), "exclusions": [], "signals": []})
+
+
+def reviewer_model(
+    by_path: Mapping[str, list[dict[str, Any]]],
+    *,
+    on_review: Callable[[], None] | None = None,
+    prompt_tokens: int = 10,
+    completion_tokens: int = 5,
+) -> Callable[[dict[str, Any]], Reply]:
+    """Answers a review prompt with the findings for the files it shows; verification keeps them all."""
+
+    def handle(body: dict[str, Any]) -> Reply:
+        prompt = body["messages"][-1]["content"]
+        if '"verdicts"' in prompt:
+            return text('{"verdicts": []}')
+        if on_review is not None:
+            on_review()
+        shown = [f for path, items in by_path.items() if path in prompt for f in items]
+        return text(answer(*shown), prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+
+    return handle
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def gh() -> Iterator[FakeGitHub]:
+    with FakeGitHub() as server:
+        server.add_token(TOKEN)
+        server.add_repo(REPO)
+        yield server
+
+
+@pytest.fixture
+def model() -> Iterator[FakeModelServer]:
+    with FakeModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def runner(gh: FakeGitHub, tmp_path: Path) -> Runner:
+    return Runner(tmp_path, gh.url)
+
+
+def with_model(server: FakeModelServer) -> dict[str, str]:
+    return {"model": MODEL, "api_base": server.api_base}
+
+
+def add_pull(gh: FakeGitHub, number: int = 7, **kwargs: Any) -> None:
+    defaults: dict[str, Any] = {"head_sha": HEAD, "base_sha": BASE, "files": [diff_entry("app.py", PATCH)]}
+    gh.add_pull(REPO, number, **{**defaults, **kwargs})
+
+
+def writes(gh: FakeGitHub) -> list[tuple[str, str]]:
+    return [(r.method, r.path) for r in gh.requests if r.method != "GET"]
+
+
+def only_comment(gh: FakeGitHub, number: int = 7) -> dict[str, Any]:
+    comments = gh.comments(REPO, number)
+    assert len(comments) == 1, [c["body"][:80] for c in comments]
+    return comments[0]
+
+
+def marker_state(body: str) -> dict[str, Any]:
+    last = body.rstrip().rpartition("\n")[2]
+    assert last.startswith(MARKER) and last.endswith(" -->"), last
+    return json.loads(last[len(MARKER) : -len(" -->")])
+
+
+def live_text(markdown: str) -> str:
+    """Markdown with code blocks and code spans removed: what GitHub would link, mention or render."""
+    without_fences = re.sub(r"^ {0,3}(`{3,}|~{3,}).*?^ {0,3}\1[ \t]*$", "", markdown, flags=re.S | re.M)
+    return re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", without_fences, flags=re.S)
+
+
+# --------------------------------------------------------------------------- 1. a review
+
+
+def test_opened_pr_is_reviewed_summarised_commented_and_annotated(
+    gh: FakeGitHub, model: FakeModelServer, runner: Runner
+) -> None:
+    add_pull(gh)
+    model.handler = reviewer_model({"app.py": [finding(), OUTSIDE]})
+    run = runner.run("pull_request", event_payload("pull_request.opened"), **with_model(model))
+
+    assert run.code == 0, run.stderr
+    assert "**findings**" in run.summary
+    assert "Division by zero when b is 0" in run.summary and "Imagined helper misuse" in run.summary
+    out = run.outputs
+    assert (out["verdict"], out["findings"], out["p1"], out["max-priority"], out["publish-ready"]) == (
+        "findings",
+        "2",
+        "0",
+        "P2",
+        "true",
+    )
+    assert out["cost-usd"] == "", "the fake model has no price: the cost is unknown, not zero"
+
+    report_path = Path(out["report-path"])
+    assert report_path.is_file() and runner.runner_temp in report_path.parents
+    report = run.report()
+    jsonschema.Draft202012Validator(load_report_schema()).validate(report)
+    assert report["snapshot"]["head"]["sha"] == HEAD and report["verdict"] == "findings"
+
+    comment = only_comment(gh)
+    state = marker_state(comment["body"])
+    assert (state["head"], state["base"]) == (HEAD, BASE)
+    assert (state["verdict"], state["findings"], state["max_priority"]) == ("findings", 2, "P2")
+    assert out["comment-url"] == comment["html_url"]
+
+    (note,) = annotations(run.stdout)
+    assert note.startswith("::warning file=app.py,line=2,") and "Division by zero" in note
+    assert foreign_commands(run.stdout) == []
+    assert gh.violations == []
+
+
+# --------------------------------------------------------------------------- 2. one comment
+
+
+PRICES = "prices:\n  openai/fake-model:\n    input_usd_per_mtok: 10\n    output_usd_per_mtok: 20\n"
+
+
+def test_three_runs_keep_one_comment_and_a_rerun_at_the_same_head_calls_no_model(
+    gh: FakeGitHub, model: FakeModelServer, runner: Runner
+) -> None:
+    add_pull(gh)
+    gh.add_content(REPO, BASE, ".github/imreview.yml", PRICES)
+    model.handler = reviewer_model(
+        {"app.py": [finding(), OUTSIDE]}, prompt_tokens=1000, completion_tokens=500
+    )
+    first = runner.run("pull_request", event_payload("pull_request.opened"), **with_model(model))
+    assert first.code == 0, first.stderr
+    cost = first.report()["budget"]["used"]["cost_usd"]
+    assert cost > 0 and first.outputs["cost-usd"] == f"{cost:.4f}"
+    assert re.fullmatch(r"\d+\.\d{4}", first.outputs["cost-usd"])
+    comment = only_comment(gh)
+    calls = len(model.requests)
+    requests_before = len(gh.requests)
+
+    second = runner.run("pull_request", event_payload("pull_request.synchronize"), **with_model(model))
+    assert second.code == 0, second.stderr
+    assert len(model.requests) == calls, "a rerun at a reviewed head must not call the model"
+    assert f"already reviewed at {HEAD[:12]}" in second.summary
+    assert not [r for r in gh.requests[requests_before:] if r.method != "GET"]
+    out = second.outputs
+    assert (out["verdict"], out["findings"], out["p1"], out["max-priority"], out["publish-ready"]) == (
+        "findings",
+        "2",
+        "0",
+        "P2",
+        "true",
+    )
+    assert out["comment-url"] == comment["html_url"]
+    assert out["cost-usd"] == "0.0000", "no model call was made on this run"
+
+    gh.set_head(REPO, 7, HEAD2)
+    third = runner.run(
+        "pull_request", event_payload("pull_request.synchronize", head=HEAD2), **with_model(model)
+    )
+    assert third.code == 0, third.stderr
+    assert len(model.requests) > calls
+    edited = only_comment(gh)
+    assert edited["id"] == comment["id"]
+    state = marker_state(edited["body"])
+    assert state["head"] == HEAD2 and state["reviewed_heads"] == [HEAD, HEAD2]
+    assert state["total_cost_usd"] == pytest.approx(cost + third.report()["budget"]["used"]["cost_usd"])
+    assert len(gh.requests_to("POST", r"/issues/7/comments$")) == 1
+    assert gh.requests_to("PATCH", rf"/issues/comments/{comment['id']}$")
+    assert gh.violations == []
+
+
+# --------------------------------------------------------------------------- 3-4. inline review
+
+
+def commentable(patch: str, path: str = "app.py") -> LineIndex:
+    return LineIndex.build([parse_github_file(filename=path, status="modified", patch=patch)])
+
+
+def test_inline_review_comments_only_on_anchored_lines_and_never_twice(
+    gh: FakeGitHub, model: FakeModelServer, runner: Runner
+) -> None:
+    add_pull(gh)
+    moved = finding(line=1, priority="P3", title="Result name hides intent", quote="return total")
+    model.handler = reviewer_model({"app.py": [finding(), moved, OUTSIDE]})
+    run = runner.run(
+        "pull_request", event_payload("pull_request.opened"), inline_comments="true", **with_model(model)
+    )
+    assert run.code == 0, run.stderr
+
+    (post,) = gh.requests_to("POST", r"/pulls/7/reviews$")
+    assert post.body["event"] == "COMMENT" and post.body["commit_id"] == HEAD
+    index = commentable(PATCH)
+    placed = {(c["path"], c["line"], c.get("side", "RIGHT")) for c in post.body["comments"]}
+    assert placed == {("app.py", 2, "RIGHT"), ("app.py", 3, "RIGHT")}
+    assert all(index.commentable(path, line, side) for path, line, side in placed)
+    assert not any("Imagined helper misuse" in c["body"] for c in post.body["comments"])
+    (review,) = gh.reviews(REPO, 7)
+    assert len(review["comments"]) == 2
+    assert gh.violations == []
+
+    gh.set_head(REPO, 7, HEAD2)
+    calls = len(model.requests)
+    again = runner.run(
+        "pull_request",
+        event_payload("pull_request.synchronize", head=HEAD2),
+        inline_comments="true",
+        **with_model(model),
+    )
+    assert again.code == 0, again.stderr
+    assert len(model.requests) > calls, "a new head is reviewed again"
+    assert len(gh.requests_to("POST", r"/pulls/7/reviews$")) == 1, "same finding ids: no second review"
+    assert len(gh.reviews(REPO, 7)) == 1 and len(gh.comments(REPO, 7)) == 1
+    assert gh.violations == []
+
+
+def test_a_rejected_review_is_retried_once_with_the_findings_in_its_body(
+    gh: FakeGitHub, runner: Runner
+) -> None:
+    add_pull(gh, files=[diff_entry("app.py", DEBUG_PATCH)])
+    gh.fail("POST", r"/pulls/\d+/reviews", 422, times=1)
+    run = runner.run("pull_request", event_payload("pull_request.opened"), inline_comments="true")
+    assert run.code == 0, run.stderr
+    first, retry = gh.requests_to("POST", r"/pulls/7/reviews$")
+    ((inline,),) = [first.body["comments"]]
+    assert (inline["path"], inline["line"]) == ("app.py", 2)
+    assert not retry.body.get("comments")
+    assert "Debugger breakpoint left in" in inline["body"]
+    assert "Debugger breakpoint left in" in retry.body["body"]
+    (review,) = gh.reviews(REPO, 7)
+    assert review["comments"] == [] and review["state"] == "COMMENTED"
+    assert gh.violations == []
+
+
+# --------------------------------------------------------------------------- 5-6. no write access
+
+
+def test_fork_pr_gets_a_summary_and_a_notice_and_no_write_attempt(gh: FakeGitHub, runner: Runner) -> None:
+    add_pull(gh, head_repo=FORK, author="forker", files=[diff_entry("app.py", DEBUG_PATCH)])
+    run = runner.run(
+        "pull_request", event_payload("pull_request.opened.fork", head_repo=FORK), inline_comments="true"
+    )
+    assert run.code == 0, run.stderr
+    assert "Debugger breakpoint left in" in run.summary and "**findings**" in run.summary
+    assert any(line.startswith("::notice ") and "read-only token" in line for line in run.stdout.splitlines())
+    assert writes(gh) == []
+    assert run.outputs["verdict"] == "findings" and run.outputs["comment-url"] == ""
+    assert annotations(run.stdout), "annotations still carry the review"
+    assert gh.violations == []
+
+
+def test_read_only_token_on_a_same_repo_pr_stops_writing_after_the_first_403(
+    gh: FakeGitHub, runner: Runner
+) -> None:
+    gh.add_token("read-only-token", write=False)
+    add_pull(gh, files=[diff_entry("app.py", DEBUG_PATCH)])
+    run = runner.run(
+        "pull_request",
+        event_payload("pull_request.opened"),
+        github_token="read-only-token",
+        inline_comments="true",
+    )
+    assert run.code == 0, run.stderr
+    assert writes(gh) == [("POST", f"/repos/{REPO}/issues/7/comments")], "one 403, then no more writes"
+    assert gh.comments(REPO, 7) == [] and gh.reviews(REPO, 7) == []
+    assert "read-only token" in run.summary
+    assert any(line.startswith("::notice ") and "read-only" in line for line in run.stdout.splitlines())
+    assert run.outputs["verdict"] == "findings"
+    assert gh.violations == []
+
+
+def test_head_repo_null_is_treated_as_a_fork(gh: FakeGitHub, runner: Runner) -> None:
+    add_pull(gh, head_repo=None, files=[diff_entry("app.py", DEBUG_PATCH)])
+    run = runner.run("pull_request", event_payload("pull_request.synchronize.head_repo_null", head_repo=None))
+    assert run.code == 0, run.stderr
+    assert run.outputs["verdict"] == "findings" and "breakpoint" in run.summary
+    assert writes(gh) == []
+    assert any(line.startswith("::notice ") and "read-only token" in line for line in run.stdout.splitlines())
+    assert gh.violations == []
+
+
+# --------------------------------------------------------------------------- 7. skipped runs
+
+
+@pytest.mark.parametrize(
+    ("event_name", "fixture", "pull", "why"),
+    [
+        ("pull_request", "pull_request.opened.draft", {"draft": True}, "draft"),
+        (
+            "pull_request",
+            "pull_request.opened.bot",
+            {"author": "dependabot[bot]", "author_type": "Bot"},
+            "opened by the bot dependabot[bot]",
+        ),
+        ("pull_request", "pull_request.closed", {"state": "closed"}, "action 'closed' is not reviewed"),
+        ("push", None, {}, "event 'push' is not reviewed"),
+        ("schedule", "schedule", {}, "not available"),
+    ],
+)
+def test_runs_that_review_nothing_by_policy_are_skipped_with_the_reason(
+    gh: FakeGitHub,
+    model: FakeModelServer,
+    runner: Runner,
+    event_name: str,
+    fixture: str | None,
+    pull: dict[str, Any],
+    why: str,
+) -> None:
+    add_pull(gh, **pull)
+    payload = (
+        event_payload(fixture) if fixture else {"ref": "refs/heads/main", "repository": {"full_name": REPO}}
+    )
+    run = runner.run(event_name, payload, **with_model(model))
+    assert run.code == 0, run.stderr
+    assert run.outputs["verdict"] == "skipped"
+    assert "skipped" in run.summary and why in run.summary
+    assert model.requests == []
+    assert writes(gh) == []
+    assert gh.violations == []
+
+
+# --------------------------------------------------------------------------- 8. dispatch
+
+
+def test_dispatch_reviews_every_named_pr_and_aggregates_the_outputs(
+    gh: FakeGitHub, model: FakeModelServer, runner: Runner
+) -> None:
+    add_pull(gh, 7)
+    add_pull(gh, 8, head_sha=HEAD2, draft=True, files=[diff_entry("lib/other.py", OTHER_PATCH)])
+    model.handler = reviewer_model({"app.py": [finding(), OUTSIDE], "lib/other.py": []})
+    run = runner.run(
+        "workflow_dispatch", event_payload("workflow_dispatch"), pr_number="7, 8", **with_model(model)
+    )
+    assert run.code == 0, run.stderr
+
+    out = run.outputs
+    assert (out["verdict"], out["findings"], out["max-priority"]) == ("findings", "2", "P2")
+    urls = out["comment-url"].split("\n")
+    assert urls == [only_comment(gh, 7)["html_url"], only_comment(gh, 8)["html_url"]]
+    index = json.loads(Path(out["report-path"]).read_text(encoding="utf-8"))
+    assert [entry["number"] for entry in index["reports"]] == [7, 8]
+    verdicts = {}
+    for entry in index["reports"]:
+        report = json.loads(Path(entry["report_path"]).read_text(encoding="utf-8"))
+        jsonschema.Draft202012Validator(load_report_schema()).validate(report)
+        verdicts[report["snapshot"]["number"]] = (report["verdict"], report["snapshot"]["draft"])
+    assert verdicts == {7: ("findings", False), 8: ("clean", True)}, "a draft named in a dispatch is reviewed"
+    assert "#7" in run.summary and "#8" in run.summary
+    assert gh.violations == []
+
+
+# --------------------------------------------------------------------------- 9. stale head
+
+
+def test_head_moving_during_the_review_posts_nothing(
+    gh: FakeGitHub, model: FakeModelServer, runner: Runner
+) -> None:
+    add_pull(gh)
+    model.handler = reviewer_model({"app.py": [finding()]}, on_review=lambda: gh.set_head(REPO, 7, HEAD2))
+    run = runner.run(
+        "pull_request", event_payload("pull_request.opened"), inline_comments="true", **with_model(model)
+    )
+    assert run.code == 0, run.stderr
+    assert run.outputs["verdict"] == "incomplete" and run.outputs["publish-ready"] == "false"
+    assert gh.comments(REPO, 7) == [] and gh.reviews(REPO, 7) == []
+    assert writes(gh) == []
+    assert "head moved" in run.summary
+    assert any(line.startswith("::warning title=imreview") for line in run.stdout.splitlines())
+    assert gh.violations == []
+
+
+# --------------------------------------------------------------------------- 10. exit codes
+
+
+@pytest.mark.parametrize(
+    ("inputs", "named"),
+    [({"max_cost_usd": "lots"}, "max-cost-usd"), ({"post_comment": "maybe"}, "post-comment")],
+)
+def test_bad_input_exits_2_naming_it(runner: Runner, inputs: dict[str, str], named: str) -> None:
+    run = runner.run("pull_request", event_payload("pull_request.opened"), **inputs)
+    assert run.code == 2, run.stderr
+    errors = [line for line in run.stdout.splitlines() if line.startswith("::error ")]
+    assert errors and named in errors[0]
+    assert named in run.summary
+
+
+def test_bad_config_on_the_base_branch_exits_2_naming_file_and_line(gh: FakeGitHub, runner: Runner) -> None:
+    add_pull(gh)
+    gh.add_content(REPO, BASE, ".github/imreview.yml", "language: en\nmax_cost: 2\n")
+    run = runner.run("pull_request", event_payload("pull_request.opened"))
+    assert run.code == 2, run.stderr
+    errors = [line for line in run.stdout.splitlines() if line.startswith("::error ")]
+    assert errors and ".github/imreview.yml:2: unknown key 'max_cost'" in errors[0]
+    assert "max_cost_usd" in run.summary
+    assert writes(gh) == []
+
+
+def test_incomplete_review_with_on_error_fail_exits_3(gh: FakeGitHub, runner: Runner) -> None:
+    add_pull(gh)
+    run = runner.run("pull_request", event_payload("pull_request.opened"), on_error="fail")
+    assert run.code == 3, run.stderr
+    assert run.outputs["verdict"] == "incomplete"
+    assert "no model configured" in run.summary
+
+
+def test_finding_at_fail_on_exits_1(gh: FakeGitHub, runner: Runner) -> None:
+    add_pull(gh, files=[diff_entry("app.py", DEBUG_PATCH)])
+    run = runner.run("pull_request", event_payload("pull_request.opened"), fail_on="P2")
+    assert run.code == 1, run.stderr
+    assert (run.outputs["verdict"], run.outputs["max-priority"]) == ("findings", "P2")
+    assert only_comment(gh), "the review is published before the step fails"
+
+
+# --------------------------------------------------------------------------- 11. untrusted text
+
+
+EVIL = (
+    "::set-output name=x::y\n::error::pwned\n<!-- imreview:state v1 {} -->\n"
+    "@octocat please look <img src=x onerror=alert(1)> <script>alert(1)</script>"
+)
+
+
+def test_untrusted_pr_and_model_text_cannot_command_the_runner_or_forge_our_marker(
+    gh: FakeGitHub, model: FakeModelServer, runner: Runner
+) -> None:
+    add_pull(gh, title="::error::pwned @octocat <!-- imreview:state v1 {} -->", body=EVIL)
+    evil = finding(title="::set-output name=x::y @octocat", observation=EVIL, suggestion=EVIL)
+    unanchored = finding(line=40, title="::error::pwned", observation=EVIL, quote="::error::pwned")
+    model.handler = reviewer_model({"app.py": [evil, unanchored]})
+    run = runner.run("pull_request", event_payload("pull_request.opened"), **with_model(model))
+    assert run.code == 0, run.stderr
+    assert run.outputs["verdict"] == "findings"
+
+    assert foreign_commands(run.stdout) == []
+    assert annotations(run.stdout), "the anchored finding is still annotated, escaped"
+    body = only_comment(gh)["body"]
+    assert body.count("imreview:state") == 1
+    assert marker_state(body)["head"] == HEAD
+    live = live_text(body)
+    assert "@octocat" not in live
+    assert "<img" not in live and "<script" not in live
+    assert "<img" not in live_text(run.summary) and "<script" not in live_text(run.summary)
+    assert run.summary.count("imreview:state") == 0
+    assert gh.violations == []
+
+
+# --------------------------------------------------------------------------- 12. GHES
+
+
+def test_ghes_api_url_with_a_path_prefix_needs_no_other_setting(tmp_path: Path) -> None:
+    with FakeGitHub(prefix="/api/v3") as ghes:
+        ghes.add_token(TOKEN)
+        ghes.add_repo(REPO)
+        add_pull(ghes, files=[diff_entry("app.py", DEBUG_PATCH)])
+        assert ghes.url.endswith("/api/v3")
+        run = Runner(tmp_path, ghes.url).run("pull_request", event_payload("pull_request.opened"))
+        assert run.code == 0, run.stderr
+        assert run.outputs["verdict"] == "findings"
+        assert marker_state(only_comment(ghes)["body"])["head"] == HEAD
+        assert ghes.requests and ghes.violations == []
+
+
+# --------------------------------------------------------------------------- 13. secrets
+
+
+SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+def test_a_secret_quoted_by_the_model_is_redacted_everywhere(
+    gh: FakeGitHub, model: FakeModelServer, runner: Runner
+) -> None:
+    patch = f"@@ -1,2 +1,3 @@\n x = 1\n+TOKEN = '{SECRET}'\n y = 2"
+    add_pull(gh, files=[diff_entry("settings.py", patch)])
+    leak = finding(
+        path="settings.py",
+        title=f"Token {SECRET} is committed",
+        observation=f"anyone with read access can use {SECRET}",
+        suggestion="rotate it and read it from the environment",
+        quote=f"TOKEN = '{SECRET}'",
+    )
+    model.handler = reviewer_model({"settings.py": [leak]})
+    run = runner.run("pull_request", event_payload("pull_request.opened"), **with_model(model))
+    assert run.code == 0, run.stderr
+
+    body = only_comment(gh)["body"]
+    report = Path(run.outputs["report-path"]).read_text(encoding="utf-8")
+    for where, content in {
+        "comment": body,
+        "summary": run.summary,
+        "report": report,
+        "stdout": run.stdout,
+        "outputs": json.dumps(run.outputs),
+    }.items():
+        assert SECRET not in content, where
+    assert SECRET[:4] + "…" in body and SECRET[:4] + "…" in run.summary
+    assert SECRET not in json.dumps(model.requests)
+    assert gh.violations == []
