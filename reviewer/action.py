@@ -12,11 +12,11 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from reviewer import gate
 from reviewer.config import CONFIG_KEYS, parse_bool, parse_input_value
-from reviewer.errors import UsageError
+from reviewer.errors import GitHubError, UsageError
 from reviewer.events import RunRequest, plan_run, read_inputs, skip_reason
 from reviewer.publish import (
     READ_ONLY_DETAIL,
@@ -29,6 +29,9 @@ from reviewer.publish import (
 )
 from reviewer.render import Renderer
 from reviewer.report import VERDICT_RANK, Published, Report
+
+if TYPE_CHECKING:
+    from reviewer.source.github import GitHubClient
 
 BOOL_INPUTS = {
     "post-comment": True,
@@ -197,11 +200,29 @@ def _dispatch(
     from reviewer.source.github import GitHubClient
 
     client = GitHubClient(settings.token, settings.api_url)
-    return [_review_pr(client, request, number, settings, env, out) for number in request.numbers]
+    outcomes = []
+    for number in request.numbers:
+        try:
+            outcomes.append(_review_pr(client, request, number, settings, env, out))
+        except GitHubError as exc:  # one unreadable PR must not hide the others' reviews
+            outcomes.append(_unreadable(number, exc, settings.on_error, out))
+    return outcomes
+
+
+def _unreadable(number: int, exc: GitHubError, on_error: str, out: TextIO) -> PrOutcome:
+    detail = f"could not read pull request #{number} through the API: {exc}"
+    out.write(f"::error title=imreview::{escape_data(detail)}\n")
+    return PrOutcome(
+        number=number,
+        verdict="incomplete",
+        summary=f"## imreview — #{number} incomplete\n\n{_md_text(detail)}\n",
+        cost_usd=None,
+        exit_code=3 if on_error == "fail" else 0,
+    )
 
 
 def _review_pr(
-    client: Any,
+    client: GitHubClient,
     request: RunRequest,
     number: int,
     settings: ActionSettings,

@@ -7,6 +7,7 @@ Order: render the PR bodies → gate (re-read the head; sizes after truncation) 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -143,10 +144,19 @@ def summary_text(report: Report, renderer: Renderer, *, annotations_dropped: int
 
 
 def write_text(path: str | None, text: str) -> None:
-    """`-` is stdout; a file path is created with its parent directories."""
+    """`-` is stdout; a file path is created with its parent directories.
+
+    Inside GitHub Actions, stdout is parsed for workflow commands and the text carries PR and model
+    content, so it is printed between `::stop-commands::` markers.
+    """
     if not path:
         return
     if path == "-":
+        if os.environ.get("GITHUB_ACTIONS") == "true":
+            from reviewer.publish import echo_untrusted
+
+            echo_untrusted(sys.stdout, text)
+            return
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
         return

@@ -576,6 +576,17 @@ def test_dispatch_reviews_every_named_pr_and_aggregates_the_outputs(
     assert gh.violations == []
 
 
+def test_dispatch_with_a_missing_pr_still_reviews_the_other(gh: FakeGitHub, runner: Runner) -> None:
+    add_pull(gh, 7, files=[diff_entry("app.py", DEBUG_PATCH)])
+    run = runner.run("workflow_dispatch", event_payload("workflow_dispatch"), pr_number="99 7")
+    assert run.code == 0, run.stderr
+    assert run.outputs["verdict"] == "incomplete", "an unreadable PR makes the run incomplete, never clean"
+    assert run.outputs["findings"] == "1" and run.outputs["comment-url"] == only_comment(gh, 7)["html_url"]
+    assert "could not read pull request" in run.summary and "99" in run.summary
+    errors = [line for line in run.stdout.splitlines() if line.startswith("::error ")]
+    assert errors and "#99" in errors[0]
+
+
 # --------------------------------------------------------------------------- 9. stale head
 
 

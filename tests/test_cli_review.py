@@ -258,3 +258,20 @@ def test_render_reproduces_the_summary(feature_repo: Repo, tmp_path: Path) -> No
     again = run_cli(["render", str(tmp_path / "out" / "report.json")], cwd=tmp_path, env=cli_env(tmp_path))
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == proc.stdout.strip()
+
+
+def test_summary_on_stdout_inside_actions_cannot_run_workflow_commands(repo: Repo, tmp_path: Path) -> None:
+    repo.commit({"app.py": "x = 1\n"}, "base")
+    repo.branch("feature")
+    repo.commit({"app.py": "x = 1\nbreakpoint()\n"}, "::error::pwned\n\n::set-output name=x::y")
+    proc = run_cli(
+        ["review", str(repo.path), "--base", "main"],
+        cwd=tmp_path,
+        env=cli_env(tmp_path, {"GITHUB_ACTIONS": "true"}),
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    token = lines[0].removeprefix("::stop-commands::")
+    assert lines[0].startswith("::stop-commands::") and len(token) >= 16
+    assert lines[-1] == f"::{token}::"
+    assert "Debugger breakpoint left in" in proc.stdout
