@@ -19,7 +19,7 @@ from reviewer.budget import Budget, BudgetExhausted
 from reviewer.config import Config
 from reviewer.diff import LineIndex
 from reviewer.errors import ModelError
-from reviewer.plan import Unit, coverage, make_plan
+from reviewer.plan import LEGEND, Unit, coverage, make_plan
 from reviewer.report import (
     Coverage,
     Exclusion,
@@ -231,7 +231,7 @@ def _unit_tokens(
     answer = min(config.max_output_tokens_per_call, config.limits.output_tokens or 1)
     fits_window = window - overhead - answer - PROMPT_MARGIN_TOKENS
     fits_budget = int(config.limits.input_tokens / 1.15) - overhead
-    return max(0, min(fits_window, fits_budget))
+    return max(1, min(fits_window, fits_budget))
 
 
 def _system_prompt(renderer: Renderer, config: Config) -> str:
@@ -246,6 +246,7 @@ def _user_prompt(renderer: Renderer, config: Config, change: Change, *, units_te
         instructions=config.instructions,
         language=config.language,
         units=units_text,
+        legend=LEGEND,
         nonce=nonce,
     )
 

@@ -275,3 +275,44 @@ def test_summary_on_stdout_inside_actions_cannot_run_workflow_commands(repo: Rep
     assert lines[0].startswith("::stop-commands::") and len(token) >= 16
     assert lines[-1] == f"::{token}::"
     assert "Debugger breakpoint left in" in proc.stdout
+
+
+def test_verification_pass_confirms_one_finding_and_refutes_another(
+    feature_repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    real = _finding(priority="P2")
+    wrong = _finding(
+        priority="P1", path="app.py", line=6, quote="return a - b - 1", title="Off by one in sub"
+    )
+
+    def handler(body: dict[str, Any]):
+        prompt = body["messages"][-1]["content"]
+        if '"verdicts"' not in prompt:
+            return text(_answer(real, wrong))
+        ids = re.findall(r"^id: ([0-9a-f]{12})$", prompt, flags=re.MULTILINE)
+        verdicts = [
+            {"id": ids[0], "holds": False, "reason": "sub() is documented to subtract one more"},
+            {"id": ids[1], "holds": True, "reason": "b may be 0"},
+        ]
+        return text(json.dumps({"verdicts": verdicts}))
+
+    model.handler = handler
+    proc, report = _review(feature_repo, model, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len(model.requests) == 2
+    assert report["budget"]["by_phase"]["verify"]["calls"] == 1
+    (kept,) = report["findings"]
+    assert (kept["title"], kept["verified"]) == ("Division by zero when b is 0", True)
+    assert report["exclusions"][0]["claim"] == "Off by one in sub"
+    assert "subtract one more" in report["exclusions"][0]["reason"]
+
+
+def test_verification_without_budget_leaves_findings_unverified(
+    feature_repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    model.queue(text(_answer(_finding(priority="P1"))))
+    proc, report = _review(feature_repo, model, tmp_path, "--max-calls", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert len(model.requests) == 1
+    assert report["findings"][0]["verified"] is None
+    assert report["verdict"] == "findings"
