@@ -40,6 +40,19 @@ BOOL_INPUTS = {
     "skip-drafts": True,
     "skip-bots": True,
 }
+CONFIG_INPUT_DEFAULTS = {
+    "max-cost-usd": "1.00",
+    "max-input-tokens": "200000",
+    "max-output-tokens": "24000",
+    "max-seconds": "600",
+    "max-calls": "24",
+    "max-concurrency": "4",
+    "max-findings": "6",
+    "fail-on": "never",
+    "language": "en",
+}
+"""action.yml's defaults for inputs that mirror config keys. The runner passes every declared input,
+so an input still at its default is "not given": the base branch's config file then applies."""
 OUTPUT_NAMES = (
     "verdict",
     "publish-ready",
@@ -96,7 +109,11 @@ def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSe
     }
     overrides: dict[str, Any] = {}
     for key, spec in CONFIG_KEYS.items():
-        if spec.input and inputs.get(spec.input):
+        if (
+            spec.input
+            and inputs.get(spec.input)
+            and inputs[spec.input] != CONFIG_INPUT_DEFAULTS.get(spec.input)
+        ):
             value = parse_input_value(key, inputs[spec.input], spec.input_origin)
             if value is not None:
                 overrides[key] = value

@@ -24,6 +24,96 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*\n(.*?)```", re.DOTALL)
 _WS = re.compile(r"\s+")
 
 
+_NULLABLE_INT = {"type": ["integer", "null"]}
+_TEXT = {"type": "string"}
+ANSWER_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["findings", "exclusions", "signals"],
+    "properties": {
+        "findings": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": [
+                    "path",
+                    "line",
+                    "end_line",
+                    "side",
+                    "priority",
+                    "title",
+                    "trigger",
+                    "observation",
+                    "suggestion",
+                    "quote",
+                    "confidence",
+                ],
+                "properties": {
+                    "path": _TEXT,
+                    "line": _NULLABLE_INT,
+                    "end_line": _NULLABLE_INT,
+                    "side": {"type": "string", "enum": ["RIGHT", "LEFT"]},
+                    "priority": {"type": "string", "enum": list(PRIORITIES)},
+                    "title": _TEXT,
+                    "trigger": _TEXT,
+                    "observation": _TEXT,
+                    "suggestion": _TEXT,
+                    "quote": _TEXT,
+                    "confidence": {"type": "number"},
+                },
+            },
+        },
+        "exclusions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["claim", "reason", "path", "line"],
+                "properties": {
+                    "claim": _TEXT,
+                    "reason": _TEXT,
+                    "path": {"type": ["string", "null"]},
+                    "line": _NULLABLE_INT,
+                },
+            },
+        },
+        "signals": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["kind", "target", "into", "reason"],
+                "properties": {
+                    "kind": {"type": "string", "enum": list(SIGNAL_KINDS)},
+                    "target": _TEXT,
+                    "into": _TEXT,
+                    "reason": _TEXT,
+                },
+            },
+        },
+    },
+}
+"""The findings schema (DESIGN section 4) as JSON Schema, for providers that enforce `response_format`."""
+
+VERDICTS_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["verdicts"],
+    "properties": {
+        "verdicts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["id", "holds", "reason"],
+                "properties": {"id": _TEXT, "holds": {"type": "boolean"}, "reason": _TEXT},
+            },
+        }
+    },
+}
+
+
 @dataclass(frozen=True)
 class ModelAnswer:
     findings: tuple[Finding, ...]

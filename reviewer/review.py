@@ -273,6 +273,7 @@ def _review_units(
                 messages,
                 phase="review",
                 parse=lambda t: fnd.parse_answer(t, clean=rules.redact),
+                response_schema=fnd.ANSWER_SCHEMA,
                 repair_prompt=lambda bad, error: renderer.prompt(
                     "repair", answer=bad, error=error, nonce=nonce
                 ),
@@ -365,7 +366,9 @@ def _verify(
         {"role": "user", "content": renderer.prompt("verify", findings=items, nonce=nonce)},
     ]
     try:
-        verdicts, _ = client.complete_json(messages, phase="verify", parse=_parse_verdicts)
+        verdicts, _ = client.complete_json(
+            messages, phase="verify", parse=_parse_verdicts, response_schema=fnd.VERDICTS_SCHEMA
+        )
     except (BudgetExhausted, ModelError) as exc:
         warn(f"verification skipped: {_short(str(exc), 120) or type(exc).__name__}")
         return list(found), []

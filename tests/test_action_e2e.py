@@ -733,3 +733,20 @@ def test_a_secret_quoted_by_the_model_is_redacted_everywhere(
     assert SECRET[:4] + "…" in body and SECRET[:4] + "…" in run.summary
     assert SECRET not in json.dumps(model.requests)
     assert gh.violations == []
+
+
+def test_config_and_template_overrides_come_from_the_base_branch_only(gh: FakeGitHub, runner: Runner) -> None:
+    add_pull(gh, files=[diff_entry("app.py", DEBUG_PATCH)])
+    tdir = ".github/imreview-templates"
+    gh.add_content(REPO, BASE, f"{tdir}/comment.md.j2", "Base-branch comment: {{ report.verdict }}")
+    gh.add_content(REPO, HEAD, f"{tdir}/comment.md.j2", "PR-controlled comment")
+    gh.add_content(REPO, BASE, ".github/imreview.yml", "language: zh-CN\n")
+    gh.add_content(REPO, HEAD, ".github/imreview.yml", "language: en\nmax_findings: 0\n")
+    run = runner.run("pull_request", event_payload("pull_request.opened"), template_dir=tdir)
+    assert run.code == 0, run.stderr
+    body = only_comment(gh)["body"]
+    assert body.startswith("Base-branch comment: findings")
+    assert "PR-controlled" not in body
+    assert marker_state(body)["head"] == HEAD
+    report = json.loads(Path(run.outputs["report-path"]).read_text(encoding="utf-8"))
+    assert report["settings"]["language"] == "zh-CN" and report["settings"]["max_findings"] == 6

@@ -242,3 +242,10 @@ def test_lock_agrees_with_pyproject() -> None:
     for requirement in project["dependencies"]:
         name, _, version = requirement.partition("==")
         assert entries[name.lower()][0] == version, requirement
+
+
+def test_config_mirroring_defaults_in_code_match_action_yml(action: dict[str, Any]) -> None:
+    from reviewer.action import CONFIG_INPUT_DEFAULTS
+
+    for name, default in CONFIG_INPUT_DEFAULTS.items():
+        assert str(action["inputs"][name]["default"]) == default, name

@@ -316,3 +316,37 @@ def test_verification_without_budget_leaves_findings_unverified(
     assert len(model.requests) == 1
     assert report["findings"][0]["verified"] is None
     assert report["verdict"] == "findings"
+
+
+def test_known_model_gets_the_json_schema_and_a_real_cost(
+    feature_repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    model.queue(text(_answer(_finding()), prompt_tokens=1_000_000, completion_tokens=100_000))
+    report_path = tmp_path / "r.json"
+    proc = run_cli(
+        [
+            "review",
+            str(feature_repo.path),
+            "--base",
+            "main",
+            "--json",
+            str(report_path),
+            "--model",
+            "openai/gpt-4o-mini",
+            "--api-base",
+            model.api_base,
+            "--max-cost-usd",
+            "5",
+        ],
+        cwd=tmp_path,
+        env=cli_env(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    fmt = model.requests[0]["response_format"]
+    assert fmt["type"] == "json_schema"
+    assert fmt["json_schema"]["schema"]["required"] == ["findings", "exclusions", "signals"]
+    report = json.loads(report_path.read_text())
+    assert report["budget"]["used"]["cost_usd"] == pytest.approx(0.15 + 0.06), (
+        "gpt-4o-mini: $0.15/M in, $0.60/M out"
+    )
+    assert report["warnings"] == []
