@@ -10,7 +10,7 @@ import json
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -98,7 +98,6 @@ class PrOutcome:
     report_path: str = ""
     comment_url: str = ""
     exit_code: int = 0
-    notes: tuple[str, ...] = field(default=())
 
 
 def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSettings:
@@ -246,7 +245,7 @@ def _review_pr(
     env: Mapping[str, str],
     out: TextIO,
 ) -> PrOutcome:
-    from reviewer.github_flow import base_templates, pr_publisher, prior_review, repo_config, viewer_login
+    from reviewer.github_flow import NO_WRITING, base_templates, prepare_writing, repo_config
     from reviewer.review import analyse
     from reviewer.run import finish, report_json, summary_text
     from reviewer.source.github import GitHubSource
@@ -279,46 +278,29 @@ def _review_pr(
 
     read_only = settings.event_name == "pull_request" and pull.cross_repo
     wants_write = settings.flags["post-comment"] or settings.flags["inline-comments"]
-    notes: list[str] = []
-    login = None
-    if wants_write and not read_only:
-        login = viewer_login(client)
-    prior = (
-        prior_review(
-            client,
-            repo,
-            number,
-            login=login,
-            head_sha=change.snapshot.head.sha,
-            config=config,
-            renderer=renderer,
-        )
-        if login
-        else None
-    )
-    if prior is not None and prior.same and prior.state is not None:
-        return _already_reviewed(number, prior.state, prior.comment_url or "", renderer)
 
     def warn(message: str) -> None:
         echo_untrusted(out, message)
 
-    analysis = analyse(change, config, read_file=source.read_file, renderer=renderer, warn=warn)
-    publisher = None
-    if login is not None:
-        publisher = pr_publisher(
+    writing = NO_WRITING
+    if not read_only:
+        writing = prepare_writing(
             client,
             repo,
             number,
             config,
             renderer,
-            login=login,
+            head_sha=change.snapshot.head.sha,
             post_comment=settings.flags["post-comment"],
             inline_comments=settings.flags["inline-comments"],
             warn=warn,
         )
-    report, _ = finish(
-        analysis, source, config, renderer, publisher=publisher, prior=prior.state if prior else None
-    )
+    prior = writing.prior
+    if prior.same and prior.state is not None:
+        return _already_reviewed(number, prior.state, prior.comment_url or "", renderer)
+
+    analysis = analyse(change, config, read_file=source.read_file, renderer=renderer, warn=warn)
+    report, _ = finish(analysis, source, config, renderer, publisher=writing.publisher, prior=prior.state)
     if read_only and wants_write:
         notice = renderer.translate(
             "action.read_only",
@@ -343,13 +325,10 @@ def _review_pr(
         summary_text(report, renderer, annotations_dropped=dropped),
         str(report_path),
         code,
-        notes,
     )
 
 
-def _from_report(
-    number: int, report: Report, summary: str, report_path: str, code: int, notes: Sequence[str]
-) -> PrOutcome:
+def _from_report(number: int, report: Report, summary: str, report_path: str, code: int) -> PrOutcome:
     counts = gate.counts(report.findings)
     url = next((p.url for p in report.published if p.sink == "comment" and p.ok and p.url), "")
     return PrOutcome(
@@ -364,7 +343,6 @@ def _from_report(
         report_path=report_path,
         comment_url=url or "",
         exit_code=code,
-        notes=tuple(notes),
     )
 
 

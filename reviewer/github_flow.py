@@ -153,6 +153,50 @@ def pr_publisher(
     return publish
 
 
+@dataclass(frozen=True)
+class PrWriting:
+    """What writing to one PR needs: the last review our sticky comment recorded, and the sinks."""
+
+    prior: PriorReview
+    publisher: Callable[[Report, str, LineIndex], Sequence[Published]] | None
+
+
+NO_WRITING = PrWriting(PriorReview(None, None, False), None)
+
+
+def prepare_writing(
+    client: GitHubClient,
+    repo: str,
+    number: int,
+    config: Config,
+    renderer: Renderer,
+    *,
+    head_sha: str,
+    post_comment: bool,
+    inline_comments: bool,
+    warn: Warn,
+) -> PrWriting:
+    """Our identity, the prior state from our sticky comment, and the publisher (none when no sink is on)."""
+    if not (post_comment or inline_comments):
+        return NO_WRITING
+    login = viewer_login(client)
+    prior = prior_review(
+        client, repo, number, login=login, head_sha=head_sha, config=config, renderer=renderer
+    )
+    publisher = pr_publisher(
+        client,
+        repo,
+        number,
+        config,
+        renderer,
+        login=login,
+        post_comment=post_comment,
+        inline_comments=inline_comments,
+        warn=warn,
+    )
+    return PrWriting(prior, publisher)
+
+
 def _published_findings(findings: Sequence[Finding], limit: int) -> list[Finding]:
     return [f for f in findings[: max(0, limit)] if f.anchored]
 

@@ -213,39 +213,24 @@ def review_pull_request(
     warn: Warn,
 ) -> int:
     """`imreview pr OWNER/REPO#N`: the GitHub source; posts nothing unless asked."""
-    from reviewer.github_flow import pr_publisher, prior_review, repo_config, viewer_login
+    from reviewer.github_flow import prepare_writing, repo_config
     from reviewer.source.github import GitHubClient, GitHubSource
 
     client = GitHubClient(token, api_url)
     source = GitHubSource(client, repo, number)
     change = source.change()
     config = repo_config(client, source, config_file=config_file, overrides=overrides)
-    publisher = None
-    prior = None
-    if post_comment or inline_comments:
-        renderer = Renderer(language=config.language, template_dir=config.template_dir)
-        login = viewer_login(client)
-        if post_comment:
-            prior = prior_review(
-                client,
-                repo,
-                number,
-                login=login,
-                head_sha=change.snapshot.head.sha,
-                config=config,
-                renderer=renderer,
-            ).state
-        publisher = pr_publisher(
-            client,
-            repo,
-            number,
-            config,
-            renderer,
-            login=login,
-            post_comment=post_comment,
-            inline_comments=inline_comments,
-            warn=warn,
-        )
+    writing = prepare_writing(
+        client,
+        repo,
+        number,
+        config,
+        Renderer(language=config.language, template_dir=config.template_dir),
+        head_sha=change.snapshot.head.sha,
+        post_comment=post_comment,
+        inline_comments=inline_comments,
+        warn=warn,
+    )
     return review_and_report(
         source,
         config,
@@ -254,6 +239,6 @@ def review_pull_request(
         json_path=json_path,
         comment_path=comment_path,
         warn=warn,
-        publisher=publisher,
-        prior=prior,
+        publisher=writing.publisher,
+        prior=writing.prior.state,
     )

@@ -28,6 +28,7 @@ from reviewer.schema import load_report_schema
 from tests.conftest import ROOT, cli_env
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
+from tests.fakes.runner_files import runner_outputs
 
 EVENTS = ROOT / "tests" / "data" / "events"
 REPO = "octo-org/widgets"
@@ -58,30 +59,6 @@ def action_defaults() -> dict[str, str]:
     """Every declared input at its default, as the runner sets them (`${{ ... }}` left to the caller)."""
     spec = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
     return {name: str(item.get("default", "")) for name, item in spec["inputs"].items()}
-
-
-def parse_outputs(raw: str) -> dict[str, str]:
-    """`GITHUB_OUTPUT` as the runner reads it: `name=value` lines and `name<<DELIM` … `DELIM` blocks."""
-    out: dict[str, str] = {}
-    lines = raw.split("\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        if not line:
-            continue
-        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
-            name, _, delimiter = line.partition("<<")
-            value: list[str] = []
-            while lines[i] != delimiter:
-                value.append(lines[i])
-                i += 1
-            i += 1
-            out[name] = "\n".join(value)
-        else:
-            name, _, value_ = line.partition("=")
-            out[name] = value_
-    return out
 
 
 def foreign_commands(stdout: str) -> list[str]:
@@ -195,7 +172,7 @@ class Runner:
             stdout=proc.stdout,
             stderr=proc.stderr,
             summary=summary.read_text(encoding="utf-8") if summary.exists() else "",
-            outputs=parse_outputs(output.read_text(encoding="utf-8")) if output.exists() else {},
+            outputs=runner_outputs(output.read_text(encoding="utf-8")) if output.exists() else {},
         )
 
 

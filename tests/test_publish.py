@@ -31,6 +31,7 @@ from reviewer.publish import (
 from reviewer.report import Finding, finding_id
 from reviewer.source.github import CommentInfo, GitHubClient
 from tests.fakes.github_server import FakeGitHub, diff_entry
+from tests.fakes.runner_files import runner_outputs
 
 HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
 BASE = "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"
@@ -58,36 +59,7 @@ def make_finding(**overrides: Any) -> Finding:
     return Finding(**fields)
 
 
-# --- runner file-command and workflow-command readers (the runner's rules, re-implemented) ------
-
-
-def runner_outputs(text: str) -> dict[str, str]:
-    """Parse GITHUB_OUTPUT as actions/runner's FileCommandManager does (name=value or heredoc)."""
-    out: dict[str, str] = {}
-    lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        if not line:
-            continue
-        eq, heredoc = line.find("="), line.find("<<")
-        if eq >= 0 and (heredoc < 0 or eq < heredoc):
-            out[line[:eq]] = line[eq + 1 :]
-            continue
-        assert heredoc > 0, f"invalid format: {line!r}"
-        name, delimiter = line[:heredoc], line[heredoc + 2 :]
-        assert delimiter, "empty delimiter"
-        value_lines = []
-        while True:
-            assert i < len(lines), f"Matching delimiter not found {delimiter!r}"
-            candidate = lines[i]
-            i += 1
-            if candidate == delimiter:
-                break
-            value_lines.append(candidate)
-        out[name] = "\n".join(value_lines)
-    return out
+# --- workflow-command reader (the runner's rules, re-implemented) -------------------------------
 
 
 def _unescape(value: str, *, prop: bool) -> str:
