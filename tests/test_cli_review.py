@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
+from reviewer.schema import load_report_schema
 from tests.conftest import Repo, cli_env, run_cli
 from tests.fakes.model_server import FakeModelServer, delayed, status, text
 
@@ -52,6 +54,8 @@ def _review(repo: Repo, server: FakeModelServer | None, tmp_path: Path, *args: s
         env=cli_env(tmp_path),
     )
     data = json.loads(report.read_text()) if report.exists() else None
+    if data is not None:
+        jsonschema.Draft202012Validator(load_report_schema()).validate(data)
     return proc, data
 
 
