@@ -727,3 +727,23 @@ def test_config_and_template_overrides_come_from_the_base_branch_only(gh: FakeGi
     assert marker_state(body)["head"] == HEAD
     report = json.loads(Path(run.outputs["report-path"]).read_text(encoding="utf-8"))
     assert report["settings"]["language"] == "zh-CN" and report["settings"]["max_findings"] == 6
+
+
+@pytest.mark.parametrize(
+    ("event_name", "fixture", "head_repo"),
+    [
+        ("pull_request", "pull_request.reopened", REPO),
+        ("pull_request", "pull_request.ready_for_review", REPO),
+        ("pull_request_target", "pull_request.opened.fork", "someone/widgets-fork"),
+    ],
+)
+def test_reviewed_actions_and_pull_request_target_on_a_fork_post_the_comment(
+    gh: FakeGitHub, runner: Runner, event_name: str, fixture: str, head_repo: str
+) -> None:
+    add_pull(gh, head_repo=head_repo, files=[diff_entry("app.py", DEBUG_PATCH)])
+    run = runner.run(event_name, event_payload(fixture, head_repo=head_repo))
+    assert run.code == 0, run.stderr
+    assert run.outputs["verdict"] == "findings"
+    body = only_comment(gh)["body"]
+    assert "breakpoint" in body and marker_state(body)["head"] == HEAD
+    assert gh.violations == []
