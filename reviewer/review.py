@@ -151,7 +151,10 @@ def analyse(
             raw += outcome.answer.findings
             exclusions += outcome.answer.exclusions
             signals += outcome.answer.signals
-    anchored = fnd.dedupe(fnd.anchor(f, by_path, index, redact=rules.redact) for f in raw)
+    anchored = fnd.dedupe(
+        f if f.anchor_reason == "not_in_unit" else fnd.anchor(f, by_path, index, redact=rules.redact)
+        for f in raw
+    )
     if client is not None:
         anchored, refuted = _verify(client, anchored, renderer, change, read_file, budget, warnings)
         exclusions += refuted
@@ -285,11 +288,19 @@ def _review_units(
             return UnitOutcome(unit.id, status, detail=_short(str(exc)))
         except Exception as exc:  # a worker must never take the run down
             return UnitOutcome(unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"))
-        return UnitOutcome(unit.id, "ok", answer=answer)
+        return UnitOutcome(unit.id, "ok", answer=_confined(answer, {part.path for part in unit.parts}))
 
     workers = max(1, min(config.max_concurrency, len(units)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="imreview-unit") as pool:
         return list(pool.map(one, units))
+
+
+def _confined(answer: fnd.ModelAnswer, shown: set[str]) -> fnd.ModelAnswer:
+    """A finding on a file the call did not show is a guess: it stays in the summary, never on a line."""
+    findings = tuple(
+        f if f.path in shown else dataclasses.replace(f, anchor_reason="not_in_unit") for f in answer.findings
+    )
+    return dataclasses.replace(answer, findings=findings)
 
 
 def _short(text: str, limit: int = 300) -> str:

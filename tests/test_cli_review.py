@@ -354,3 +354,24 @@ def test_known_model_gets_the_json_schema_and_a_real_cost(
         "gpt-4o-mini: $0.15/M in, $0.60/M out"
     )
     assert report["warnings"] == []
+
+
+def test_finding_on_a_file_the_call_did_not_show_is_summary_only(
+    repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    _five_unit_repo(repo)
+    guess = _finding(
+        path="pkg/mod_0.py", line=2, quote="return value * 0 + compute_something_else(value, 0, 0)"
+    )
+
+    def handler(body: dict[str, Any]):
+        prompt = body["messages"][-1]["content"]
+        shows_mod_0 = "## File: pkg/mod_0.py" in prompt
+        return text(_answer() if shows_mod_0 else _answer(guess))
+
+    model.handler = handler
+    proc, report = _review(repo, model, tmp_path, "--exclude", ".github/**")
+    assert proc.returncode == 0, proc.stderr
+    assert len(model.requests) == 5
+    (finding,) = report["findings"]
+    assert (finding["anchored"], finding["anchor_reason"]) == (False, "not_in_unit")
