@@ -209,7 +209,9 @@ def action() -> None:
 
 @cli.command()
 @click.argument("report_path", type=click.Path(exists=True, dir_okay=False))
-@click.option("--template", "template", default="summary", show_default=True, help="summary or comment.")
+@click.option(
+    "--template", "template", default="summary", show_default=True, help="summary, comment, or a .j2 file."
+)
 @click.option("--template-dir", type=click.Path(file_okay=False), help="Template overrides.")
 @click.option("--language", help="Override the report's language.")
 @guarded
@@ -223,13 +225,17 @@ def render(report_path: str, template: str, template_dir: str | None, language: 
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"REPORT {report_path!r} is not readable JSON: {exc}") from exc
     _validate_report(data, report_path, load_report_schema())
-    renderer = Renderer(language=language or data["settings"]["language"], template_dir=template_dir)
+    lang = language or data["settings"]["language"]
     if template == "summary":
-        text = renderer.summary(data)
+        text = Renderer(language=lang, template_dir=template_dir).summary(data)
     elif template == "comment":
+        renderer = Renderer(language=lang, template_dir=template_dir)
         text = renderer.comment(data, max_findings=data["settings"]["max_findings"])
+    elif Path(template).is_file():
+        own = Path(template).resolve()
+        text = Renderer(language=lang, template_dir=own.parent).render(own.name, report=data)
     else:
-        raise UsageError(f"--template {template!r}: expected 'summary' or 'comment'")
+        raise UsageError(f"--template {template!r}: expected 'summary', 'comment' or a template file")
     click.echo(text)
 
 

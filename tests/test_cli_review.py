@@ -375,3 +375,19 @@ def test_finding_on_a_file_the_call_did_not_show_is_summary_only(
     assert len(model.requests) == 5
     (finding,) = report["findings"]
     assert (finding["anchored"], finding["anchor_reason"]) == (False, "not_in_unit")
+
+
+def test_render_with_a_template_file_and_a_bad_report(feature_repo: Repo, tmp_path: Path) -> None:
+    _review(feature_repo, None, tmp_path)
+    own = tmp_path / "mine.md.j2"
+    own.write_text("verdict={{ report.verdict }} files={{ report.coverage.files | length }}")
+    proc = run_cli(
+        ["render", str(tmp_path / "out" / "report.json"), "--template", str(own)],
+        cwd=tmp_path,
+        env=cli_env(tmp_path),
+    )
+    assert (proc.returncode, proc.stdout.strip()) == (0, "verdict=incomplete files=2")
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"schema": "imreview.report/v1", "verdict": "great"}))
+    proc = run_cli(["render", str(broken)], cwd=tmp_path, env=cli_env(tmp_path))
+    assert proc.returncode == 2 and "does not match imreview.report/v1" in proc.stderr
