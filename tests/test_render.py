@@ -270,9 +270,20 @@ def test_comment_is_short_and_folds_cleared_signals_and_gaps(en) -> None:
         "<details><summary>Checked and cleared (1) · Simplification (1) · Not verified (1)"
     )
     assert "- Cleared: the lock cannot deadlock" in details
-    assert "- Not verified: tests were not run" in details
+    assert "- tests were not run" in details
     assert details.rstrip().endswith("</details>")
     assert "## Coverage" not in out
+
+
+def test_comment_groups_gaps_that_share_a_reason(en) -> None:
+    gaps = tuple(Gap("Not reviewed: budget reached", "budget", f"src/m{i}.py") for i in range(8))
+    out = en.comment(build(gaps=(*gaps, Gap("tests were not run", "not_run"))), max_findings=6)
+    details = out[out.index("<details>") :]
+    assert "Not verified (9)" in details
+    assert details.count("Not reviewed: budget reached") == 1
+    assert "`src/m0.py`, `src/m1.py`, `src/m2.py`, `src/m3.py`, `src/m4.py`, and 3 more files" in details
+    full = en.summary(build(gaps=gaps))
+    assert full.count("Not reviewed: budget reached") == 8, "the job summary keeps every gap"
 
 
 def test_inline_and_review_body(en) -> None:
