@@ -136,7 +136,10 @@ def analyse(
     oversize = {h.path for h in plan.oversize}
     gaps += _coverage_gaps(cov, renderer, skip_whys={g.why for g in gaps}, oversize=oversize)
     gaps += [
-        Gap(what=renderer.gap_text(o.status, detail=o.detail), why=o.status)
+        Gap(
+            what=f"{renderer.gap_text(o.status)}: {o.detail}" if o.detail else renderer.gap_text(o.status),
+            why=o.status,
+        )
         for o in outcomes
         if o.status in ("unparsed", "model_error")
     ]
@@ -309,7 +312,7 @@ def _short(text: str, limit: int = 300) -> str:
 
 
 def _coverage_reason(status: str) -> str:
-    return "budget" if status == "budget" else "model_error"
+    return status if status in ("budget", "unparsed") else "model_error"
 
 
 def _coverage_gaps(

@@ -391,3 +391,30 @@ def test_render_with_a_template_file_and_a_bad_report(feature_repo: Repo, tmp_pa
     broken.write_text(json.dumps({"schema": "imreview.report/v1", "verdict": "great"}))
     proc = run_cli(["render", str(broken)], cwd=tmp_path, env=cli_env(tmp_path))
     assert proc.returncode == 2 and "does not match imreview.report/v1" in proc.stderr
+
+
+def test_two_unparsable_answers_are_a_disclosed_gap(
+    feature_repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    model.queue(text("I think the code is fine."), text("Still no JSON, sorry."))
+    proc, report = _review(feature_repo, model, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len(model.requests) == 2
+    assert report["verdict"] == "incomplete"
+    assert {(f["status"], f["reason"]) for f in report["coverage"]["files"]} == {("listed", "unparsed")}
+    unit_gap = next(g for g in report["gaps"] if g["why"] == "unparsed" and g["path"] is None)
+    assert "even after one repair" in unit_gap["what"]
+    checks = {c["name"]: c for c in report["gate"]["checks"]}
+    assert checks["answers_parsed"]["ok"] and "1 reported as gaps" in checks["answers_parsed"]["detail"]
+
+
+def test_server_errors_on_every_attempt_are_a_model_error_gap(
+    feature_repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    model.handler = lambda body: status(500)
+    proc, report = _review(feature_repo, model, tmp_path, "--fallback-model", "openai/other-model")
+    assert proc.returncode == 0, proc.stderr
+    assert len(model.requests) == 6, "3 attempts on the model, then 3 on its fallback"
+    assert {r["model"] for r in model.requests} == {"fake-model", "other-model"}
+    assert report["verdict"] == "incomplete"
+    assert any(g["why"] == "model_error" and "other-model" in g["what"] for g in report["gaps"])
