@@ -31,10 +31,14 @@ from reviewer.plan import category, skip_reason
 from reviewer.report import Finding, Priority, Signal, finding_id
 
 MIN_DUPLICATE_LINES = 6
+MAX_DUPLICATE_SIGNALS = 10
+"""Only the largest copies are worth a reader's time; code in tests, docs and data is not checked."""
 
 _BEGIN_KEY = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
 _END_KEY = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
 _KEY_BODY = re.compile(r"[A-Za-z0-9+/=]{16,}")
+_KEY_BODY_LINE = re.compile(r"\s*(?:[A-Za-z0-9+/=]{16,}|Proc-Type: )")
+_ESCAPED_KEY_BODY = re.compile(r"\\n[A-Za-z0-9+/=]{16,}")
 _TOKENS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (kind, re.compile(pattern))
     for kind, pattern in (
@@ -139,6 +143,13 @@ def _entropy(text: str) -> float:
     return -sum(c / len(text) * math.log2(c / len(text)) for c in counts.values())
 
 
+def _key_follows(rest: str, following: DiffLine | None) -> bool:
+    """A header alone (in docs, tests, detectors like this one) is not a key; a body after it is."""
+    if _ESCAPED_KEY_BODY.match(rest):
+        return True
+    return following is not None and bool(_KEY_BODY_LINE.match(following.text))
+
+
 def _plausible_token(token: str) -> bool:
     """A real key, not a documentation example or a run of x's."""
     return not re.search(r"example|xxxx|0000|1234", token, re.IGNORECASE) and _entropy(token) >= 3.0
@@ -153,7 +164,7 @@ def _looks_secret(value: str, *, bare: bool) -> bool:
     classes = sum(
         (any(c.islower() for c in value), any(c.isupper() for c in value), any(c.isdigit() for c in value))
     ) + any(not c.isalnum() for c in value)
-    return classes >= 2 and _entropy(value) >= 3.0
+    return classes >= 2 and any(c.isdigit() for c in value) and _entropy(value) >= 3.0
 
 
 def _mask(token: str) -> str:
@@ -309,10 +320,10 @@ def _secrets(file: DiffFile) -> Iterator[_Hit]:
     generic_ok = category(file.path) != "test"
     name = PurePosixPath(file.path).name
     bare_ok = category(file.path) == "config" or name.startswith(".env") or name.endswith(".env")
-    for line in file.added_lines():
-        if line.new is None:
-            continue
-        if _BEGIN_KEY.search(line.text):
+    added = {line.new: line for line in file.added_lines() if line.new is not None}
+    for number, line in added.items():
+        header = _BEGIN_KEY.search(line.text)
+        if header and _key_follows(line.text[header.end() :], added.get(number + 1)):
             obs = f"Line {line.new} adds a private key; only its header is quoted here."
             yield _secret(file.path, line, "Private key committed", obs)
             continue
@@ -430,7 +441,7 @@ def _duplicates(files: Sequence[DiffFile]) -> tuple[Signal, ...]:
             if fr == ri and off - fo < size:
                 continue
             diagonals.setdefault((fr, ri, off - fo), []).append((fo, off))
-    signals: list[Signal] = []
+    sized: list[tuple[int, Signal]] = []
     for (fr, ri, _), pairs in diagonals.items():
         block: list[tuple[int, int]] = []
         for pair in [*sorted(pairs), (-2, -2)]:
@@ -439,19 +450,18 @@ def _duplicates(files: Sequence[DiffFile]) -> tuple[Signal, ...]:
                 (a0, b0), (a1, b1) = block[0], block[-1]
                 a_end, b_end = first[a1 + size - 1], later[b1 + size - 1]
                 count = a1 - a0 + size
-                signals.append(
-                    Signal(
-                        kind="MERGE",
-                        target=f"{later[b0][1]}:{later[b0][2]}",
-                        into=f"{first[a0][1]}:{first[a0][2]}",
-                        reason=f"The change adds the same {count} lines twice: {later[b0][1]} lines "
-                        f"{later[b0][2]}-{b_end[2]} repeat {first[a0][1]} lines {first[a0][2]}-{a_end[2]}. "
-                        "Keep one copy and call it from both places.",
-                    )
+                where = f"{later[b0][1]} lines {later[b0][2]}-{b_end[2]}"
+                original = f"{first[a0][1]} lines {first[a0][2]}-{a_end[2]}"
+                reason = (
+                    f"The change adds the same {count} lines twice: {where} repeat {original}. "
+                    "Keep one copy and call it from both places."
                 )
+                target, into = f"{later[b0][1]}:{later[b0][2]}", f"{first[a0][1]}:{first[a0][2]}"
+                sized.append((count, Signal(kind="MERGE", target=target, into=into, reason=reason)))
                 block = []
             block.append(pair)
-    return tuple(sorted(signals, key=lambda s: (s.target, s.into)))
+    largest = sorted(sized, key=lambda item: -item[0])[:MAX_DUPLICATE_SIGNALS]
+    return tuple(sorted((signal for _, signal in largest), key=lambda s: (s.target, s.into)))
 
 
 def run_rules(files: Sequence[DiffFile]) -> RuleResult:
@@ -463,6 +473,7 @@ def run_rules(files: Sequence[DiffFile]) -> RuleResult:
             hits.extend(_conflicts(file.path, hunk))
         hits.extend(_secrets(file))
         if skip_reason(file) not in _POLICY_SKIPS:
-            code.append(file)
             hits.extend(_debuggers(file))
+            if category(file.path) == "source":
+                code.append(file)
     return RuleResult(findings=_findings(hits), signals=_duplicates(code))

@@ -125,6 +125,7 @@ def test_high_entropy_password_assignment_is_a_generic_finding() -> None:
         'password = get_password("db")',
         'secret_name = "prod-db-credentials-2024"',
         "password = settings.DB_PASSWORD",
+        'PLACEHOLDER_API_KEY = "imreview-no-key"',
     ],
 )
 def test_placeholders_and_lookups_are_not_secrets(line: str) -> None:
@@ -258,3 +259,43 @@ def test_duplicates_in_lockfiles_are_ignored() -> None:
     a = added_file("yarn.lock", BLOCK)
     b = added_file("sub/yarn.lock", BLOCK)
     assert run_rules(files_of(a, b)).signals == ()
+
+
+def test_duplicates_in_tests_docs_and_data_are_ignored() -> None:
+    for first, second in (
+        ("tests/test_a.py", "tests/test_b.py"),
+        ("docs/a.md", "README.md"),
+        ("a.json", "b.yaml"),
+    ):
+        a = added_file(first, BLOCK)
+        b = added_file(second, BLOCK)
+        assert run_rules(files_of(a, b)).signals == (), (first, second)
+
+
+def test_only_the_largest_copies_are_signalled() -> None:
+    files = []
+    for n in range(12):
+        body = [f"value_{n}_{i} = compute({n}, {i})" for i in range(6 + n)]
+        files += [added_file(f"src/a{n}.py", body), added_file(f"src/b{n}.py", body)]
+    signals = run_rules(files_of(*files)).signals
+    assert len(signals) == 10
+    assert {s.target for s in signals} == {f"src/b{n}.py:1" for n in range(2, 12)}, (
+        "the two smallest are dropped"
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "line"),
+    [
+        ("src/detect.py", '_BEGIN = "-----BEGIN RSA PRIVATE KEY-----"'),
+        ("docs/keys.md", "-----BEGIN OPENSSH PRIVATE KEY-----"),
+    ],
+)
+def test_a_key_header_without_a_key_body_is_quiet(path: str, line: str) -> None:
+    assert rules_on(path, [line, "print('no key here')"]).findings == ()
+
+
+def test_a_key_in_one_escaped_string_is_a_finding() -> None:
+    line = f'KEY = "-----BEGIN PRIVATE KEY-----\\n{KEY_BODY}\\n-----END PRIVATE KEY-----"'
+    [f] = rules_on("src/settings.py", [line]).findings
+    assert f.title == "Private key committed" and KEY_BODY not in f.quote
