@@ -28,7 +28,7 @@ from reviewer.publish import (
     write_summary,
 )
 from reviewer.render import Renderer
-from reviewer.report import VERDICT_RANK, Published, Report
+from reviewer.report import PRIORITIES, VERDICT_RANK, Published, Report, priority_rank
 
 if TYPE_CHECKING:
     from reviewer.source.github import GitHubClient
@@ -297,7 +297,9 @@ def _review_pr(
         )
     prior = writing.prior
     if prior.same and prior.state is not None:
-        return _already_reviewed(number, prior.state, prior.comment_url or "", renderer)
+        return _already_reviewed(
+            number, prior.state, prior.comment_url or "", renderer, fail_on=config.fail_on
+        )
 
     analysis = analyse(change, config, read_file=source.read_file, renderer=renderer, warn=warn)
     report, _ = finish(analysis, source, config, renderer, publisher=writing.publisher, prior=prior.state)
@@ -346,13 +348,18 @@ def _from_report(number: int, report: Report, summary: str, report_path: str, co
     )
 
 
-def _already_reviewed(number: int, state: Mapping[str, Any], url: str, renderer: Renderer) -> PrOutcome:
+def _already_reviewed(
+    number: int, state: Mapping[str, Any], url: str, renderer: Renderer, *, fail_on: str
+) -> PrOutcome:
+    """The rerun skip: outputs and the exit code come from the marker, so a failed step stays failed."""
     head = str(state.get("head", ""))
     params = {"head": head[:12], "verdict": str(state.get("verdict", ""))}
     default = "already reviewed at {head} with the same configuration: no model call was made ({verdict})."
     text = renderer.translate("action.already_reviewed", default, **params)
     link = f" [comment]({url})" if url else ""
     cost = state.get("cost_usd")
+    top = str(state.get("max_priority") or "")
+    failing = fail_on != "never" and top in PRIORITIES and priority_rank(top) <= priority_rank(fail_on)
     return PrOutcome(
         number=number,
         verdict=str(state.get("verdict", "")),
@@ -363,6 +370,7 @@ def _already_reviewed(number: int, state: Mapping[str, Any], url: str, renderer:
         max_priority=str(state.get("max_priority") or ""),
         cost_usd=0.0 if isinstance(cost, (int, float)) else None,
         comment_url=url,
+        exit_code=1 if failing else 0,
     )
 
 

@@ -203,13 +203,23 @@ def parse_patch(raw: bytes | str) -> tuple[DiffFile, ...]:
 
 
 def parse_github_file(
-    *, filename: str, status: str, patch: str | None, previous_filename: str | None = None
+    *,
+    filename: str,
+    status: str,
+    patch: str | None,
+    previous_filename: str | None = None,
+    changes: int | None = None,
 ) -> DiffFile:
-    """One entry of GitHub's PR files list; its `patch` has no ---/+++ headers, so add them."""
+    """One entry of GitHub's PR files list; its `patch` has no ---/+++ headers, so add them.
+
+    GitHub omits `patch` for binaries and huge diffs (listed, not guessed) but also for a rename
+    with no edits (`changes: 0`), which is complete with zero hunks.
+    """
     mapped = _GITHUB_STATUS.get(status, "modified")
     old_name = previous_filename or filename
     if patch is None:
-        return DiffFile(path=filename, status=mapped, old_path=previous_filename, has_patch=False)
+        pure_move = mapped in ("renamed", "copied") and changes == 0 and previous_filename is not None
+        return DiffFile(path=filename, status=mapped, old_path=previous_filename, has_patch=pure_move)
     src = "/dev/null" if mapped == "added" else f"a/{old_name}"
     dst = "/dev/null" if mapped == "removed" else f"b/{filename}"
     header = f"diff --git a/{old_name} b/{filename}\n"

@@ -209,7 +209,9 @@ def parse_answer(text: str, *, clean: Callable[[str], str] = lambda s: s) -> Mod
     data = json_object(text)
     if not isinstance(data, dict):
         raise ValueError("the answer must be a JSON object")
-    raw_findings = data.get("findings", [])
+    if "findings" not in data:
+        raise ValueError("the answer has no 'findings' list (use [] when there is nothing to report)")
+    raw_findings = data["findings"]
     if not isinstance(raw_findings, list):
         raise ValueError("'findings' must be a list")
     findings = tuple(

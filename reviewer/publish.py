@@ -291,8 +291,18 @@ def parse_review_marker(body: str | None) -> dict[str, Any] | None:
 # --- sticky comment ----------------------------------------------------------------------------
 
 
+INTEGRATION_LOGIN = "github-actions[bot]"
+
+
 def _same_login(user: str | None, login: str) -> bool:
-    return bool(user) and bool(login) and str(user).casefold() == login.casefold()
+    """Our identity. An integration token cannot read `/user`: it is `github-actions[bot]` for
+    GITHUB_TOKEN but `<app>[bot]` for a GitHub App's token, so then any bot identity counts (only
+    installed apps have `[bot]` logins; people cannot forge one)."""
+    if not user or not login:
+        return False
+    if str(user).casefold() == login.casefold():
+        return True
+    return login == INTEGRATION_LOGIN and str(user).casefold().endswith("[bot]")
 
 
 def _our_stickies(comments: Iterable[CommentInfo], login: str) -> list[CommentInfo]:

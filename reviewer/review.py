@@ -18,7 +18,7 @@ from reviewer import gate, rules
 from reviewer.budget import Budget, BudgetExhausted
 from reviewer.config import Config
 from reviewer.diff import LineIndex
-from reviewer.errors import ModelError
+from reviewer.errors import ImreviewError, ModelError
 from reviewer.plan import LEGEND, Unit, coverage, make_plan
 from reviewer.report import (
     Coverage,
@@ -115,6 +115,14 @@ def analyse(
             )
             client = None
 
+    def safe_read(path: str, sha: str) -> str | None:
+        """Context is optional: a failed read (a 502 on the contents API) costs context, not the review."""
+        try:
+            return read_file(path, sha)
+        except ImreviewError as exc:
+            warnings(f"could not read {path} at {sha[:12]} for context: {_short(str(exc), 160)}")
+            return None
+
     count_tokens = client.count_tokens if client else approx_tokens
     unit_tokens = _unit_tokens(config, client, renderer, change, count_tokens)
     plan = make_plan(
@@ -123,7 +131,7 @@ def analyse(
         exclude=config.exclude,
         unit_tokens=unit_tokens,
         count_tokens=count_tokens,
-        read_file=lambda path: read_file(path, head),
+        read_file=lambda path: safe_read(path, head),
         redact=rules.redact,
     )
 
@@ -159,7 +167,10 @@ def analyse(
         for f in raw
     )
     if client is not None:
-        anchored, refuted = _verify(client, anchored, renderer, change, read_file, budget, warnings)
+        shown = {f.path for f in cov.files if f.status in ("reviewed", "partial")}
+        anchored, refuted = _verify(
+            client, anchored, renderer, change, safe_read, budget, warnings, reviewed_paths=shown
+        )
         exclusions += refuted
 
     report = Report(
@@ -356,11 +367,20 @@ def _verify(
     read_file: ReadFile,
     budget: Budget,
     warn: Warn,
+    *,
+    reviewed_paths: set[str],
 ) -> tuple[list[Finding], list[Exclusion]]:
-    """Re-check P1/P2 model findings against fuller context; refuted ones become exclusions."""
-    targets = [f for f in found if f.source == "llm" and f.priority in ("P1", "P2")][:MAX_VERIFY]
+    """Re-check P1/P2 model findings against fuller context; refuted ones become exclusions.
+
+    Only findings on files the model was shown are re-checked (a model-chosen path must never pull
+    a skipped file, such as `.env`, into a prompt), and a verdict only touches the findings sent.
+    """
+    targets = [
+        f for f in found if f.source == "llm" and f.priority in ("P1", "P2") and f.path in reviewed_paths
+    ][:MAX_VERIFY]
     if not targets:
         return list(found), []
+    target_ids = {f.id for f in targets}
     head = change.snapshot.head.sha
     items = [
         {
@@ -389,7 +409,7 @@ def _verify(
     kept: list[Finding] = []
     refuted: list[Exclusion] = []
     for f in found:
-        decision = verdicts.get(f.id)
+        decision = verdicts.get(f.id) if f.id in target_ids else None
         if decision is None:
             kept.append(f)
         elif decision[0]:

@@ -747,3 +747,30 @@ def test_reviewed_actions_and_pull_request_target_on_a_fork_post_the_comment(
     body = only_comment(gh)["body"]
     assert "breakpoint" in body and marker_state(body)["head"] == HEAD
     assert gh.violations == []
+
+
+def test_a_rerun_of_a_failing_step_at_the_same_head_still_fails(gh: FakeGitHub, runner: Runner) -> None:
+    add_pull(gh, files=[diff_entry("app.py", DEBUG_PATCH)])
+    first = runner.run("pull_request", event_payload("pull_request.opened"), fail_on="P2")
+    again = runner.run("pull_request", event_payload("pull_request.synchronize"), fail_on="P2")
+    assert (first.code, again.code) == (1, 1)
+    assert "already reviewed" in again.summary and again.outputs["max-priority"] == "P2"
+
+
+def test_a_github_app_token_keeps_one_comment(gh: FakeGitHub, runner: Runner) -> None:
+    gh.add_token("app-token", login=None, bot="imreview-app[bot]")
+    add_pull(gh, files=[diff_entry("app.py", DEBUG_PATCH)])
+    for _ in range(2):
+        run = runner.run("pull_request", event_payload("pull_request.opened"), github_token="app-token")
+        assert run.code == 0, run.stderr
+    assert only_comment(gh)["user"]["login"] == "imreview-app[bot]"
+    assert "already reviewed" in run.summary
+
+
+def test_a_failing_contents_read_costs_context_not_the_review(gh: FakeGitHub, runner: Runner) -> None:
+    add_pull(gh, files=[diff_entry("app.py", DEBUG_PATCH)])
+    gh.fail("GET", r"/contents/app\.py", 502, times=20)
+    run = runner.run("pull_request", event_payload("pull_request.opened"))
+    assert run.code == 0, run.stderr
+    assert run.outputs["verdict"] == "findings"
+    assert "could not read app.py" in run.stdout

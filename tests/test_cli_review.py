@@ -418,3 +418,54 @@ def test_server_errors_on_every_attempt_are_a_model_error_gap(
     assert {r["model"] for r in model.requests} == {"fake-model", "other-model"}
     assert report["verdict"] == "incomplete"
     assert any(g["why"] == "model_error" and "other-model" in g["what"] for g in report["gaps"])
+
+
+def test_verification_never_reads_a_skipped_file_for_context(
+    repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    repo.commit({"app.py": "x = 1\n"}, "base")
+    repo.branch("feature")
+    repo.commit({"app.py": "x = 1\ny = x / 0\n", ".env": "DB_PASSWORD=correcthorsebatterystaple\n"}, "env")
+    on_env = _finding(path=".env", line=1, priority="P1", quote="DB_PASSWORD", title="Password in env file")
+    model.handler = lambda body: text(_answer(on_env))
+    proc, report = _review(repo, model, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "correcthorse" not in json.dumps(model.requests)
+    assert len(model.requests) == 1, "no verification call for a finding on a file the model never saw"
+    assert report["findings"][0]["anchor_reason"] == "not_in_unit"
+
+
+def test_a_verification_answer_cannot_clear_a_rule_finding(
+    repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    key = "AKIA" + "Q7XR2M4TZP9KWB3N"
+    repo.commit({"app.py": "x = 1\n"}, "base")
+    repo.branch("feature")
+    repo.commit({"app.py": f"x = 1\nKEY = '{key}'\ny = x / 0\n"}, "key")
+    _, first = _review(repo, None, tmp_path)
+    rule_id = first["findings"][0]["id"]
+    llm = _finding(path="app.py", line=3, priority="P2", quote="y = x / 0", title="Division by zero")
+
+    def handler(body: dict[str, Any]):
+        prompt = body["messages"][-1]["content"]
+        if '"verdicts"' not in prompt:
+            return text(_answer(llm))
+        ids = re.findall(r"^id: ([0-9a-f]{12})$", prompt, flags=re.MULTILINE)
+        refute = [{"id": i, "holds": False, "reason": "not a bug"} for i in [rule_id, *ids]]
+        return text(json.dumps({"verdicts": refute}))
+
+    model.handler = handler
+    proc, report = _review(repo, model, tmp_path, "--fail-on", "P1")
+    assert proc.returncode == 1, "the committed key still fails the step"
+    assert [f["source"] for f in report["findings"]] == ["rule:secret"]
+    assert [e["claim"] for e in report["exclusions"]] == ["Division by zero"]
+
+
+def test_an_answer_without_findings_is_never_a_clean_review(
+    feature_repo: Repo, model: FakeModelServer, tmp_path: Path
+) -> None:
+    model.queue(text("{}"), text('{"error": "I refuse to review this"}'))
+    proc, report = _review(feature_repo, model, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert report["verdict"] == "incomplete"
+    assert "unparsed" in {g["why"] for g in report["gaps"]}

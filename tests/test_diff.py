@@ -102,3 +102,12 @@ def test_github_file_statuses(status: str, patch: str | None, expected: tuple[st
 def test_garbage_is_not_a_diff() -> None:
     assert parse_patch("") == ()
     assert parse_patch(b"\xff\xfe not a diff at all\n") == ()
+
+
+def test_github_pure_rename_without_patch_is_complete_but_a_binary_is_not() -> None:
+    moved = parse_github_file(
+        filename="b.py", status="renamed", patch=None, previous_filename="a.py", changes=0
+    )
+    assert (moved.has_patch, moved.hunks, moved.old_path) == (True, (), "a.py")
+    binary = parse_github_file(filename="logo.png", status="modified", patch=None, changes=0)
+    assert not binary.has_patch

@@ -535,3 +535,11 @@ def test_zh_cn_translates_every_english_string() -> None:
     zh_keys = set(_flatten(yaml.safe_load((root / "zh-CN.yml").read_text(encoding="utf-8")), "zh-CN.yml"))
     assert en_keys - zh_keys == set()
     assert zh_keys - en_keys == set()
+
+
+def test_mentions_after_punctuation_are_neutralized_too() -> None:
+    out = untrusted_line("x -@octocat .@a /@b +@c (@d) e@mail.com")
+    assert (
+        "@octocat" not in out and "@a" not in out and "@b" not in out and "@c" not in out and "@d" not in out
+    )
+    assert "e@mail.com" in out, "an e-mail address is not a mention"

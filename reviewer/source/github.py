@@ -317,6 +317,7 @@ class GitHubClient:
                         status=f.status,
                         patch=f.patch,
                         previous_filename=f.previous_filename,
+                        changes=f.changes,
                     )
                 )
         return files

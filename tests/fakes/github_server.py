@@ -107,11 +107,13 @@ _REASONS = {
 
 @dataclass(frozen=True)
 class TokenInfo:
-    """`login` None is an Actions integration token (GITHUB_TOKEN); `write` False is read-only."""
+    """`login` None is an integration token (GITHUB_TOKEN, or a GitHub App's when `bot` names the
+    app): `GET /user` is a 403 and what it writes is authored by `bot`. `write` False is read-only."""
 
     token: str
     login: str | None
     write: bool = True
+    bot: str = ACTIONS_BOT
 
 
 @dataclass(frozen=True)
@@ -423,8 +425,10 @@ class FakeGitHub:
                 self._user_ids[login] = 100 + len(self._user_ids)
             return self._user_ids[login]
 
-    def add_token(self, token: str, login: str | None = None, write: bool = True) -> TokenInfo:
-        info = TokenInfo(token=token, login=login, write=write)
+    def add_token(
+        self, token: str, login: str | None = None, write: bool = True, bot: str = ACTIONS_BOT
+    ) -> TokenInfo:
+        info = TokenInfo(token=token, login=login, write=write, bot=bot)
         with self._lock:
             self.tokens[token] = info
         return info
@@ -626,7 +630,7 @@ class FakeGitHub:
         }
 
     def _token_user(self, token: TokenInfo) -> dict[str, Any]:
-        return self._user(ACTIONS_BOT, "Bot") if token.login is None else self._user(token.login)
+        return self._user(token.bot, "Bot") if token.login is None else self._user(token.login)
 
     def _repo_json(self, full_name: str) -> dict[str, Any]:
         known = self._repos.get(full_name)
