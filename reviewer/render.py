@@ -414,6 +414,14 @@ class Renderer:
 
     t = translate
 
+    def messages(self, prefix: str) -> dict[str, str]:
+        """The unformatted strings under `prefix` (e.g. `rules.`), for code that fills them itself."""
+        return {
+            key: value
+            for key, value in self._messages.items()
+            if key.startswith(prefix) and isinstance(value, str)
+        }
+
     def plural(self, n: int, key: str, **params: Any) -> str:
         """`{{ 3 | plural('count.files') }}` → "3 files"."""
         return self.translate(key, n=n, **params)

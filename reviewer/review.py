@@ -97,7 +97,7 @@ def analyse(
     head = change.snapshot.head.sha
     budget = Budget(config.limits)
     gaps: list[Gap] = list(change.gaps)
-    rule_result = rules.run_rules(files)
+    rule_result = rules.run_rules(files, messages=renderer.messages("rules."))
 
     client: ModelClient | None = None
     unsent_default = "budget"

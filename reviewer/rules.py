@@ -15,6 +15,9 @@
 Secret and conflict checks run on every file, policy-skipped ones included (DESIGN 7); debugger
 and duplicate checks skip lockfiles and generated, vendored, minified or binary files. Every
 quote passes through `redact`, which cuts each secret-shaped token to its first 4 characters + `…`.
+
+All prose comes from `MESSAGES`, which a caller may override key by key (`run_rules(messages=...)`)
+to speak the configured language; finding ids are always computed from the English title.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from types import MappingProxyType
 
 from reviewer.diff import DiffFile, DiffLine, Hunk
 from reviewer.plan import category, skip_reason
@@ -80,6 +84,115 @@ _CONFLICT_OPEN = re.compile(r"^<<<<<<<(?: .*)?$")
 _CONFLICT_MID = re.compile(r"^=======\s*$")
 _CONFLICT_CLOSE = re.compile(r"^>>>>>>>(?: .*)?$")
 
+_BLOCKS = (
+    "Outside an interactive debugging session the process stops and waits for input, hanging servers and "
+    "CI jobs."
+)
+_UNRESOLVED = (
+    "a merge or rebase was committed unresolved, and the file is unlikely to parse or behave as either "
+    "side intended."
+)
+MESSAGES: Mapping[str, str] = MappingProxyType(
+    {
+        "rules.conflict.title": "Unresolved merge conflict",
+        "rules.conflict.trigger": "Whenever this file is built, imported or parsed.",
+        "rules.conflict.observation_block_both": (
+            f"Lines {{start}}-{{end}} add a Git conflict block with both sides: {_UNRESOLVED}"
+        ),
+        "rules.conflict.observation_block": (
+            f"Lines {{start}}-{{end}} add a Git conflict block: {_UNRESOLVED}"
+        ),
+        "rules.conflict.observation_marker": f"Line {{line}} adds a Git conflict marker: {_UNRESOLVED}",
+        "rules.conflict.suggestion": (
+            "Resolve the conflict: keep the intended code and delete the `<<<<<<<`, `=======` and "
+            "`>>>>>>>` lines."
+        ),
+        "rules.secret.trigger": (
+            "Already: anyone who can read this repository, a fork or its history can read the value."
+        ),
+        "rules.secret.suggestion": (
+            "Revoke and rotate the credential now, remove it from the change and load it at run time from a "
+            "secret store or an environment variable; deleting the line alone leaves it in the Git history."
+        ),
+        "rules.secret.private_key.title": "Private key committed",
+        "rules.secret.private_key.observation": (
+            "Line {line} adds a private key; only its header is quoted here."
+        ),
+        "rules.secret.token.title": "{kind} committed",
+        "rules.secret.token.observation": (
+            "Line {line} adds what looks like a live {kind}, quoted here cut to 4 characters."
+        ),
+        "rules.secret.assignment.title": "Hard-coded credential",
+        "rules.secret.assignment.observation": (
+            "Line {line} assigns a literal that looks like a real password or key (long, mixed, "
+            "high-entropy) to a credential setting; it is quoted here cut to its first 4 characters."
+        ),
+        "rules.debugger.suggestion": "Remove the debugging line before merging.",
+        "rules.debugger.py_breakpoint.title": "Debugger breakpoint left in",
+        "rules.debugger.py_breakpoint.trigger": "Whenever this line runs.",
+        "rules.debugger.py_breakpoint.observation": f"Line {{line}} calls the debugger. {_BLOCKS}",
+        "rules.debugger.py_import.title": "Debugger import left in",
+        "rules.debugger.py_import.trigger": "When this module is imported.",
+        "rules.debugger.py_import.observation": (
+            "Line {line} imports a debugger module, the usual remains of a debugging session; "
+            "any breakpoint it was for stops the process and waits for input."
+        ),
+        "rules.debugger.js_statement.title": "Debugger statement left in",
+        "rules.debugger.js_statement.trigger": "Whenever this line runs with developer tools open.",
+        "rules.debugger.js_statement.observation": (
+            "Line {line} is a `debugger` statement: with developer tools open, execution pauses here."
+        ),
+        "rules.debugger.rb_breakpoint.title": "Debugger breakpoint left in",
+        "rules.debugger.rb_breakpoint.trigger": "Whenever this line runs.",
+        "rules.debugger.rb_breakpoint.observation": f"Line {{line}} opens a debugger console. {_BLOCKS}",
+        "rules.repeated_line": "{observation} The same line is also added at line {line}.",
+        "rules.repeated_lines": "{observation} The same line is also added at lines {lines}.",
+        "rules.duplicate.reason": (
+            "The change adds the same {count} lines twice: {path} lines {start}-{end} repeat {original_path} "
+            "lines {original_start}-{original_end}. Keep one copy and call it from both places."
+        ),
+    }
+)
+"""The English rule prose, keyed as in templates/i18n/*.yml. Placeholders: {name}; literal braces: {{ }}."""
+
+_PLACEHOLDER_NAME = re.compile(r"\{\{|\}\}|\{(\w+)\}")
+PARAMETERS = frozenset(
+    m.group(1) for text in MESSAGES.values() for m in _PLACEHOLDER_NAME.finditer(text) if m.group(1)
+)
+"""Every parameter some rule passes to its templates."""
+
+
+def _fill(template: str, params: Mapping[str, object]) -> str:
+    """Substitute `{name}`; raises KeyError for a name not in `params`."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) is None:
+            return m.group(0)[0]
+        return str(params[m.group(1)])
+
+    return _PLACEHOLDER_NAME.sub(one, template)
+
+
+@dataclass(frozen=True)
+class _Prose:
+    """The caller's templates over the English ones; a template that names a parameter the rule
+    does not pass (a translator's typo) falls back to English for that key."""
+
+    messages: Mapping[str, str] = field(default_factory=dict)
+
+    def __call__(self, key: str, **params: object) -> str:
+        template = self.messages.get(key)
+        if isinstance(template, str):
+            try:
+                return _fill(template, params)
+            except KeyError:
+                pass
+        return self.english(key, **params)
+
+    def english(self, key: str, **params: object) -> str:
+        return _fill(MESSAGES[key], params)
+
+
 _FIXTURE_DIRS = frozenset({"fixtures", "__fixtures__", "testdata", "test_data", "test-data"})
 _POLICY_SKIPS = frozenset({"lockfile", "generated", "vendored", "minified", "binary"})
 
@@ -88,46 +201,31 @@ _POLICY_SKIPS = frozenset({"lockfile", "generated", "vendored", "minified", "bin
 class _Debugger:
     suffixes: frozenset[str]
     pattern: re.Pattern[str]
-    title: str
-    trigger: str
-    observation: str
+    key: str
 
 
-_BLOCKS = (
-    "Outside an interactive debugging session the process stops and waits for input, hanging servers and "
-    "CI jobs."
-)
 _DEBUGGERS: tuple[_Debugger, ...] = (
     _Debugger(
         frozenset({".py", ".pyw"}),
         re.compile(
             r"^\s*(?:breakpoint\(\s*\)|(?:pdb|ipdb|pudb)\.set_trace\(|__import__\([\"'](?:pdb|ipdb)[\"']\))"
         ),
-        "Debugger breakpoint left in",
-        "Whenever this line runs.",
-        f"Line {{line}} calls the debugger. {_BLOCKS}",
+        "rules.debugger.py_breakpoint",
     ),
     _Debugger(
         frozenset({".py", ".pyw"}),
         re.compile(r"^\s*(?:import\s+(?:pdb|ipdb|pudb)\b|from\s+(?:pdb|ipdb|pudb)\s+import\b)"),
-        "Debugger import left in",
-        "When this module is imported.",
-        "Line {line} imports a debugger module, the usual remains of a debugging session; "
-        "any breakpoint it was for stops the process and waits for input.",
+        "rules.debugger.py_import",
     ),
     _Debugger(
         frozenset({".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".vue", ".svelte"}),
         re.compile(r"^\s*debugger\s*;?\s*(?://.*)?$"),
-        "Debugger statement left in",
-        "Whenever this line runs with developer tools open.",
-        "Line {line} is a `debugger` statement: with developer tools open, execution pauses here.",
+        "rules.debugger.js_statement",
     ),
     _Debugger(
         frozenset({".rb", ".erb", ".rake"}),
         re.compile(r"^\s*(?:binding\.(?:pry|irb)|byebug|debugger)\s*(?:#.*)?$"),
-        "Debugger breakpoint left in",
-        "Whenever this line runs.",
-        f"Line {{line}} opens a debugger console. {_BLOCKS}",
+        "rules.debugger.rb_breakpoint",
     ),
 )
 
@@ -222,6 +320,7 @@ class _Hit:
     path: str
     line: int
     end_line: int | None
+    id_title: str
     title: str
     trigger: str
     observation: str
@@ -233,15 +332,18 @@ def _hit(
     rule: str,
     path: str,
     line: DiffLine,
+    prose: _Prose,
     *,
     title: str,
     trigger: str,
     observation: str,
     suggestion: str,
+    params: Mapping[str, object],
     priority: Priority = "P1",
     confidence: float = 1.0,
     end_line: int | None = None,
 ) -> _Hit:
+    """`title`, `trigger`, `observation` and `suggestion` are message keys, all filled from `params`."""
     return _Hit(
         rule=rule,
         priority=priority,
@@ -249,15 +351,16 @@ def _hit(
         path=path,
         line=line.new or 0,
         end_line=end_line,
-        title=title,
-        trigger=trigger,
-        observation=observation,
-        suggestion=suggestion,
+        id_title=prose.english(title, **params),
+        title=prose(title, **params),
+        trigger=prose(trigger, **params),
+        observation=prose(observation, **params),
+        suggestion=prose(suggestion, **params),
         quote=redact(line.text).strip(),
     )
 
 
-def _conflicts(path: str, hunk: Hunk) -> Iterator[_Hit]:
+def _conflicts(path: str, hunk: Hunk, prose: _Prose) -> Iterator[_Hit]:
     opened: DiffLine | None = None
     middle = False
     for line in hunk.lines:
@@ -265,58 +368,61 @@ def _conflicts(path: str, hunk: Hunk) -> Iterator[_Hit]:
             continue
         if _CONFLICT_OPEN.match(line.text):
             if opened:
-                yield _conflict(path, opened)
+                yield _conflict(path, prose, opened)
             opened, middle = line, False
         elif _CONFLICT_MID.match(line.text) and opened:
             middle = True
         elif _CONFLICT_CLOSE.match(line.text):
-            yield _conflict(path, opened, line, middle=middle) if opened else _conflict(path, line)
+            if opened:
+                yield _conflict(path, prose, opened, line, middle=middle)
+            else:
+                yield _conflict(path, prose, line)
             opened, middle = None, False
     if opened:
-        yield _conflict(path, opened)
+        yield _conflict(path, prose, opened)
 
 
-def _conflict(path: str, start: DiffLine, end: DiffLine | None = None, *, middle: bool = False) -> _Hit:
-    if end is not None:
-        sides = " with both sides" if middle else ""
-        where = f"Lines {start.new}-{end.new} add a Git conflict block{sides}"
+def _conflict(
+    path: str, prose: _Prose, start: DiffLine, end: DiffLine | None = None, *, middle: bool = False
+) -> _Hit:
+    if end is None:
+        observation = "rules.conflict.observation_marker"
     else:
-        where = f"Line {start.new} adds a Git conflict marker"
+        observation = (
+            "rules.conflict.observation_block_both" if middle else "rules.conflict.observation_block"
+        )
     return _hit(
         "conflict-marker",
         path,
         start,
-        title="Unresolved merge conflict",
-        trigger="Whenever this file is built, imported or parsed.",
-        observation=f"{where}: a merge or rebase was committed unresolved, and the file is unlikely to "
-        "parse or behave as either side intended.",
-        suggestion="Resolve the conflict: keep the intended code and delete the `<<<<<<<`, `=======` and "
-        "`>>>>>>>` lines.",
+        prose,
+        title="rules.conflict.title",
+        trigger="rules.conflict.trigger",
+        observation=observation,
+        suggestion="rules.conflict.suggestion",
+        params={"line": start.new, "start": start.new, "end": end.new if end is not None else start.new},
         end_line=end.new if end is not None else None,
     )
 
 
-_SECRET_TRIGGER = "Already: anyone who can read this repository, a fork or its history can read the value."
-_SECRET_SUGGESTION = (
-    "Revoke and rotate the credential now, remove it from the change and load it at run time from a secret "
-    "store or an environment variable; deleting the line alone leaves it in the Git history."
-)
-
-
-def _secret(path: str, line: DiffLine, title: str, observation: str, confidence: float = 1.0) -> _Hit:
+def _secret(
+    path: str, line: DiffLine, prose: _Prose, which: str, confidence: float = 1.0, **params: object
+) -> _Hit:
     return _hit(
         "secret",
         path,
         line,
-        title=title,
-        trigger=_SECRET_TRIGGER,
-        observation=observation,
-        suggestion=_SECRET_SUGGESTION,
+        prose,
+        title=f"rules.secret.{which}.title",
+        trigger="rules.secret.trigger",
+        observation=f"rules.secret.{which}.observation",
+        suggestion="rules.secret.suggestion",
+        params={"line": line.new, **params},
         confidence=confidence,
     )
 
 
-def _secrets(file: DiffFile) -> Iterator[_Hit]:
+def _secrets(file: DiffFile, prose: _Prose) -> Iterator[_Hit]:
     generic_ok = category(file.path) != "test"
     name = PurePosixPath(file.path).name
     bare_ok = category(file.path) == "config" or name.startswith(".env") or name.endswith(".env")
@@ -324,8 +430,7 @@ def _secrets(file: DiffFile) -> Iterator[_Hit]:
     for number, line in added.items():
         header = _BEGIN_KEY.search(line.text)
         if header and _key_follows(line.text[header.end() :], added.get(number + 1)):
-            obs = f"Line {line.new} adds a private key; only its header is quoted here."
-            yield _secret(file.path, line, "Private key committed", obs)
+            yield _secret(file.path, line, prose, "private_key")
             continue
         taken: list[tuple[int, int]] = []
         for kind, pattern in _TOKENS:
@@ -334,23 +439,18 @@ def _secrets(file: DiffFile) -> Iterator[_Hit]:
                 if any(s < m.end() and m.start() < e for s, e in taken) or not _plausible_token(token):
                     continue
                 taken.append(m.span())
-                obs = f"Line {line.new} adds what looks like a live {kind}, quoted here cut to 4 characters."
-                yield _secret(file.path, line, f"{kind} committed", obs)
+                yield _secret(file.path, line, prose, "token", kind=kind)
         if not generic_ok or taken:
             continue
         for m in _GENERIC.finditer(line.text):
             group = "tok" if m.group("tok") else "bare"
             if (group == "bare" and not bare_ok) or not _looks_secret(m.group(group), bare=group == "bare"):
                 continue
-            obs = (
-                f"Line {line.new} assigns a literal that looks like a real password or key (long, mixed, "
-                "high-entropy) to a credential setting; it is quoted here cut to its first 4 characters."
-            )
-            yield _secret(file.path, line, "Hard-coded credential", obs, confidence=0.9)
+            yield _secret(file.path, line, prose, "assignment", confidence=0.9)
             break
 
 
-def _debuggers(file: DiffFile) -> Iterator[_Hit]:
+def _debuggers(file: DiffFile, prose: _Prose) -> Iterator[_Hit]:
     pure = PurePosixPath(file.path)
     if {p.lower() for p in pure.parts[:-1]} & _FIXTURE_DIRS:
         return
@@ -362,27 +462,31 @@ def _debuggers(file: DiffFile) -> Iterator[_Hit]:
                     "debugger",
                     file.path,
                     line,
+                    prose,
                     priority="P2",
-                    title=check.title,
-                    trigger=check.trigger,
-                    observation=check.observation.format(line=line.new),
-                    suggestion="Remove the debugging line before merging.",
+                    title=f"{check.key}.title",
+                    trigger=f"{check.key}.trigger",
+                    observation=f"{check.key}.observation",
+                    suggestion="rules.debugger.suggestion",
+                    params={"line": line.new},
                 )
                 break
 
 
-def _findings(hits: Sequence[_Hit]) -> tuple[Finding, ...]:
+def _findings(hits: Sequence[_Hit], prose: _Prose) -> tuple[Finding, ...]:
     """One finding per id; repeats of the same quote in a file are named in its observation."""
     groups: dict[str, list[_Hit]] = {}
     for hit in sorted(hits, key=lambda h: (h.path, h.line, h.rule)):
-        groups.setdefault(finding_id(hit.path, hit.quote, hit.title), []).append(hit)
+        groups.setdefault(finding_id(hit.path, hit.quote, hit.id_title), []).append(hit)
     out: list[Finding] = []
     for fid, group in groups.items():
         first = group[0]
         observation = first.observation
-        if len(group) > 1:
+        if len(group) == 2:
+            observation = prose("rules.repeated_line", observation=observation, line=group[1].line)
+        elif len(group) > 2:
             more = ", ".join(str(h.line) for h in group[1:])
-            observation += f" The same line is also added at line{'s' if len(group) > 2 else ''} {more}."
+            observation = prose("rules.repeated_lines", observation=observation, lines=more)
         out.append(
             Finding(
                 id=fid,
@@ -424,7 +528,7 @@ def _runs(files: Sequence[DiffFile]) -> list[list[tuple[str, str, int]]]:
     return runs
 
 
-def _duplicates(files: Sequence[DiffFile]) -> tuple[Signal, ...]:
+def _duplicates(files: Sequence[DiffFile], prose: _Prose) -> tuple[Signal, ...]:
     size = MIN_DUPLICATE_LINES
     runs = _runs(files)
     seen: dict[tuple[str, ...], tuple[int, int]] = {}
@@ -449,31 +553,37 @@ def _duplicates(files: Sequence[DiffFile]) -> tuple[Signal, ...]:
                 first, later = runs[fr], runs[ri]
                 (a0, b0), (a1, b1) = block[0], block[-1]
                 a_end, b_end = first[a1 + size - 1], later[b1 + size - 1]
-                count = a1 - a0 + size
-                where = f"{later[b0][1]} lines {later[b0][2]}-{b_end[2]}"
-                original = f"{first[a0][1]} lines {first[a0][2]}-{a_end[2]}"
-                reason = (
-                    f"The change adds the same {count} lines twice: {where} repeat {original}. "
-                    "Keep one copy and call it from both places."
+                reason = prose(
+                    "rules.duplicate.reason",
+                    count=a1 - a0 + size,
+                    path=later[b0][1],
+                    start=later[b0][2],
+                    end=b_end[2],
+                    original_path=first[a0][1],
+                    original_start=first[a0][2],
+                    original_end=a_end[2],
                 )
                 target, into = f"{later[b0][1]}:{later[b0][2]}", f"{first[a0][1]}:{first[a0][2]}"
-                sized.append((count, Signal(kind="MERGE", target=target, into=into, reason=reason)))
+                sized.append((a1 - a0 + size, Signal(kind="MERGE", target=target, into=into, reason=reason)))
                 block = []
             block.append(pair)
     largest = sorted(sized, key=lambda item: -item[0])[:MAX_DUPLICATE_SIGNALS]
     return tuple(sorted((signal for _, signal in largest), key=lambda s: (s.target, s.into)))
 
 
-def run_rules(files: Sequence[DiffFile]) -> RuleResult:
-    """All checks over the added lines of every file; findings are unanchored until findings.py."""
+def run_rules(files: Sequence[DiffFile], *, messages: Mapping[str, str] | None = None) -> RuleResult:
+    """All checks over the added lines of every file; findings are unanchored until findings.py.
+
+    `messages` replaces `MESSAGES` templates by key (the configured language); ids stay English."""
+    prose = _Prose(messages or {})
     hits: list[_Hit] = []
     code: list[DiffFile] = []
     for file in files:
         for hunk in file.hunks:
-            hits.extend(_conflicts(file.path, hunk))
-        hits.extend(_secrets(file))
+            hits.extend(_conflicts(file.path, hunk, prose))
+        hits.extend(_secrets(file, prose))
         if skip_reason(file) not in _POLICY_SKIPS:
-            hits.extend(_debuggers(file))
+            hits.extend(_debuggers(file, prose))
             if category(file.path) == "source":
                 code.append(file)
-    return RuleResult(findings=_findings(hits), signals=_duplicates(code))
+    return RuleResult(findings=_findings(hits, prose), signals=_duplicates(code, prose))

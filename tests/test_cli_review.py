@@ -469,3 +469,17 @@ def test_an_answer_without_findings_is_never_a_clean_review(
     assert proc.returncode == 0, proc.stderr
     assert report["verdict"] == "incomplete"
     assert "unparsed" in {g["why"] for g in report["gaps"]}
+
+
+def test_rule_findings_follow_the_language_and_keep_their_ids(repo: Repo, tmp_path: Path) -> None:
+    repo.commit({"app.py": "x = 1\n"}, "base")
+    repo.branch("feature")
+    repo.commit({"app.py": "x = 1\nbreakpoint()\n"}, "debug")
+    _, english = _review(repo, None, tmp_path)
+    proc, chinese = _review(repo, None, tmp_path, "--language", "zh-CN")
+    assert proc.returncode == 0, proc.stderr
+    en_finding, zh_finding = english["findings"][0], chinese["findings"][0]
+    assert en_finding["id"] == zh_finding["id"]
+    assert en_finding["title"] != zh_finding["title"]
+    assert re.search(r"[\u4e00-\u9fff]", zh_finding["observation"])
+    assert zh_finding["title"] in proc.stdout

@@ -6,12 +6,18 @@ literal (push protection and secret scanners would rightly flag one).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from typing import Any
+
 import pytest
+import yaml
 
 from reviewer.diff import DiffFile, parse_patch
 from reviewer.plan import skip_reason
+from reviewer.render import packaged_templates_dir
 from reviewer.report import finding_id
-from reviewer.rules import redact, run_rules
+from reviewer.rules import MESSAGES, redact, run_rules
 
 AWS = "AK" + "IA" + "Q3EGRV7M2XN4BTPL"
 GITHUB = "gh" + "p_" + "aZ3kR9mQ2vL7pXw4Nf8Tj1Hc6Ys0Bd5Ue2Gi"
@@ -44,8 +50,8 @@ def files_of(*patches: str) -> tuple[DiffFile, ...]:
     return parse_patch("".join(patches))
 
 
-def rules_on(path: str, lines: list[str]):
-    return run_rules(files_of(added_file(path, lines)))
+def rules_on(path: str, lines: list[str], messages: Mapping[str, str] | None = None):
+    return run_rules(files_of(added_file(path, lines)), messages=messages)
 
 
 # conflict-marker
@@ -299,3 +305,115 @@ def test_a_key_in_one_escaped_string_is_a_finding() -> None:
     line = f'KEY = "-----BEGIN PRIVATE KEY-----\\n{KEY_BODY}\\n-----END PRIVATE KEY-----"'
     [f] = rules_on("src/settings.py", [line]).findings
     assert f.title == "Private key committed" and KEY_BODY not in f.quote
+
+
+# localized prose
+
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def every_rule() -> tuple[DiffFile, ...]:
+    """Patches that use every message key once at least."""
+    value = "Xk9#mQ2v" + "L7pZw4"
+    return files_of(
+        added_file("src/merge.py", ["<<<<<<< HEAD", "a = 1", "=======", "a = 2", ">>>>>>> x"]),
+        added_file("src/half.py", ["<<<<<<< HEAD", "a = 1", ">>>>>>> x", "b = 2", "<<<<<<< other"]),
+        added_file("deploy/key.txt", ["-----BEGIN RSA PRIVATE KEY-----", KEY_BODY]),
+        added_file("src/keys.py", [f'K = "{AWS}"', f'K = "{AWS}"', f'G = "{GITHUB}"', f'G = "{GITHUB}"']),
+        added_file("src/again.py", [f'G = "{GITHUB}"', f'G = "{GITHUB}"', f'G = "{GITHUB}"']),
+        added_file("src/db.py", [f'DB_PASSWORD = "{value}"']),
+        added_file("src/debug.py", ["import pdb", "breakpoint()"]),
+        added_file("web/app.ts", ["debugger;"]),
+        added_file("app/user.rb", ["binding.pry"]),
+        added_file("src/one.py", BLOCK),
+        added_file("src/two.py", BLOCK),
+    )
+
+
+def prose_of(result: Any) -> list[str]:
+    texts = [s.reason for s in result.signals]
+    for f in result.findings:
+        texts += [f.title, f.trigger, f.observation, f.suggestion]
+    return texts
+
+
+def flat(data: Mapping[str, Any], prefix: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            out.update(flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def rules_table(language: str) -> dict[str, str]:
+    path = packaged_templates_dir() / "i18n" / f"{language}.yml"
+    return flat(yaml.safe_load(path.read_text(encoding="utf-8"))["rules"], "rules.")
+
+
+FAKE_ZH = {
+    "rules.conflict.title": "合并冲突未解决",
+    "rules.conflict.observation_block_both": "第 {start} 至 {end} 行是冲突块。",
+    "rules.secret.token.title": "提交了 {kind}",
+    "rules.secret.token.observation": "第 {line} 行有 {kind}。",
+    "rules.repeated_line": "{observation}第 {line} 行相同。",
+    "rules.debugger.py_breakpoint.title": "遗留断点",
+    "rules.duplicate.reason": "{path} 第 {start}-{end} 行重复了 {original_path} 第 {original_start} 行。",
+}
+
+
+def test_messages_localize_prose_but_ids_stay_those_of_the_english_run() -> None:
+    files = every_rule()
+    english, chinese = run_rules(files), run_rules(files, messages=FAKE_ZH)
+    assert [f.id for f in chinese.findings] == [f.id for f in english.findings]
+    by_id = {f.id: f for f in chinese.findings}
+    block = next(f for f in english.findings if f.path == "src/merge.py")
+    assert (by_id[block.id].title, by_id[block.id].observation) == (
+        "合并冲突未解决",
+        "第 1 至 5 行是冲突块。",
+    )
+    assert block.id == finding_id("src/merge.py", "<<<<<<< HEAD", "Unresolved merge conflict")
+    aws = next(f for f in chinese.findings if f.path == "src/keys.py" and f.line == 1)
+    assert (aws.title, aws.observation) == (
+        "提交了 AWS access key ID",
+        "第 1 行有 AWS access key ID。第 2 行相同。",
+    )
+    assert aws.trigger == MESSAGES["rules.secret.trigger"], "a key the table lacks stays English"
+    assert {f.title for f in chinese.findings if f.path == "src/debug.py"} == {
+        "遗留断点",
+        "Debugger import left in",
+    }
+    [signal] = chinese.signals
+    assert signal.reason == "src/two.py 第 1-6 行重复了 src/one.py 第 1 行。"
+    assert (signal.target, signal.into) == (english.signals[0].target, english.signals[0].into)
+
+
+@pytest.mark.parametrize("bad", ["冲突 {lien}", "冲突 {0}", "冲突 {kind}"])
+def test_a_template_naming_an_unknown_parameter_falls_back_to_english(bad: str) -> None:
+    messages = {"rules.conflict.title": bad, "rules.conflict.trigger": "每当解析此文件时。"}
+    [f] = rules_on("a.txt", ["<<<<<<< HEAD"], messages=messages).findings
+    assert (f.title, f.trigger) == ("Unresolved merge conflict", "每当解析此文件时。")
+
+
+def test_literal_and_stray_braces_in_a_template_do_not_crash() -> None:
+    messages = {"rules.conflict.title": "冲突 {{x}} {", "rules.conflict.trigger": "} 第 {line} 行"}
+    [f] = rules_on("a.txt", ["<<<<<<< HEAD"], messages=messages).findings
+    assert (f.title, f.trigger) == ("冲突 {x} {", "} 第 1 行")
+
+
+def test_every_zh_cn_rule_template_formats_with_what_the_rules_pass() -> None:
+    zh = rules_table("zh-CN")
+    assert set(zh) == set(MESSAGES)
+    files = every_rule()
+    english, chinese = run_rules(files), run_rules(files, messages=zh)
+    assert len(chinese.findings) == 12 and len(chinese.signals) == 1
+    assert [f.id for f in chinese.findings] == [f.id for f in english.findings]
+    untranslated = [t for t in prose_of(chinese) if not HAN.search(t) or re.search(r"\{\w+\}", t)]
+    assert untranslated == [], "a zh-CN template fell back to English or left a placeholder"
+    observations = "".join(f.observation for f in chinese.findings)
+    assert "第 2 行也添加了同一行" in observations and "第 2, 3 行也添加了同一行" in observations
+
+
+def test_english_i18n_rules_section_is_the_default_table() -> None:
+    assert rules_table("en") == dict(MESSAGES)
