@@ -18,12 +18,12 @@ from reviewer import gate
 from reviewer.config import Config, config_hash
 from reviewer.diff import LineIndex
 from reviewer.errors import UsageError
+from reviewer.publish import COMMENT_LIMIT, echo_untrusted, state_marker, utf16_len
 from reviewer.render import Renderer, fit
 from reviewer.report import Published, Report
 from reviewer.review import Analysis, analyse, conclude
 from reviewer.source import Change, Source
 
-COMMENT_LIMIT = 60_000
 SUMMARY_LIMIT = 1_000_000
 Warn = Callable[[str], None]
 Publisher = Callable[[Report, str, LineIndex], Sequence[Published]]
@@ -75,8 +75,6 @@ def max_priority(report: Report) -> str:
 def render_bodies(
     report: Report, config: Config, renderer: Renderer, *, prior: dict[str, Any] | None = None
 ) -> Rendered:
-    from reviewer.publish import state_marker
-
     state = state_for(report, config, renderer, prior=prior)
     marker = state_marker(state)
     body = renderer.comment(report.to_dict(), max_findings=config.max_findings)
@@ -85,13 +83,9 @@ def render_bodies(
         + renderer.translate("truncated_comment", "_(comment truncated: the job summary has the rest)_")
         + "\n"
     )
-    room = COMMENT_LIMIT - _utf16_len(marker) - 2
+    room = COMMENT_LIMIT - utf16_len(marker) - 2
     body, truncated = fit(body, room, unit="utf16", note=note)
     return Rendered(comment=f"{body.rstrip()}\n\n{marker}", comment_truncated=truncated, state=state)
-
-
-def _utf16_len(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
 
 
 def finish(
@@ -107,7 +101,7 @@ def finish(
     rendered = render_bodies(analysis.report, config, renderer, prior=prior)
     outputs = [
         gate.OutputSize(
-            "comment", _utf16_len(rendered.comment), COMMENT_LIMIT + 5_000, rendered.comment_truncated
+            "comment", utf16_len(rendered.comment), COMMENT_LIMIT + 5_000, rendered.comment_truncated
         )
     ]
     report = conclude(analysis, current_head=source.head_sha(), outputs=outputs, renderer=renderer)
@@ -153,8 +147,6 @@ def write_text(path: str | None, text: str) -> None:
         return
     if path == "-":
         if os.environ.get("GITHUB_ACTIONS") == "true":
-            from reviewer.publish import echo_untrusted
-
             echo_untrusted(sys.stdout, text)
             return
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
