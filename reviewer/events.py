@@ -151,10 +151,9 @@ def plan_run(
     repo = _repo_name(payload.get("repository")) or repository.strip()
     if not repo:
         raise UsageError("GITHUB_REPOSITORY is not set and the event payload names no repository")
-    base = {"repo": repo, "event_name": event_name}
 
     if mode == "scan":
-        return RunRequest(kind="scan", reason="input 'mode' is 'scan'", **base)
+        return RunRequest(kind="scan", reason="input 'mode' is 'scan'", repo=repo, event_name=event_name)
 
     pull_obj = payload.get("pull_request") if event_name in PR_EVENTS else None
     pull = pull_from_payload(pull_obj) if isinstance(pull_obj, Mapping) else None
@@ -162,14 +161,14 @@ def plan_run(
     if mode == "pr":
         numbers = parse_pr_numbers(inputs.get("pr-number", ""))
         if numbers:
-            return RunRequest(kind="pr", numbers=numbers, explicit=True, **base)
+            return RunRequest(kind="pr", numbers=numbers, explicit=True, repo=repo, event_name=event_name)
         if event_name == "workflow_dispatch":
-            return _dispatch(inputs, payload, base)
+            return _dispatch(inputs, payload, repo, event_name)
         if pull is None:
             raise UsageError(
                 f"input 'mode' is 'pr' but event '{event_name}' carries no pull request: set `pr-number`"
             )
-        return RunRequest(kind="pr", numbers=(pull.number,), pull=pull, **base)
+        return RunRequest(kind="pr", numbers=(pull.number,), pull=pull, repo=repo, event_name=event_name)
 
     if event_name in PR_EVENTS:
         action = payload.get("action")
@@ -180,29 +179,33 @@ def plan_run(
                 kind="skip",
                 reason=f"{event_name} action '{action}' is not reviewed (only {', '.join(REVIEW_ACTIONS)})",
                 pull=pull,
-                **base,
+                repo=repo,
+                event_name=event_name,
             )
-        return RunRequest(kind="pr", numbers=(pull.number,), pull=pull, **base)
+        return RunRequest(kind="pr", numbers=(pull.number,), pull=pull, repo=repo, event_name=event_name)
     if event_name == "workflow_dispatch":
-        return _dispatch(inputs, payload, base)
+        return _dispatch(inputs, payload, repo, event_name)
     if event_name == "schedule":
-        return RunRequest(kind="scan", reason="scheduled run", **base)
+        return RunRequest(kind="scan", reason="scheduled run", repo=repo, event_name=event_name)
     return RunRequest(
         kind="skip",
         reason=f"event '{event_name or '(none)'}' is not reviewed "
         "(use pull_request, pull_request_target, workflow_dispatch or schedule)",
-        **base,
+        repo=repo,
+        event_name=event_name,
     )
 
 
-def _dispatch(inputs: Mapping[str, str], payload: Mapping[str, Any], base: Mapping[str, str]) -> RunRequest:
+def _dispatch(
+    inputs: Mapping[str, str], payload: Mapping[str, Any], repo: str, event_name: str
+) -> RunRequest:
     numbers = _dispatch_numbers(inputs, payload)
     if not numbers:
         raise UsageError(
             "input 'pr-number' is empty: set `pr-number` to the pull request(s) to review "
             "(e.g. `pr-number: ${{ inputs.pr-number }}`)"
         )
-    return RunRequest(kind="pr", numbers=numbers, explicit=True, **base)
+    return RunRequest(kind="pr", numbers=numbers, explicit=True, repo=repo, event_name=event_name)
 
 
 def is_bot(author: str, author_type: str) -> bool:

@@ -189,7 +189,7 @@ def _finding(item: Any, where: str, clean: Callable[[str], str]) -> Finding:
     end_line = _int(item, "end_line", where)
     return Finding(
         id=finding_id(path, quote, title),
-        priority=priority,  # type: ignore[arg-type]
+        priority=priority,
         title=title,
         path=path,
         line=line,

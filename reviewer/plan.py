@@ -285,7 +285,7 @@ def hunk_risk(path: str, hunk: Hunk) -> float:
 
 
 def _file_header(file: DiffFile) -> str:
-    details = [file.status]
+    details: list[str] = [file.status]
     if file.old_path and file.old_path != file.path:
         details.append(f"{file.status} from {file.old_path}")
     if file.mode_changed:

@@ -232,4 +232,4 @@ def finding_id(path: str, quote: str, title: str) -> str:
 
 def priority_rank(priority: str) -> int:
     """P1 → 1 ... P3 → 3; lower is more severe."""
-    return PRIORITIES.index(priority) + 1  # type: ignore[arg-type]
+    return PRIORITIES.index(priority) + 1

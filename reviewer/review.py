@@ -162,9 +162,11 @@ def analyse(
             raw += outcome.answer.findings
             exclusions += outcome.answer.exclusions
             signals += outcome.answer.signals
-    anchored = fnd.dedupe(
-        f if f.anchor_reason == "not_in_unit" else fnd.anchor(f, by_path, index, redact=rules.redact)
-        for f in raw
+    anchored: list[Finding] = list(
+        fnd.dedupe(
+            f if f.anchor_reason == "not_in_unit" else fnd.anchor(f, by_path, index, redact=rules.redact)
+            for f in raw
+        )
     )
     if client is not None:
         shown = {f.path for f in cov.files if f.status in ("reviewed", "partial")}
@@ -215,7 +217,7 @@ def conclude(
     )
     moved = current_head is not None and current_head != pinned
     gaps = report.gaps
-    if moved:
+    if moved and current_head is not None:
         gaps = (
             *gaps,
             Gap(what=renderer.gap_text("stale", head=pinned[:12], now=current_head[:12]), why="stale"),
