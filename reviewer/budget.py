@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from reviewer.errors import BudgetExhausted
 from reviewer.report import BudgetReport, Usage
 
 
@@ -30,14 +31,6 @@ MARGIN_PERCENT = 115
 """Estimates are reserved at 115% (DESIGN 10.2): local token counts are approximations."""
 
 PHASES: tuple[str, ...] = ("review", "repair", "verify")
-
-
-class BudgetExhausted(Exception):
-    """A call was refused because it could overrun `limit`; the caller records a gap `budget`."""
-
-    def __init__(self, limit: str, detail: str = "") -> None:
-        self.limit = limit
-        super().__init__(f"budget exhausted: {limit}" + (f" ({detail})" if detail else ""))
 
 
 @dataclass(frozen=True)

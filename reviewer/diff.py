@@ -21,6 +21,8 @@ from typing import Literal
 
 import unidiff
 
+from reviewer.errors import PatchError
+
 LineKind = Literal["+", "-", " "]
 FileStatus = Literal["added", "modified", "removed", "renamed", "copied"]
 
@@ -179,10 +181,6 @@ def _hunk(index: int, hunk: unidiff.Hunk) -> Hunk:
         header=(hunk.section_header or "").strip(),
         lines=lines,
     )
-
-
-class PatchError(ValueError):
-    """The diff text is not a unified diff we can trust."""
 
 
 def decode(raw: bytes | str) -> str:

@@ -1,4 +1,22 @@
-"""One error tree; `cli.py` maps it to exit codes (DESIGN section 2)."""
+"""One error tree; `cli.py` maps it to exit codes (DESIGN section 2).
+
+::
+
+    ImreviewError
+    ├── UsageError                exit 2: a flag, input, ref or path was wrong
+    │   ├── ConfigError           a config key or file (with `file:line`)
+    │   │   └── TemplateError     a template or i18n file
+    │   └── GitError              git refused a command on the user's repository
+    ├── GitHubError               a REST call failed (`status` kept)
+    │   ├── NoWriteAccess         403/404 on a write: read-only token
+    │   ├── Unprocessable         422
+    │   └── Retryable             5xx, 429, timeouts, rate limits
+    ├── ModelError                a model call failed for good
+    │   ├── ModelConfigError      auth, unknown model, bad request
+    │   └── AnswerUnparsed        neither the answer nor its repair parsed
+    ├── BudgetExhausted           a call was refused before it was sent
+    └── PatchError                a diff we cannot trust (also a ValueError)
+"""
 
 from __future__ import annotations
 
@@ -49,3 +67,27 @@ class ModelError(ImreviewError):
 
 class ModelConfigError(ModelError):
     """Auth, unknown model, bad request: retrying the same model cannot help."""
+
+
+class AnswerUnparsed(ModelError):
+    """The model answered twice (answer and repair) and neither parsed; `raw_text` is the last answer."""
+
+    def __init__(self, raw_text: str, message: str) -> None:
+        self.raw_text = raw_text
+        super().__init__(message)
+
+
+class TemplateError(ConfigError):
+    """A template or i18n file is broken, or the data it was given lacks a key it reads."""
+
+
+class BudgetExhausted(ImreviewError):
+    """A call was refused because it could overrun `limit`; the caller records a gap `budget`."""
+
+    def __init__(self, limit: str, detail: str = "") -> None:
+        self.limit = limit
+        super().__init__(f"budget exhausted: {limit}" + (f" ({detail})" if detail else ""))
+
+
+class PatchError(ImreviewError, ValueError):
+    """The diff text is not a unified diff we can trust."""

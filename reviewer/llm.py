@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
-from reviewer.budget import Budget, BudgetExhausted
+from reviewer.budget import Budget
 from reviewer.config import Config
-from reviewer.errors import ConfigError, ModelConfigError, ModelError
+from reviewer.errors import AnswerUnparsed, BudgetExhausted, ConfigError, ModelConfigError, ModelError
 
 T = TypeVar("T")
 
@@ -42,14 +42,6 @@ def _litellm() -> ModuleType:
     if hasattr(litellm, "disable_hf_tokenizer_download"):
         litellm.disable_hf_tokenizer_download = True
     return litellm
-
-
-class AnswerUnparsed(ModelError):
-    """The model answered twice (answer and repair) and neither parsed; `raw_text` is the last answer."""
-
-    def __init__(self, raw_text: str, message: str) -> None:
-        self.raw_text = raw_text
-        super().__init__(message)
 
 
 @dataclass(frozen=True)

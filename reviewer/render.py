@@ -25,7 +25,7 @@ import jinja2
 import yaml
 from jinja2.sandbox import SandboxedEnvironment
 
-from reviewer.errors import ConfigError, UsageError
+from reviewer.errors import ConfigError, TemplateError, UsageError
 from reviewer.report import SCHEMA_ID
 
 DEFAULT_LANGUAGE = "en"
@@ -52,10 +52,6 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _DETAILS_OPEN = re.compile(r"<details[\s>]", re.I)
 _DETAILS_CLOSE = re.compile(r"</details\s*>", re.I)
 _EXTRA_INVISIBLE = frozenset("\u115f\u1160\u3164\uffa0")
-
-
-class TemplateError(ConfigError):
-    """A template or i18n file is broken, or the data it was given lacks a key it reads."""
 
 
 def packaged_templates_dir() -> Path:

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from reviewer import findings as fnd
 from reviewer import gate, rules
-from reviewer.budget import Budget, BudgetExhausted
+from reviewer.budget import Budget
 from reviewer.config import Config
 from reviewer.diff import LineIndex
-from reviewer.errors import ImreviewError, ModelError
+from reviewer.errors import AnswerUnparsed, BudgetExhausted, ImreviewError, ModelError
 from reviewer.plan import LEGEND, Unit, coverage, make_plan
 from reviewer.report import (
     Coverage,
@@ -300,7 +300,7 @@ def _review_units(
         except BudgetExhausted as exc:
             return UnitOutcome(unit.id, "budget", detail=exc.limit)
         except ModelError as exc:
-            status = "unparsed" if type(exc).__name__ == "AnswerUnparsed" else "model_error"
+            status = "unparsed" if isinstance(exc, AnswerUnparsed) else "model_error"
             return UnitOutcome(unit.id, status, detail=_short(str(exc)))
         except Exception as exc:  # a worker must never take the run down
             return UnitOutcome(unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"))
