@@ -1,6 +1,6 @@
 """`imreview action`: the runner's environment and event payload → reviews → sinks → outputs.
 
-Only the PR from the event, the dispatch input, or (later) a scan of GITHUB_REPOSITORY is ever
+Only the PR from the event, the dispatch input, or a scan of GITHUB_REPOSITORY is ever
 written to; the model's output never chooses a target.
 """
 
@@ -12,26 +12,24 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
-from reviewer import gate
 from reviewer.config import CONFIG_KEYS, parse_bool, parse_input_value
 from reviewer.errors import GitHubError, UsageError
-from reviewer.events import RunRequest, plan_run, read_inputs, skip_reason
-from reviewer.publish import (
-    READ_ONLY_DETAIL,
-    annotate,
-    echo_untrusted,
-    escape_data,
-    mask,
-    write_outputs,
-    write_summary,
+from reviewer.events import RunRequest, plan_run, read_inputs
+from reviewer.publish import echo_untrusted, escape_data, mask, write_outputs, write_summary
+from reviewer.pull import (
+    PrOutcome,
+    PullJob,
+    SkipRules,
+    echo,
+    review_pull,
+    run_text,
+    skipped_outcome,
+    unreadable,
 )
 from reviewer.render import Renderer
-from reviewer.report import PRIORITIES, VERDICT_RANK, Published, Report, priority_rank
-
-if TYPE_CHECKING:
-    from reviewer.source.github import GitHubClient
+from reviewer.report import VERDICT_RANK
 
 BOOL_INPUTS = {
     "post-comment": True,
@@ -81,23 +79,6 @@ class ActionSettings:
     template_dir: str | None
     on_error: str
     overrides: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class PrOutcome:
-    """One PR's result, enough for the summary and the aggregated outputs (DESIGN 10.4)."""
-
-    number: int
-    verdict: str
-    summary: str
-    publish_ready: bool = False
-    findings: int = 0
-    p1: int = 0
-    max_priority: str = ""
-    cost_usd: float | None = 0.0
-    report_path: str = ""
-    comment_url: str = ""
-    exit_code: int = 0
 
 
 def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSettings:
@@ -167,16 +148,16 @@ def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
             inputs=inputs,
         )
     except UsageError as exc:
-        return _usage_error(exc, out, summary_path, output_path)
+        return _usage_error(exc, out, summary_path, output_path, env)
     try:
         outcomes = _dispatch(request, settings, env, out)
     except UsageError as exc:  # e.g. the base branch's config file, an empty token: exit 2 naming it
-        return _usage_error(exc, out, summary_path, output_path)
+        return _usage_error(exc, out, summary_path, output_path, env)
     except Exception as exc:  # unexpected: say what broke; warn → green step with an ::error
         detail = f"{type(exc).__name__}: {exc}"
         out.write(f"::error title=imreview failed::{escape_data(detail)}\n")
         echo_untrusted(out, traceback.format_exc())
-        write_summary(summary_path, f"## imreview — review failed\n\n{_md_text(detail)}\n")
+        write_summary(summary_path, run_text(_plain_renderer(env), "failed", detail=detail))
         write_outputs(output_path, _outputs([_failed(0, detail)], index_path=""))
         return 0 if on_error == "warn" else 3
     for outcome in outcomes:
@@ -191,9 +172,11 @@ def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
     return max((o.exit_code for o in outcomes), default=0)
 
 
-def _usage_error(exc: UsageError, out: TextIO, summary_path: str | None, output_path: str | None) -> int:
+def _usage_error(
+    exc: UsageError, out: TextIO, summary_path: str | None, output_path: str | None, env: Mapping[str, str]
+) -> int:
     out.write(f"::error title=imreview configuration::{escape_data(str(exc))}\n")
-    write_summary(summary_path, f"## imreview — configuration error\n\n{_md_text(str(exc))}\n")
+    write_summary(summary_path, run_text(_plain_renderer(env), "config_error", detail=str(exc)))
     write_outputs(output_path, _outputs([_failed(0, str(exc))], index_path=""))
     return 2
 
@@ -203,14 +186,14 @@ def _dispatch(
 ) -> list[PrOutcome]:
     renderer = Renderer(language=str(settings.overrides.get("language", "en")))
     if request.kind == "skip":
-        return [_skipped(0, request.reason, renderer)]
+        return [skipped_outcome(0, request.reason, renderer)]
     if request.kind == "scan":
         reason = renderer.translate(
             "action.scan_unavailable",
             "scheduled scans of open pull requests are not available in this version; "
             "use pull_request or workflow_dispatch with pr-number",
         )
-        return [_skipped(0, f"{request.reason}: {reason}", renderer)]
+        return [skipped_outcome(0, f"{request.reason}: {reason}", renderer)]
     if not settings.token:
         raise UsageError("input 'github-token' is empty and GITHUB_TOKEN is not set")
     from reviewer.source.github import GitHubClient
@@ -219,166 +202,38 @@ def _dispatch(
     outcomes = []
     for number in request.numbers:
         try:
-            outcomes.append(_review_pr(client, request, number, settings, env, out))
+            outcomes.append(
+                review_pull(client, _job(request, number, settings, env), warn=echo(out), notices=out)
+            )
         except GitHubError as exc:  # one unreadable PR must not hide the others' reviews
-            outcomes.append(_unreadable(number, exc, settings.on_error, out))
+            detail = renderer.translate("action.unreadable", number=number, error=str(exc))
+            out.write(f"::error title=imreview::{escape_data(detail)}\n")
+            outcomes.append(unreadable(number, exc, renderer, on_error=settings.on_error))
     return outcomes
 
 
-def _unreadable(number: int, exc: GitHubError, on_error: str, out: TextIO) -> PrOutcome:
-    detail = f"could not read pull request #{number} through the API: {exc}"
-    out.write(f"::error title=imreview::{escape_data(detail)}\n")
-    return PrOutcome(
+def _job(request: RunRequest, number: int, settings: ActionSettings, env: Mapping[str, str]) -> PullJob:
+    """The Action's rules for one PR: skip drafts and bots (unless named), closed PRs and reviewed heads."""
+    return PullJob(
+        repo=request.repo,
         number=number,
-        verdict="incomplete",
-        summary=f"## imreview — #{number} incomplete\n\n{_md_text(detail)}\n",
-        cost_usd=None,
-        exit_code=3 if on_error == "fail" else 0,
-    )
-
-
-def _review_pr(
-    client: GitHubClient,
-    request: RunRequest,
-    number: int,
-    settings: ActionSettings,
-    env: Mapping[str, str],
-    out: TextIO,
-) -> PrOutcome:
-    from reviewer.github_flow import NO_WRITING, base_templates, prepare_writing, repo_config
-    from reviewer.review import analyse
-    from reviewer.run import finish, report_json, summary_text
-    from reviewer.source.github import GitHubSource
-
-    repo = request.repo
-    source = GitHubSource(client, repo, number, run_id=settings.run_id)
-    pull = source.pull_info()
-    plain = Renderer(language=str(settings.overrides.get("language", "en")))
-    reason = skip_reason(
-        draft=pull.draft,
-        author=pull.author,
-        author_type=pull.author_type,
-        state=pull.state,
-        explicit=request.explicit,
-        skip_drafts=settings.flags["skip-drafts"],
-        skip_bots=settings.flags["skip-bots"],
-    )
-    if reason:
-        return _skipped(number, reason, plain)
-    change = source.change()
-    base_repo = pull.base_repo or repo
-    config = repo_config(
-        client, source, config_path=settings.config_path, overrides=settings.overrides, env=env
-    )
-    template_dir = None
-    if settings.template_dir:
-        scratch = settings.scratch / f"templates-{number}"
-        template_dir, _ = base_templates(client, base_repo, pull.base_sha, settings.template_dir, scratch)
-    renderer = Renderer(language=config.language, template_dir=template_dir)
-
-    read_only = settings.event_name == "pull_request" and pull.cross_repo
-    wants_write = settings.flags["post-comment"] or settings.flags["inline-comments"]
-
-    def warn(message: str) -> None:
-        echo_untrusted(out, message)
-
-    writing = NO_WRITING
-    if not read_only:
-        writing = prepare_writing(
-            client,
-            repo,
-            number,
-            config,
-            renderer,
-            head_sha=change.snapshot.head.sha,
-            post_comment=settings.flags["post-comment"],
-            inline_comments=settings.flags["inline-comments"],
-            warn=warn,
-        )
-    prior = writing.prior
-    if prior.same and prior.state is not None:
-        return _already_reviewed(
-            number, prior.state, prior.comment_url or "", renderer, fail_on=config.fail_on
-        )
-
-    analysis = analyse(change, config, read_file=source.read_file, renderer=renderer, warn=warn)
-    report, _ = finish(analysis, source, config, renderer, publisher=writing.publisher, prior=prior.state)
-    if read_only and wants_write:
-        notice = renderer.translate(
-            "action.read_only",
-            "read-only token (pull request from a fork): results are in the job summary and annotations only",
-        )
-        report = report.replace(published=(*report.published, Published("pull_request", False, notice)))
-        out.write(f"::notice title=imreview::{escape_data(notice)}\n")
-    elif any(not p.ok and p.detail == READ_ONLY_DETAIL for p in report.published):
-        out.write(f"::notice title=imreview::{escape_data(READ_ONLY_DETAIL)}\n")
-    dropped = 0
-    if settings.flags["annotations"]:
-        dropped = annotate(list(report.findings[: config.max_findings]), out).dropped
-    settings.scratch.mkdir(parents=True, exist_ok=True)
-    report_path = settings.scratch / f"report-{number}.json"
-    report_path.write_text(report_json(report), encoding="utf-8")
-    code = gate.exit_code(
-        verdict_=report.verdict, findings=report.findings, fail_on=config.fail_on, on_error=config.on_error
-    )
-    return _from_report(
-        number,
-        report,
-        summary_text(report, renderer, annotations_dropped=dropped),
-        str(report_path),
-        code,
-    )
-
-
-def _from_report(number: int, report: Report, summary: str, report_path: str, code: int) -> PrOutcome:
-    counts = gate.counts(report.findings)
-    url = next((p.url for p in report.published if p.sink == "comment" and p.ok and p.url), "")
-    return PrOutcome(
-        number=number,
-        verdict=report.verdict,
-        summary=summary,
-        publish_ready=report.gate.publish_ready,
-        findings=len(report.findings),
-        p1=counts["P1"],
-        max_priority=report.findings[0].priority if report.findings else "",
-        cost_usd=report.budget.used.cost_usd,
-        report_path=report_path,
-        comment_url=url or "",
-        exit_code=code,
-    )
-
-
-def _already_reviewed(
-    number: int, state: Mapping[str, Any], url: str, renderer: Renderer, *, fail_on: str
-) -> PrOutcome:
-    """The rerun skip: outputs and the exit code come from the marker, so a failed step stays failed."""
-    head = str(state.get("head", ""))
-    params = {"head": head[:12], "verdict": str(state.get("verdict", ""))}
-    default = "already reviewed at {head} with the same configuration: no model call was made ({verdict})."
-    text = renderer.translate("action.already_reviewed", default, **params)
-    link = f" [comment]({url})" if url else ""
-    cost = state.get("cost_usd")
-    top = str(state.get("max_priority") or "")
-    failing = fail_on != "never" and top in PRIORITIES and priority_rank(top) <= priority_rank(fail_on)
-    return PrOutcome(
-        number=number,
-        verdict=str(state.get("verdict", "")),
-        summary=f"## imreview — #{number}\n\n{text}{link}\n",
-        publish_ready=True,
-        findings=int(state.get("findings") or 0),
-        p1=int(state.get("p1") or 0),
-        max_priority=str(state.get("max_priority") or ""),
-        cost_usd=0.0 if isinstance(cost, (int, float)) else None,
-        comment_url=url,
-        exit_code=1 if failing else 0,
-    )
-
-
-def _skipped(number: int, reason: str, renderer: Renderer) -> PrOutcome:
-    title = f"#{number}" if number else ""
-    head = renderer.translate("action.skipped", "skipped") + (f" — {title}" if title else "")
-    return PrOutcome(
-        number=number, verdict="skipped", summary=f"## imreview — {head}\n\n{_md_text(reason)}\n"
+        overrides=settings.overrides,
+        config_path=settings.config_path,
+        base_template_dir=settings.template_dir,
+        env=env,
+        skip=SkipRules(
+            drafts=settings.flags["skip-drafts"],
+            bots=settings.flags["skip-bots"],
+            closed=True,
+            reviewed=True,
+            explicit=request.explicit,
+        ),
+        post_comment=settings.flags["post-comment"],
+        inline_comments=settings.flags["inline-comments"],
+        annotations=settings.flags["annotations"],
+        forks_read_only=settings.event_name == "pull_request",
+        run_id=settings.run_id,
+        scratch=settings.scratch,
     )
 
 
@@ -386,10 +241,9 @@ def _failed(number: int, detail: str) -> PrOutcome:
     return PrOutcome(number=number, verdict="incomplete", summary=detail, cost_usd=None)
 
 
-def _md_text(text: str) -> str:
-    from reviewer.render import untrusted
-
-    return untrusted(text)
+def _plain_renderer(env: Mapping[str, str]) -> Renderer:
+    """The packaged templates in the `language` input's language (English when it is unusable)."""
+    return Renderer(language=read_inputs(env).get("language") or "en")
 
 
 def _write_index(scratch: Path, outcomes: Sequence[PrOutcome]) -> str:

@@ -163,31 +163,64 @@ def review(path: str, base: str | None, head: str, config_file: str | None, **op
 @click.argument("target")
 @click.option("--post-comment", is_flag=True, help="Create or update the sticky PR comment.")
 @click.option("--inline-comments", is_flag=True, help="Also post one review with inline comments.")
+@click.option("--skip-drafts", is_flag=True, help="Skip the PR when it is a draft (off: it was named).")
+@click.option("--skip-bots", is_flag=True, help="Skip the PR when a bot opened it.")
+@click.option("--skip-closed", is_flag=True, help="Skip the PR when it is not open.")
+@click.option(
+    "--skip-reviewed",
+    is_flag=True,
+    help="No model call when our sticky comment already reviewed this head with the same config.",
+)
 @review_options
 @guarded
-def pr(target: str, post_comment: bool, inline_comments: bool, config_file: str | None, **opts: Any) -> None:
-    """Review a GitHub pull request OWNER/REPO#N through the API (GITHUB_TOKEN, GITHUB_API_URL)."""
-    from reviewer.run import review_pull_request
+def pr(
+    target: str,
+    post_comment: bool,
+    inline_comments: bool,
+    skip_drafts: bool,
+    skip_bots: bool,
+    skip_closed: bool,
+    skip_reviewed: bool,
+    config_file: str | None,
+    **opts: Any,
+) -> None:
+    """Review a GitHub pull request OWNER/REPO#N through the API (GITHUB_TOKEN, GITHUB_API_URL).
+
+    Posts nothing unless asked; no skip rule applies unless a --skip-* flag turns it on.
+    """
+    from reviewer.pull import PullJob, SkipRules, review_pull
+    from reviewer.run import write_report_files, write_text
+    from reviewer.source.github import GitHubClient
 
     repo, number = parse_pr_target(target)
     token = os.environ.get("GITHUB_TOKEN", "").strip()
     if not token:
         raise UsageError("GITHUB_TOKEN is not set: `imreview pr` reads the PR through the GitHub API")
-    code = review_pull_request(
-        repo,
-        number,
-        token=token,
-        api_url=os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com",
-        config_file=config_file,
+    client = GitHubClient(token, os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com")
+    job = PullJob(
+        repo=repo,
+        number=number,
         overrides=_overrides(opts),
+        config_file=config_file,
+        skip=SkipRules(
+            drafts=skip_drafts, bots=skip_bots, closed=skip_closed, reviewed=skip_reviewed, explicit=False
+        ),
         post_comment=post_comment,
         inline_comments=inline_comments,
-        summary_path=opts["summary_path"],
-        json_path=opts["json_path"],
-        comment_path=opts["comment_path"],
-        warn=_note,
     )
-    sys.exit(code)
+    outcome = review_pull(client, job, warn=_note)
+    if outcome.report is not None and outcome.rendered is not None:
+        write_report_files(
+            outcome.report,
+            comment=outcome.rendered.comment,
+            summary=outcome.summary,
+            json_path=opts["json_path"],
+            comment_path=opts["comment_path"],
+            summary_path=opts["summary_path"],
+        )
+    else:
+        write_text(opts["summary_path"], outcome.summary)
+    sys.exit(outcome.exit_code)
 
 
 def parse_pr_target(target: str) -> tuple[str, int]:

@@ -1,7 +1,8 @@
 """Sinks: job summary, outputs, annotations, sticky comment, inline review (DESIGN section 6).
 
-Each PR-facing sink returns a `Published(sink, ok, detail, url)` and never raises for a GitHub
-error: a read-only token (fork PR) degrades to the job summary and annotations, with a notice.
+Each PR-facing sink returns a `Published(sink, ok, detail, url, reason)` and never raises for a
+GitHub error; callers branch on `reason`, a machine code, never on `detail`. A read-only token (fork
+PR) degrades to the job summary and annotations, with a notice.
 Writes are never retried blindly: the sticky comment and the review are found again by their
 hidden marker before anything is created, so a rerun or a retried job edits instead of duplicating.
 """
@@ -54,6 +55,8 @@ READ_ONLY_DETAIL = (
     "read-only token (a fork PR, or the workflow lacks `pull-requests: write`): "
     "nothing was posted to the PR; the job summary and annotations carry the review"
 )
+READ_ONLY = "read_only"
+"""The reason code of a write refused for lack of permission: no further PR writes are tried."""
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
@@ -67,7 +70,9 @@ def write_summary(path: str | Path | None, text: str, *, limit_bytes: int = SUMM
     file passes 1 MiB, so an over-long append would lose earlier steps' content too.
     """
     if not path:
-        return Published("summary", False, "not in Actions: GITHUB_STEP_SUMMARY is not set")
+        return Published(
+            "summary", False, "not in Actions: GITHUB_STEP_SUMMARY is not set", reason="not_in_actions"
+        )
     target = Path(path)
     full = len(text.encode("utf-8"))
     try:
@@ -78,16 +83,23 @@ def write_summary(path: str | Path | None, text: str, *, limit_bytes: int = SUMM
         kept = _truncate_summary(text, full, room) if truncated else text
         if not kept and truncated:
             return Published(
-                "summary", False, f"the job summary already holds {used:,} bytes: nothing appended"
+                "summary",
+                False,
+                f"the job summary already holds {used:,} bytes: nothing appended",
+                reason="summary_full",
             )
         with target.open("ab") as fh:
             fh.write((prefix + kept).encode("utf-8"))
     except OSError as exc:
-        return Published("summary", False, f"could not write the job summary to {path}: {exc}")
+        return Published(
+            "summary", False, f"could not write the job summary to {path}: {exc}", reason="write_failed"
+        )
     written = len(kept.encode("utf-8"))
     if truncated:
-        return Published("summary", True, f"truncated to {written:,} of {full:,} bytes (1 MiB cap)")
-    return Published("summary", True, f"appended {written:,} bytes")
+        return Published(
+            "summary", True, f"truncated to {written:,} of {full:,} bytes (1 MiB cap)", reason="truncated"
+        )
+    return Published("summary", True, f"appended {written:,} bytes", reason="written")
 
 
 def _ends_with_newline(path: Path) -> bool:
@@ -288,6 +300,76 @@ def parse_review_marker(body: str | None) -> dict[str, Any] | None:
     return _parse_marker(body, REVIEW_MARKER_PREFIX)
 
 
+@dataclass(frozen=True)
+class StickyState:
+    """What our sticky comment records about the last review of a PR (DESIGN 6), typed.
+
+    Parsed from, and written to, the marker line only here (`parse`, `marker`); a key that is
+    missing or of the wrong type reads as empty, so a hand-edited marker cannot crash a run.
+    """
+
+    head: str
+    base: str
+    config: str
+    model: str = ""
+    cost_usd: float | None = None
+    total_cost_usd: float | None = None
+    reviewed_heads: tuple[str, ...] = ()
+    verdict: str = ""
+    findings: int = 0
+    p1: int = 0
+    max_priority: str = ""
+
+    @classmethod
+    def parse(cls, body: str | None) -> StickyState | None:
+        data = parse_state(body)
+        if data is None:
+            return None
+        heads = data.get("reviewed_heads")
+        return cls(
+            head=_text(data.get("head")),
+            base=_text(data.get("base")),
+            config=_text(data.get("config")),
+            model=_text(data.get("model")),
+            cost_usd=_number(data.get("cost_usd")),
+            total_cost_usd=_number(data.get("total_cost_usd")),
+            reviewed_heads=tuple(h for h in heads if _is_sha(h)) if isinstance(heads, list) else (),
+            verdict=_text(data.get("verdict")),
+            findings=_count(data.get("findings")),
+            p1=_count(data.get("p1")),
+            max_priority=_text(data.get("max_priority")),
+        )
+
+    def marker(self) -> str:
+        return state_marker(
+            {
+                "head": self.head,
+                "base": self.base,
+                "config": self.config,
+                "model": self.model,
+                "cost_usd": self.cost_usd,
+                "total_cost_usd": self.total_cost_usd,
+                "reviewed_heads": list(self.reviewed_heads),
+                "verdict": self.verdict,
+                "findings": self.findings,
+                "p1": self.p1,
+                "max_priority": self.max_priority,
+            }
+        )
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
 # --- sticky comment ----------------------------------------------------------------------------
 
 
@@ -326,27 +408,38 @@ def upsert_sticky(client: GitHubClient, repo: str, number: int, *, body: str, lo
     """
     size = utf16_len(body)
     if size > GITHUB_BODY_MAX:
-        return Published("comment", False, f"comment body is {size:,} UTF-16 units, over GitHub's 65,536")
+        return Published(
+            "comment",
+            False,
+            f"comment body is {size:,} UTF-16 units, over GitHub's 65,536",
+            reason="too_long",
+        )
     try:
         ours = _our_stickies(client.issue_comments(repo, number), login)
         if ours:
             info = client.edit_issue_comment(repo, ours[0].id, body)
-            return _sticky_done(client, repo, "updated the sticky comment", info, ours[1:])
+            return _sticky_done(client, repo, "updated the sticky comment", info, ours[1:], reason="updated")
         created = client.create_issue_comment(repo, number, body)
         ours = _our_stickies(client.issue_comments(repo, number), login)
         if all(c.id != created.id for c in ours):
             ours = sorted([*ours, created], key=lambda c: c.id)
         keep = ours[0]
         info = created if keep.id == created.id else client.edit_issue_comment(repo, keep.id, body)
-        return _sticky_done(client, repo, "created the sticky comment", info, ours[1:])
+        return _sticky_done(client, repo, "created the sticky comment", info, ours[1:], reason="created")
     except NoWriteAccess:
-        return Published("comment", False, READ_ONLY_DETAIL)
+        return Published("comment", False, READ_ONLY_DETAIL, reason=READ_ONLY)
     except GitHubError as exc:
-        return Published("comment", False, f"sticky comment not posted: {exc}")
+        return Published("comment", False, f"sticky comment not posted: {exc}", reason="github_error")
 
 
 def _sticky_done(
-    client: GitHubClient, repo: str, detail: str, info: CommentInfo, duplicates: Sequence[CommentInfo]
+    client: GitHubClient,
+    repo: str,
+    detail: str,
+    info: CommentInfo,
+    duplicates: Sequence[CommentInfo],
+    *,
+    reason: str,
 ) -> Published:
     failed = []
     for dup in duplicates:
@@ -358,7 +451,7 @@ def _sticky_done(
         detail += f"; removed {len(duplicates) - len(failed)} duplicate(s)"
     if failed:
         detail += f"; could not delete {', '.join(failed)}"
-    return Published("comment", True, detail, info.url)
+    return Published("comment", True, detail, info.url, reason=reason)
 
 
 # --- inline review -----------------------------------------------------------------------------
@@ -416,7 +509,7 @@ def post_inline_review(
                 carried.add(finding.id)
                 planned.append((finding, inline))
         if not planned:
-            return Published("review", True, "no new findings")
+            return Published("review", True, "no new findings", reason="no_new_findings")
         marker = review_marker(head_sha, [f.id for f, _ in planned])
         posted, overflow = planned[:MAX_INLINE_COMMENTS], planned[MAX_INLINE_COMMENTS:]
         extra = fold([f for f, _ in overflow]) if overflow else ""
@@ -431,7 +524,7 @@ def post_inline_review(
             detail = f"review with {len(posted)} inline comment(s)"
             if overflow:
                 detail += f"; {len(overflow)} more folded into the review body"
-            return Published("review", True, detail, info.url)
+            return Published("review", True, detail, info.url, reason="posted")
         except Unprocessable as exc:
             folded = fold([f for f, _ in planned])
             info = client.create_review(
@@ -441,8 +534,8 @@ def post_inline_review(
                 f"GitHub rejected the inline comments ({exc}); "
                 f"{len(planned)} finding(s) posted in the review body instead"
             )
-            return Published("review", True, detail, info.url)
+            return Published("review", True, detail, info.url, reason="folded")
     except NoWriteAccess:
-        return Published("review", False, READ_ONLY_DETAIL)
+        return Published("review", False, READ_ONLY_DETAIL, reason=READ_ONLY)
     except GitHubError as exc:
-        return Published("review", False, f"review not posted: {exc}")
+        return Published("review", False, f"review not posted: {exc}", reason="github_error")

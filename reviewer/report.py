@@ -165,10 +165,13 @@ class Gate:
 
 @dataclass(frozen=True)
 class Published:
+    """What one sink did. `reason` is the machine code callers branch on; `detail` is for people."""
+
     sink: str
     ok: bool
     detail: str
     url: str | None = None
+    reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -86,16 +86,19 @@ def analyse(
     change: Change,
     config: Config,
     *,
+    budget: Budget,
     read_file: ReadFile,
     renderer: Renderer,
     warn: Warn,
     client_factory: Callable[[Config, Budget, Warn], ModelClient] | None = None,
 ) -> Analysis:
-    """Run every stage up to the gate; never raises for model trouble (it becomes gaps)."""
+    """Run every stage up to the gate; never raises for model trouble (it becomes gaps).
+
+    `budget` is the caller's: one PR's own, or a PR's share of a scan's run budget.
+    """
     warnings = _Warnings(warn)
     files = change.files
     head = change.snapshot.head.sha
-    budget = Budget(config.limits)
     gaps: list[Gap] = list(change.gaps)
     rule_result = rules.run_rules(files, messages=renderer.messages("rules."))
 
@@ -137,7 +140,7 @@ def analyse(
 
     outcomes: list[UnitOutcome] = []
     if client is not None and plan.units:
-        outcomes = _review_units(client, plan.units, config, renderer, change, budget)
+        outcomes = _review_units(client, plan.units, config, renderer, change)
     ok_units = {o.unit_id for o in outcomes if o.status == "ok"}
     unsent = {o.unit_id: _coverage_reason(o.status) for o in outcomes if o.status != "ok"}
     cov = coverage(plan, files, reviewed_units=ok_units, unsent_reason=unsent, default_unsent=unsent_default)
@@ -171,7 +174,7 @@ def analyse(
     if client is not None:
         shown = {f.path for f in cov.files if f.status in ("reviewed", "partial")}
         anchored, refuted = _verify(
-            client, anchored, renderer, change, safe_read, budget, warnings, reviewed_paths=shown
+            client, anchored, renderer, change, safe_read, warnings, reviewed_paths=shown
         )
         exclusions += refuted
 
@@ -276,7 +279,6 @@ def _review_units(
     config: Config,
     renderer: Renderer,
     change: Change,
-    budget: Budget,
 ) -> list[UnitOutcome]:
     system = _system_prompt(renderer, config)
 
@@ -367,7 +369,6 @@ def _verify(
     renderer: Renderer,
     change: Change,
     read_file: ReadFile,
-    budget: Budget,
     warn: Warn,
     *,
     reviewed_paths: set[str],

@@ -12,17 +12,17 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from reviewer import gate
+from reviewer.budget import Budget
 from reviewer.config import Config, config_hash
 from reviewer.diff import LineIndex
 from reviewer.errors import UsageError
-from reviewer.publish import COMMENT_LIMIT, echo_untrusted, state_marker, utf16_len
+from reviewer.publish import COMMENT_LIMIT, StickyState, echo_untrusted, utf16_len
 from reviewer.render import Renderer, fit
 from reviewer.report import Published, Report
 from reviewer.review import Analysis, analyse, conclude
-from reviewer.source import Change, Source
+from reviewer.source import Source
 
 SUMMARY_LIMIT = 1_000_000
 Warn = Callable[[str], None]
@@ -35,37 +35,33 @@ class Rendered:
 
     comment: str
     comment_truncated: bool
-    state: dict[str, Any]
+    state: StickyState
 
 
 def state_for(
-    report: Report, config: Config, renderer: Renderer, *, prior: dict[str, Any] | None
-) -> dict[str, Any]:
+    report: Report, config: Config, renderer: Renderer, *, prior: StickyState | None
+) -> StickyState:
     """The sticky marker's state (DESIGN 6): full shas, config hash, cumulative cost."""
     counts = gate.counts(report.findings)
     cost = report.budget.used.cost_usd
-    prior_total = (prior or {}).get("total_cost_usd")
-    total = (
-        None
-        if cost is None
-        else round(cost + (prior_total if isinstance(prior_total, (int, float)) else 0), 6)
-    )
-    heads = [h for h in (prior or {}).get("reviewed_heads", []) if isinstance(h, str)]
+    prior_total = prior.total_cost_usd if prior is not None else None
+    total = None if cost is None else round(cost + (prior_total or 0.0), 6)
+    heads = list(prior.reviewed_heads) if prior is not None else []
     if report.snapshot.head.sha not in heads:
         heads.append(report.snapshot.head.sha)
-    return {
-        "head": report.snapshot.head.sha,
-        "base": report.snapshot.base.sha,
-        "config": config_hash(config, renderer.templates_digest()),
-        "model": config.model or "",
-        "cost_usd": cost,
-        "total_cost_usd": total,
-        "reviewed_heads": heads[-20:],
-        "verdict": report.verdict,
-        "findings": len(report.findings),
-        "p1": counts["P1"],
-        "max_priority": max_priority(report),
-    }
+    return StickyState(
+        head=report.snapshot.head.sha,
+        base=report.snapshot.base.sha,
+        config=config_hash(config, renderer.templates_digest()),
+        model=config.model or "",
+        cost_usd=cost,
+        total_cost_usd=total,
+        reviewed_heads=tuple(heads[-20:]),
+        verdict=report.verdict,
+        findings=len(report.findings),
+        p1=counts["P1"],
+        max_priority=max_priority(report),
+    )
 
 
 def max_priority(report: Report) -> str:
@@ -73,10 +69,10 @@ def max_priority(report: Report) -> str:
 
 
 def render_bodies(
-    report: Report, config: Config, renderer: Renderer, *, prior: dict[str, Any] | None = None
+    report: Report, config: Config, renderer: Renderer, *, prior: StickyState | None = None
 ) -> Rendered:
     state = state_for(report, config, renderer, prior=prior)
-    marker = state_marker(state)
+    marker = state.marker()
     body = renderer.comment(report.to_dict(), max_findings=config.max_findings)
     note = (
         "\n\n"
@@ -95,7 +91,7 @@ def finish(
     renderer: Renderer,
     *,
     publisher: Publisher | None = None,
-    prior: dict[str, Any] | None = None,
+    prior: StickyState | None = None,
 ) -> tuple[Report, Rendered]:
     """Render → gate → publish (only when publish_ready) → the report with what was published."""
     rendered = render_bodies(analysis.report, config, renderer, prior=prior)
@@ -118,6 +114,7 @@ def finish(
                         detail=renderer.translate(
                             "not_published_gate", "nothing posted to the PR: the completion gate did not pass"
                         ),
+                        reason="gate_closed",
                     ),
                 )
             )
@@ -168,69 +165,41 @@ def review_and_report(
     source: Source,
     config: Config,
     *,
-    change: Change | None = None,
     summary_path: str | None,
     json_path: str | None,
     comment_path: str | None,
     warn: Warn,
-    publisher: Publisher | None = None,
-    prior: dict[str, Any] | None = None,
 ) -> int:
-    """The local and `pr` flow: review, gate, optionally publish, write files, return the exit code."""
+    """The local flow (`imreview review`): review, gate, write files, return the exit code."""
     renderer = Renderer(language=config.language, template_dir=config.template_dir)
-    change = change or source.change()
-    analysis = analyse(change, config, read_file=source.read_file, renderer=renderer, warn=warn)
-    report, rendered = finish(analysis, source, config, renderer, publisher=publisher, prior=prior)
-    write_text(json_path, report_json(report))
-    write_text(comment_path, rendered.comment)
-    write_text(summary_path, summary_text(report, renderer))
+    change = source.change()
+    analysis = analyse(
+        change, config, budget=Budget(config.limits), read_file=source.read_file, renderer=renderer, warn=warn
+    )
+    report, rendered = finish(analysis, source, config, renderer)
+    write_report_files(
+        report,
+        comment=rendered.comment,
+        summary=summary_text(report, renderer),
+        json_path=json_path,
+        comment_path=comment_path,
+        summary_path=summary_path,
+    )
     return gate.exit_code(
         verdict_=report.verdict, findings=report.findings, fail_on=config.fail_on, on_error=config.on_error
     )
 
 
-def review_pull_request(
-    repo: str,
-    number: int,
+def write_report_files(
+    report: Report,
     *,
-    token: str,
-    api_url: str,
-    config_file: str | None,
-    overrides: dict[str, Any],
-    post_comment: bool,
-    inline_comments: bool,
-    summary_path: str | None,
+    comment: str,
+    summary: str,
     json_path: str | None,
     comment_path: str | None,
-    warn: Warn,
-) -> int:
-    """`imreview pr OWNER/REPO#N`: the GitHub source; posts nothing unless asked."""
-    from reviewer.github_flow import prepare_writing, repo_config
-    from reviewer.source.github import GitHubClient, GitHubSource
-
-    client = GitHubClient(token, api_url)
-    source = GitHubSource(client, repo, number)
-    change = source.change()
-    config = repo_config(client, source, config_file=config_file, overrides=overrides)
-    writing = prepare_writing(
-        client,
-        repo,
-        number,
-        config,
-        Renderer(language=config.language, template_dir=config.template_dir),
-        head_sha=change.snapshot.head.sha,
-        post_comment=post_comment,
-        inline_comments=inline_comments,
-        warn=warn,
-    )
-    return review_and_report(
-        source,
-        config,
-        change=change,
-        summary_path=summary_path,
-        json_path=json_path,
-        comment_path=comment_path,
-        warn=warn,
-        publisher=writing.publisher,
-        prior=writing.prior.state,
-    )
+    summary_path: str | None,
+) -> None:
+    """`--json`, `--comment` and `--summary` of the reviewing commands."""
+    write_text(json_path, report_json(report))
+    write_text(comment_path, comment)
+    write_text(summary_path, summary)

@@ -1,0 +1,524 @@
+"""One GitHub pull request end to end: snapshot → skip rules → review → publish.
+
+The only place that reviews a GitHub PR. The Action (a PR event, a dispatch, a scheduled scan),
+`imreview pr` and `imreview scan` all call `review_pull` and differ only in the `PullJob` they
+pass: which skip rules apply, which sinks are on, where config and templates come from, and the
+budget. Config and templates are read from the PR's BASE branch (never its head); PyGithub stays
+inside `source.github`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from reviewer import gate
+from reviewer.budget import Budget
+from reviewer.config import Config, build_config, config_hash, env_layer, load_config_file, parse_config_text
+from reviewer.diff import LineIndex
+from reviewer.errors import GitHubError, NoWriteAccess
+from reviewer.events import skip_reason
+from reviewer.publish import (
+    READ_ONLY,
+    READ_ONLY_DETAIL,
+    StickyState,
+    annotate,
+    echo_untrusted,
+    escape_data,
+    find_sticky,
+    post_inline_review,
+    upsert_sticky,
+)
+from reviewer.render import Renderer
+from reviewer.report import PRIORITIES, Finding, Published, Report, priority_rank
+
+if TYPE_CHECKING:
+    from reviewer.run import Rendered
+    from reviewer.source.github import GitHubClient, GitHubSource, PullInfo
+
+DEFAULT_CONFIG_PATH = ".github/imreview.yml"
+TEMPLATE_FILES = (
+    "summary.md.j2",
+    "comment.md.j2",
+    "inline.md.j2",
+    "review_body.md.j2",
+    "macros.md.j2",
+    "run.md.j2",
+    "prompts/system.j2",
+    "prompts/review.j2",
+    "prompts/repair.j2",
+    "prompts/verify.j2",
+    "i18n/en.yml",
+    "i18n/zh-CN.yml",
+)
+Warn = Callable[[str], None]
+Publisher = Callable[[Report, str, LineIndex], Sequence[Published]]
+
+
+@dataclass(frozen=True)
+class SkipRules:
+    """Which policy skips apply. `explicit` PRs (named by a person) are reviewed even as drafts."""
+
+    drafts: bool = False
+    bots: bool = False
+    closed: bool = False
+    reviewed: bool = False
+    explicit: bool = False
+
+
+NO_SKIPS = SkipRules(explicit=True)
+"""`imreview pr` by default: the PR named is reviewed whatever its state."""
+
+
+@dataclass(frozen=True)
+class PullJob:
+    """How to handle one PR: where its config and templates come from, which skips and sinks apply.
+
+    `base_template_dir` is a directory read from the base branch (the Action's `template-dir`);
+    otherwise `config.template_dir` names a local directory (`imreview pr --template-dir`).
+    `forks_read_only`: a cross-repo PR has a read-only token (the `pull_request` event), so
+    nothing is written to it and the summary says so.
+    """
+
+    repo: str
+    number: int
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    config_file: str | None = None
+    config_path: str = DEFAULT_CONFIG_PATH
+    base_template_dir: str | None = None
+    env: Mapping[str, str] | None = None
+    skip: SkipRules = NO_SKIPS
+    post_comment: bool = False
+    inline_comments: bool = False
+    annotations: bool = False
+    forks_read_only: bool = False
+    run_id: str | None = None
+    scratch: Path | None = None
+
+
+@dataclass(frozen=True)
+class PrOutcome:
+    """One PR's result: enough for the job summary, the aggregated outputs (DESIGN 10.4) and scan.
+
+    `report` and `rendered` are None when nothing was reviewed (skipped, already reviewed,
+    unreadable); `reason` is then a machine code: `draft`, `bot`, `closed`, `already_reviewed`,
+    `unreadable`, `policy`.
+    """
+
+    number: int
+    verdict: str
+    summary: str
+    publish_ready: bool = False
+    findings: int = 0
+    p1: int = 0
+    max_priority: str = ""
+    cost_usd: float | None = 0.0
+    report_path: str = ""
+    comment_url: str = ""
+    exit_code: int = 0
+    reason: str = ""
+    title: str = ""
+    url: str = ""
+    report: Report | None = None
+    rendered: Rendered | None = None
+
+
+def review_pull(
+    client: GitHubClient,
+    job: PullJob,
+    *,
+    warn: Warn,
+    notices: TextIO | None = None,
+    budget_for: Callable[[Config], Budget] | None = None,
+    pull: PullInfo | None = None,
+) -> PrOutcome:
+    """Review one PR and publish to it as `job` says; never half-published.
+
+    `budget_for` gives the PR its budget (a share of a scan's run budget); by default the PR gets
+    its own `config.limits`. `pull` is the PR as a list already showed it (scan), saving a read.
+    `notices` receives the workflow commands (annotations, notices) when running in Actions.
+    """
+    from reviewer.review import analyse
+    from reviewer.run import finish, report_json, summary_text
+    from reviewer.source.github import GitHubSource
+
+    source = GitHubSource(client, job.repo, job.number, run_id=job.run_id)
+    info = source.pull_info()
+    plain = Renderer(language=str(job.overrides.get("language", "en")))
+    skipped = _policy_skip(info, job.skip)
+    if skipped is not None:
+        skip_code, why = skipped
+        return skipped_outcome(job.number, why, plain, reason=skip_code, title=info.title, url=info.url)
+
+    config = repo_config(
+        client,
+        source,
+        config_file=job.config_file,
+        config_path=job.config_path,
+        overrides=job.overrides,
+        env=job.env,
+    )
+    renderer = _renderer(client, job, info, config)
+    read_only = job.forks_read_only and info.cross_repo
+    wants_write = job.post_comment or job.inline_comments
+    writing = NO_WRITING
+    if not read_only:
+        writing = prepare_writing(
+            client,
+            job.repo,
+            job.number,
+            config,
+            renderer,
+            head_sha=info.head_sha,
+            post_comment=job.post_comment,
+            inline_comments=job.inline_comments,
+            warn=warn,
+        )
+    prior = writing.prior
+    if job.skip.reviewed and prior.same and prior.state is not None:
+        return already_reviewed(
+            job.number, prior.state, prior.comment_url or "", renderer, fail_on=config.fail_on, info=info
+        )
+
+    change = source.change()
+    budget = budget_for(config) if budget_for is not None else Budget(config.limits)
+    analysis = analyse(
+        change, config, budget=budget, read_file=source.read_file, renderer=renderer, warn=warn
+    )
+    report, rendered = finish(
+        analysis, source, config, renderer, publisher=writing.publisher, prior=prior.state
+    )
+    if read_only and wants_write:
+        notice = renderer.translate(
+            "action.read_only",
+            "read-only token (pull request from a fork): results are in the job summary and annotations only",
+        )
+        report = report.replace(
+            published=(*report.published, Published("pull_request", False, notice, reason=READ_ONLY))
+        )
+        _notice(notices, notice)
+    elif any(not p.ok and p.reason == READ_ONLY for p in report.published):
+        _notice(notices, READ_ONLY_DETAIL)
+    dropped = 0
+    if job.annotations and notices is not None:
+        dropped = annotate(list(report.findings[: config.max_findings]), notices).dropped
+    report_path = ""
+    if job.scratch is not None:
+        job.scratch.mkdir(parents=True, exist_ok=True)
+        path = job.scratch / f"report-{job.number}.json"
+        path.write_text(report_json(report), encoding="utf-8")
+        report_path = str(path)
+    code = gate.exit_code(
+        verdict_=report.verdict, findings=report.findings, fail_on=config.fail_on, on_error=config.on_error
+    )
+    counts = gate.counts(report.findings)
+    url = next((p.url for p in report.published if p.sink == "comment" and p.ok and p.url), "")
+    return PrOutcome(
+        number=job.number,
+        verdict=report.verdict,
+        summary=summary_text(report, renderer, annotations_dropped=dropped),
+        publish_ready=report.gate.publish_ready,
+        findings=len(report.findings),
+        p1=counts["P1"],
+        max_priority=report.findings[0].priority if report.findings else "",
+        cost_usd=report.budget.used.cost_usd,
+        report_path=report_path,
+        comment_url=url or "",
+        exit_code=code,
+        title=info.title,
+        url=info.url,
+        report=report,
+        rendered=rendered,
+    )
+
+
+def _policy_skip(info: PullInfo, rules: SkipRules) -> tuple[str, str] | None:
+    """(reason code, sentence) when a skip rule applies to the PR as the API shows it now."""
+    if rules.closed and info.state != "open":
+        return "closed", _why(info, rules, state=info.state) or info.state
+    if not (rules.drafts or rules.bots):
+        return None
+    why = _why(info, rules, state="open")
+    if not why:
+        return None
+    return ("draft" if info.draft and rules.drafts and not rules.explicit else "bot"), why
+
+
+def _why(info: PullInfo, rules: SkipRules, *, state: str) -> str | None:
+    return skip_reason(
+        draft=info.draft,
+        author=info.author,
+        author_type=info.author_type,
+        state=state,
+        explicit=rules.explicit,
+        skip_drafts=rules.drafts,
+        skip_bots=rules.bots,
+    )
+
+
+def _renderer(client: GitHubClient, job: PullJob, info: PullInfo, config: Config) -> Renderer:
+    template_dir: Path | str | None = config.template_dir
+    if job.base_template_dir:
+        scratch = (job.scratch or Path(os.environ.get("RUNNER_TEMP") or "/tmp") / "imreview") / (
+            f"templates-{job.number}"
+        )
+        template_dir, _ = base_templates(
+            client, info.base_repo or job.repo, info.base_sha, job.base_template_dir, scratch
+        )
+    return Renderer(language=config.language, template_dir=template_dir)
+
+
+def _notice(stream: TextIO | None, text: str) -> None:
+    if stream is not None:
+        stream.write(f"::notice title=imreview::{escape_data(text)}\n")
+
+
+# --- outcomes without a review -------------------------------------------------------------------
+
+
+def run_text(renderer: Renderer, kind: str, **values: Any) -> str:
+    """Run-level Markdown (templates/run.md.j2): skipped, already reviewed, unreadable, failures."""
+    return renderer.render("run.md.j2", kind=kind, **values).strip("\n") + "\n"
+
+
+def skipped_outcome(
+    number: int, why: str, renderer: Renderer, *, reason: str = "policy", title: str = "", url: str = ""
+) -> PrOutcome:
+    return PrOutcome(
+        number=number,
+        verdict="skipped",
+        summary=run_text(renderer, "skipped", number=number, reason=why),
+        reason=reason,
+        title=title,
+        url=url,
+    )
+
+
+def already_reviewed(
+    number: int,
+    state: StickyState,
+    url: str,
+    renderer: Renderer,
+    *,
+    fail_on: str,
+    info: PullInfo | None = None,
+) -> PrOutcome:
+    """The rerun skip: outputs and the exit code come from the marker, so a failed step stays failed."""
+    top = state.max_priority
+    failing = fail_on != "never" and top in PRIORITIES and priority_rank(top) <= priority_rank(fail_on)
+    return PrOutcome(
+        number=number,
+        verdict=state.verdict,
+        summary=run_text(
+            renderer, "already_reviewed", number=number, head=state.head, verdict=state.verdict, url=url
+        ),
+        publish_ready=True,
+        findings=state.findings,
+        p1=state.p1,
+        max_priority=state.max_priority,
+        cost_usd=0.0 if state.cost_usd is not None else None,
+        comment_url=url,
+        exit_code=1 if failing else 0,
+        reason="already_reviewed",
+        title=info.title if info else "",
+        url=info.url if info else "",
+    )
+
+
+def unreadable(number: int, exc: GitHubError, renderer: Renderer, *, on_error: str) -> PrOutcome:
+    return PrOutcome(
+        number=number,
+        verdict="incomplete",
+        summary=run_text(renderer, "unreadable", number=number, error=str(exc)),
+        cost_usd=None,
+        exit_code=3 if on_error == "fail" else 0,
+        reason="unreadable",
+    )
+
+
+# --- config, templates and the prior review from the base branch -------------------------------
+
+
+def repo_config(
+    client: GitHubClient,
+    source: GitHubSource,
+    *,
+    config_file: str | None = None,
+    config_path: str = DEFAULT_CONFIG_PATH,
+    overrides: Mapping[str, Any],
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """Config from a local file when named, else from the PR's BASE branch (never the PR's head)."""
+    if config_file:
+        file_layer = load_config_file(config_file, required=True)
+    else:
+        pull = source.pull_info()
+        text = client.file_text(pull.base_repo or source.repo, config_path, pull.base_sha)
+        file_layer = parse_config_text(text, config_path) if text is not None else {}
+    return build_config(
+        file_layer=file_layer, env=env_layer(env if env is not None else os.environ), overrides=overrides
+    )
+
+
+def base_templates(
+    client: GitHubClient, repo: str, base_sha: str, template_dir: str, scratch: Path
+) -> tuple[Path, int]:
+    """Copy the template overrides found under `template_dir` at the base sha into `scratch`."""
+    found = 0
+    for name in TEMPLATE_FILES:
+        text = client.file_text(repo, f"{template_dir.strip('/')}/{name}", base_sha)
+        if text is None:
+            continue
+        target = scratch / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        found += 1
+    return scratch, found
+
+
+@dataclass(frozen=True)
+class PriorReview:
+    """What our sticky comment says about the last review, and whether it makes this run a no-op."""
+
+    state: StickyState | None
+    comment_url: str | None
+    same: bool
+
+
+def is_same_review(state: StickyState | None, *, head_sha: str, config_digest: str) -> bool:
+    """DESIGN 6: same head, same config hash, and a verdict that was not incomplete."""
+    return bool(
+        state is not None
+        and state.head == head_sha
+        and state.config == config_digest
+        and state.verdict not in ("", "incomplete")
+    )
+
+
+def prior_review(
+    client: GitHubClient,
+    repo: str,
+    number: int,
+    *,
+    login: str,
+    head_sha: str,
+    config: Config,
+    renderer: Renderer,
+) -> PriorReview:
+    """The state our sticky comment holds; `same` means a rerun may skip the model."""
+    try:
+        sticky = find_sticky(client, repo, number, login=login)
+    except GitHubError:
+        return PriorReview(None, None, False)
+    state = StickyState.parse(sticky.body) if sticky else None
+    digest = config_hash(config, renderer.templates_digest())
+    return PriorReview(
+        state, sticky.url if sticky else None, is_same_review(state, head_sha=head_sha, config_digest=digest)
+    )
+
+
+def pr_publisher(
+    client: GitHubClient,
+    repo: str,
+    number: int,
+    config: Config,
+    renderer: Renderer,
+    *,
+    login: str,
+    post_comment: bool,
+    inline_comments: bool,
+    warn: Warn,
+) -> Publisher:
+    """The PR sinks in order: sticky comment, then the inline review; a 403 stops further writes."""
+
+    def publish(report: Report, comment: str, index: LineIndex) -> Sequence[Published]:
+        results: list[Published] = []
+        if post_comment:
+            results.append(upsert_sticky(client, repo, number, body=comment, login=login))
+        read_only = any(not r.ok and r.reason == READ_ONLY for r in results)
+        if inline_comments and not read_only:
+            published = _published_findings(report.findings, config.max_findings)
+            data = report.to_dict()
+            by_id = {f["id"]: f for f in data["findings"]}
+            results.append(
+                post_inline_review(
+                    client,
+                    repo,
+                    number,
+                    head_sha=report.snapshot.head.sha,
+                    body=renderer.review_body(data),
+                    comments=[(f, renderer.inline(by_id[f.id])) for f in published],
+                    index=index,
+                    login=login,
+                    fold=lambda fs: renderer.review_body(data, folded=[by_id[f.id] for f in fs]),
+                )
+            )
+        for r in results:
+            if not r.ok:
+                warn(f"imreview: {r.sink}: {r.detail}")
+        return results
+
+    return publish
+
+
+@dataclass(frozen=True)
+class PrWriting:
+    """What writing to one PR needs: the last review our sticky comment recorded, and the sinks."""
+
+    prior: PriorReview
+    publisher: Publisher | None
+
+
+NO_WRITING = PrWriting(PriorReview(None, None, False), None)
+
+
+def prepare_writing(
+    client: GitHubClient,
+    repo: str,
+    number: int,
+    config: Config,
+    renderer: Renderer,
+    *,
+    head_sha: str,
+    post_comment: bool,
+    inline_comments: bool,
+    warn: Warn,
+) -> PrWriting:
+    """Our identity, the prior state from our sticky comment, and the publisher (none when no sink is on)."""
+    if not (post_comment or inline_comments):
+        return NO_WRITING
+    login = viewer_login(client)
+    prior = prior_review(
+        client, repo, number, login=login, head_sha=head_sha, config=config, renderer=renderer
+    )
+    publisher = pr_publisher(
+        client,
+        repo,
+        number,
+        config,
+        renderer,
+        login=login,
+        post_comment=post_comment,
+        inline_comments=inline_comments,
+        warn=warn,
+    )
+    return PrWriting(prior, publisher)
+
+
+def _published_findings(findings: Sequence[Finding], limit: int) -> list[Finding]:
+    return [f for f in findings[: max(0, limit)] if f.anchored]
+
+
+def viewer_login(client: GitHubClient) -> str:
+    try:
+        return client.viewer_login()
+    except NoWriteAccess:
+        return "github-actions[bot]"
+
+
+def echo(stream: TextIO) -> Warn:
+    """A `warn` that prints untrusted text to an Actions log with workflow commands switched off."""
+    return lambda message: echo_untrusted(stream, message)
