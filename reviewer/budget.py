@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reviewer.errors import BudgetExhausted
-from reviewer.report import BudgetReport, Usage
+from reviewer.report import BudgetReport, CallRecord, Overrun, Usage
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,13 @@ DEFAULT_LIMITS = Limits()
 
 
 MARGIN_PERCENT = 115
-"""Estimates are reserved at 115% (DESIGN 10.2): local token counts are approximations."""
+"""The default input margin for a caller that cannot say how good its count is (DESIGN 10.2)."""
+
+EXACT_MARGIN_PERCENT = 100
+"""A count made with the model's own tokenizer of everything that is sent needs no margin."""
+
+UNCERTAIN_MARGIN_PERCENT = 110
+"""A count made with a stand-in tokenizer (measured: llama.cpp counted ~8% more than tiktoken)."""
 
 PHASES: tuple[str, ...] = ("review", "repair", "verify")
 
@@ -43,6 +49,8 @@ class Reservation:
     output_tokens: int
     cost_usd: float | None
     started_at: float
+    estimated_input_tokens: int = 0
+    max_output_tokens: int = 0
 
 
 @dataclass
@@ -64,8 +72,9 @@ class _Spent:
         )
 
 
-def _with_margin(tokens: int) -> int:
-    return (tokens * MARGIN_PERCENT + 99) // 100
+def held_tokens(tokens: int, margin_percent: int = MARGIN_PERCENT) -> int:
+    """What a count of `tokens` holds in the ledger with its margin (rounded up)."""
+    return (tokens * margin_percent + 99) // 100
 
 
 class Budget:
@@ -82,22 +91,33 @@ class Budget:
         self._spent = _Spent()
         self._by_phase = {phase: _Spent() for phase in PHASES}
         self._exhausted = False
+        self._ledger: list[CallRecord] = []
 
     def reserve(
-        self, *, phase: str, input_tokens: int, max_output_tokens: int, cost_usd: float | None
+        self,
+        *,
+        phase: str,
+        input_tokens: int,
+        max_output_tokens: int,
+        cost_usd: float | None,
+        margin_percent: int = MARGIN_PERCENT,
     ) -> Reservation:
-        """Hold the estimate (×1.15) or raise BudgetExhausted naming the first limit it would overrun.
+        """Hold the estimate or raise BudgetExhausted naming the first limit it would overrun.
 
-        `cost_usd` None means the price is unknown: the cost limit then only refuses once the known
-        spend has reached it.
+        The input estimate and its cost are held with `margin_percent` (100 when the count is exact);
+        `max_output_tokens` is held as is, because the provider stops the answer there. `cost_usd`
+        None means the price is unknown: the cost limit then only refuses once the known spend has
+        reached it.
         """
         if phase not in PHASES:
             raise ValueError(f"unknown budget phase {phase!r}; expected one of {', '.join(PHASES)}")
         if input_tokens < 0 or max_output_tokens < 0:
             raise ValueError("token estimates must be >= 0")
-        held_in = _with_margin(input_tokens)
-        held_out = _with_margin(max_output_tokens)
-        held_cost = None if cost_usd is None else cost_usd * MARGIN_PERCENT / 100
+        if margin_percent < 100:
+            raise ValueError(f"margin_percent must be >= 100, got {margin_percent}")
+        held_in = held_tokens(input_tokens, margin_percent)
+        held_out = max_output_tokens
+        held_cost = None if cost_usd is None else cost_usd * margin_percent / 100
         with self._lock:
             refused = self._refusal(held_in, held_out, held_cost)
             if refused is not None:
@@ -110,6 +130,8 @@ class Budget:
                 output_tokens=held_out,
                 cost_usd=held_cost,
                 started_at=self._clock(),
+                estimated_input_tokens=input_tokens,
+                max_output_tokens=max_output_tokens,
             )
             self._open[reservation.id] = reservation
             return reservation
@@ -140,10 +162,10 @@ class Budget:
         return sum(r.cost_usd for r in self._open.values() if r.cost_usd is not None)
 
     def output_tokens_left(self) -> int:
-        """The largest `max_tokens` a reservation would accept right now (the margin taken off)."""
+        """The largest `max_tokens` a reservation would accept right now."""
         with self._lock:
             left = self.limits.output_tokens - self._spent.output_tokens - self._held("output_tokens")
-        return max(left, 0) * 100 // MARGIN_PERCENT
+        return max(left, 0)
 
     def seconds_left(self) -> float:
         return max(self.limits.seconds - (self._clock() - self._started), 0.0)
@@ -165,6 +187,16 @@ class Budget:
                     spent.cost_usd += cost_usd
                 spent.seconds += seconds
                 spent.calls += 1
+            self._ledger.append(
+                CallRecord(
+                    phase=r.phase,
+                    estimated_input_tokens=r.estimated_input_tokens,
+                    reserved_input_tokens=r.input_tokens,
+                    input_tokens=input_tokens,
+                    max_output_tokens=r.max_output_tokens,
+                    output_tokens=output_tokens,
+                )
+            )
 
     def cancel(self, r: Reservation) -> None:
         """Release a reservation whose request was never sent."""
@@ -185,12 +217,36 @@ class Budget:
         with self._lock:
             return self._exhausted
 
+    def spent(self) -> Usage:
+        with self._lock:
+            return self._spent.usage(self._clock() - self._started)
+
     def report(self) -> BudgetReport:
+        """The ledger; a limit the provider's usage took us over (every reservation fitted, so only
+        usage above an estimate can) is listed in `overrun`, so it is disclosed, never hidden."""
         with self._lock:
             elapsed = self._clock() - self._started
+            used = self._spent.usage(elapsed)
             return BudgetReport(
                 limits=dataclasses.asdict(self.limits),
-                used=self._spent.usage(elapsed),
+                used=used,
                 exhausted=self._exhausted,
                 by_phase={phase: spent.usage(spent.seconds) for phase, spent in self._by_phase.items()},
+                calls=tuple(self._ledger),
+                overrun=overruns(self.limits, used),
             )
+
+
+def overruns(limits: Limits, used: Usage) -> tuple[Overrun, ...]:
+    """Each token, cost or call limit that `used` is above."""
+    out = []
+    for name, value in (
+        ("input_tokens", used.input_tokens),
+        ("output_tokens", used.output_tokens),
+        ("cost_usd", used.cost_usd),
+        ("calls", used.calls),
+    ):
+        limit = getattr(limits, name)
+        if value is not None and value > limit + 1e-9:
+            out.append(Overrun(limit=name, used=value, allowed=limit))
+    return tuple(out)

@@ -91,3 +91,13 @@ class BudgetExhausted(ImreviewError):
 
 class PatchError(ImreviewError, ValueError):
     """The diff text is not a unified diff we can trust."""
+
+
+class ContextExceeded(ModelError):
+    """The server refused a request as longer than its context window; `window` is the window it
+    told us (or that a probe found), so the caller can re-split the unit and retry."""
+
+    def __init__(self, message: str, window: int, assumed: int) -> None:
+        self.window = window
+        self.assumed = assumed
+        super().__init__(message)

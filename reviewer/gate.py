@@ -43,15 +43,18 @@ def evaluate(
     budget: BudgetReport,
     outputs: Sequence[OutputSize] = (),
 ) -> Gate:
-    """Integrity checks: disclosed gaps do not block publishing; a moved head or an overrun does."""
+    """Integrity checks: disclosed gaps do not block publishing; a moved head or an undisclosed
+    overrun does. Every reservation fits the limits, so a limit is passed only when the provider
+    reported more than was reserved: the budget lists that in `overrun`, and the review it paid
+    for is published with the overrun shown here (DESIGN 5)."""
     unaccounted = [f.path for f in coverage.files if f.status == "partial" and not f.reason]
     counts: dict[str, int] = {}
     for f in coverage.files:
         counts[f.status] = counts.get(f.status, 0) + 1
     moved = current_head is not None and current_head != pinned_head
     limits, used = budget.limits, budget.used
-    overrun = [
-        name
+    over = [
+        (name, value, limits[name])
         for name, value in (
             ("input_tokens", used.input_tokens),
             ("output_tokens", used.output_tokens),
@@ -60,6 +63,18 @@ def evaluate(
         )
         if value is not None and limits.get(name) is not None and value > limits[name] + 1e-9
     ]
+    disclosed = {o.limit for o in budget.overrun}
+    overrun = [name for name, _, _ in over if name not in disclosed]
+    budget_detail = (
+        "over " + ", ".join(overrun)
+        if overrun
+        else "; ".join(
+            f"provider-reported {name} {value:g} > limit {limit:g} (usage above the reservation; disclosed,"
+            " the paid-for review is published)"
+            for name, value, limit in over
+        )
+        or ("exhausted, disclosed" if budget.exhausted else "ok")
+    )
     checks = (
         GateCheck(
             "head_unchanged",
@@ -82,9 +97,7 @@ def evaluate(
         GateCheck(
             "budget_respected",
             not overrun,
-            "over " + ", ".join(overrun)
-            if overrun
-            else ("exhausted, disclosed" if budget.exhausted else "ok"),
+            budget_detail,
         ),
         GateCheck(
             "output_limits",

@@ -8,17 +8,27 @@ from __future__ import annotations
 
 import email.utils
 import functools
+import json
 import os
+import re
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
-from reviewer.budget import Budget
+from reviewer.budget import EXACT_MARGIN_PERCENT, UNCERTAIN_MARGIN_PERCENT, Budget
 from reviewer.config import Config
-from reviewer.errors import AnswerUnparsed, BudgetExhausted, ConfigError, ModelConfigError, ModelError
+from reviewer.errors import (
+    AnswerUnparsed,
+    BudgetExhausted,
+    ConfigError,
+    ContextExceeded,
+    ModelConfigError,
+    ModelError,
+)
 
 T = TypeVar("T")
 
@@ -28,6 +38,12 @@ CALL_TIMEOUT_SECONDS = 120.0
 MIN_USEFUL_MAX_TOKENS = 256
 BACKOFF_BASE_SECONDS = 1.0
 PLACEHOLDER_API_KEY = "imreview-no-key"
+PROBE_TIMEOUT_SECONDS = 3.0
+_WINDOW_IN_ERROR = (
+    re.compile(r"maximum context length is (\d+)", re.IGNORECASE),
+    re.compile(r"\bn_ctx\W{1,4}(\d+)", re.IGNORECASE),
+    re.compile(r"context (?:size|window|length)(?: of| is|:)? (\d{3,})", re.IGNORECASE),
+)
 _OFFLINE_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "LITELLM_OFFLINE_MODE": "true"}
 
 
@@ -96,6 +112,8 @@ class ModelClient:
         self._warned: set[str] = set()
         self._info: dict[str, Mapping[str, Any] | None] = {}
         self._keys_missing: dict[str, list[str]] = {}
+        self._window: tuple[int, str] | None = None
+        self._assumed_window: int | None = None
 
     def credentials_missing(self) -> list[str]:
         """Environment keys the primary model needs and lacks; none when `api_base` is set, because
@@ -106,21 +124,104 @@ class ModelClient:
 
     def context_window(self) -> int:
         """The smallest input window in the chain, so a unit packed for it fits every fallback."""
-        if self.config.context_window:
-            return self.config.context_window
-        windows = []
+        return self.window()[0]
+
+    def window(self) -> tuple[int, str]:
+        """(tokens, source). A self-hosted server (`api_base`) is asked first (vLLM's `/v1/models`
+        `max_model_len`, llama.cpp's `/props` `n_ctx`), because litellm's map describes the hosted
+        model of that name, not what this server was started with; then config `context_window`,
+        then (without `api_base`) litellm's map, then 8,192 with a warning. Once a server refused a
+        request as too long, the window it told us wins (`learned`)."""
+        with self._lock:
+            if self._window is not None:
+                return self._window
+        found = self._find_window()
+        with self._lock:
+            if self._window is None:
+                self._window = found
+            return self._window
+
+    def _find_window(self) -> tuple[int, str]:
+        configured = self.config.context_window
+        if self.config.api_base:
+            served = probe_window(self.config.api_base, self.models[0], self._probe_key())
+            if served:
+                if configured and configured < served:
+                    return configured, "config"
+                return served, "server"
+        if configured:
+            return configured, "config"
+        windows: list[tuple[int, str]] = []
         for model in self.models:
             info = self._model_info(model)
             window = info and (info.get("max_input_tokens") or info.get("max_tokens"))
-            if not window:
-                self._warn_once(
-                    f"context:{model}",
-                    f"model {model!r} is unknown to litellm's model map: assuming a context window of "
-                    f"{ASSUMED_CONTEXT_WINDOW} tokens (set `context_window` to override)",
-                )
-                window = ASSUMED_CONTEXT_WINDOW
-            windows.append(int(window))
+            if window:
+                windows.append((int(window), "litellm"))
+                continue
+            server = (
+                " and the server at api_base did not say its window (GET /v1/models, GET /props)"
+                if self.config.api_base
+                else ""
+            )
+            self._warn_once(
+                f"context:{model}",
+                f"model {model!r} is unknown to litellm's model map{server}: assuming a context window of "
+                f"{ASSUMED_CONTEXT_WINDOW} tokens (set `context_window` to override)",
+            )
+            windows.append((ASSUMED_CONTEXT_WINDOW, "assumed"))
         return min(windows)
+
+    def learn_window(self, window: int) -> None:
+        """Record the window a server told us in a context-exceeded answer (never grows)."""
+        current = self.window()
+        with self._lock:
+            if window < current[0]:
+                if self._assumed_window is None:
+                    self._assumed_window = current[0]
+                self._window = (window, "learned")
+
+    @property
+    def assumed_window(self) -> int | None:
+        """The window first assumed, when a server's answer taught us a smaller one."""
+        with self._lock:
+            return self._assumed_window
+
+    def answer_cap(self) -> int:
+        """The largest answer one call may ask for: the per-call setting, within every model's own cap."""
+        caps = [self.config.max_output_tokens_per_call]
+        for model in self.models:
+            info = self._model_info(model)
+            model_max = info and (info.get("max_output_tokens") or info.get("max_tokens"))
+            if model_max:
+                caps.append(int(model_max))
+        return max(1, min(caps))
+
+    def margin_percent(self) -> int:
+        """The reservation margin on input counts: none when litellm counts with the model's own
+        tokenizer (OpenAI models through tiktoken), a small one where its count is a stand-in."""
+        return EXACT_MARGIN_PERCENT if _exact_tokenizer(self.models[0]) else UNCERTAIN_MARGIN_PERCENT
+
+    def count_request(
+        self, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None = None
+    ) -> int:
+        """Tokens of a request as it will be sent to the primary model: the messages with their
+        framing, plus the response schema when it goes out as `response_format`."""
+        return self._count_request(self.models[0], messages, response_schema)
+
+    def _count_request(
+        self, model: str, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None
+    ) -> int:
+        tokens = self._count(model, messages=messages)
+        if response_schema is not None and self._supports_schema(model):
+            tokens += self._count(model, text=json.dumps(dict(response_schema)))
+        return tokens
+
+    def _probe_key(self) -> str | None:
+        for name in ("OPENAI_API_KEY", "HOSTED_VLLM_API_KEY"):
+            value = os.environ.get(name)
+            if value:
+                return value
+        return None
 
     def count_tokens(self, text: str) -> int:
         return self._count(self.models[0], text=text)
@@ -150,19 +251,23 @@ class ModelClient:
         parse: Callable[[str], T],
         response_schema: Mapping[str, Any] | None = None,
         repair_prompt: Callable[[str, str], str] | None = None,
+        max_tokens: int | None = None,
     ) -> tuple[T, list[Completion]]:
         """Ask the chain for an answer `parse` accepts (it raises ValueError otherwise), repairing an
         unparsable answer once with the same model. `response_schema` is sent as `response_format`
         only to models litellm says support it; `parse` must validate regardless.
 
-        Raises BudgetExhausted unchanged, AnswerUnparsed when the repair did not parse either, and
-        ModelError (ModelConfigError when no model was usable at all) when every model failed.
+        `max_tokens` is the answer reservation the plan sized for this call (the per-call cap when
+        None). Raises BudgetExhausted unchanged, ContextExceeded when the server found the request
+        longer than its window (the caller re-splits), AnswerUnparsed when the repair did not parse
+        either, and ModelError (ModelConfigError when no model was usable at all) when every model
+        failed.
         """
         completions: list[Completion] = []
         failures: list[_ModelFailed] = []
         for model in self.models:
             try:
-                first = self._complete_with_retries(model, messages, phase, response_schema)
+                first = self._complete_with_retries(model, messages, phase, response_schema, max_tokens)
             except _ModelFailed as failed:
                 failures.append(failed)
                 continue
@@ -171,7 +276,15 @@ class ModelClient:
                 return parse(first.text), completions
             except ValueError as error:
                 return self._repair(
-                    model, messages, first, error, parse, response_schema, completions, repair_prompt
+                    model,
+                    messages,
+                    first,
+                    error,
+                    parse,
+                    response_schema,
+                    completions,
+                    repair_prompt,
+                    max_tokens=max_tokens,
                 )
         last = failures[-1].cause
         message = f"model call failed for {', '.join(self.models)}; last error: {_short(last)}"
@@ -189,6 +302,8 @@ class ModelClient:
         response_schema: Mapping[str, Any] | None,
         completions: list[Completion],
         repair_prompt: Callable[[str, str], str] | None = None,
+        *,
+        max_tokens: int | None = None,
     ) -> tuple[T, list[Completion]]:
         """One more call with the same model; the template (when given) quotes the bad answer itself."""
         if repair_prompt is not None:
@@ -204,7 +319,7 @@ class ModelClient:
                 },
             ]
         try:
-            second = self._complete_with_retries(model, retry, "repair", response_schema)
+            second = self._complete_with_retries(model, retry, "repair", response_schema, max_tokens)
         except _ModelFailed as failed:
             raise AnswerUnparsed(
                 first.text,
@@ -225,11 +340,12 @@ class ModelClient:
         messages: list[dict[str, str]],
         phase: str,
         response_schema: Mapping[str, Any] | None,
+        max_tokens: int | None = None,
     ) -> Completion:
         """Up to MAX_ATTEMPTS requests on retryable errors, never sleeping past the seconds budget."""
         for attempt in range(MAX_ATTEMPTS):
             try:
-                return self._complete_once(model, messages, phase, response_schema)
+                return self._complete_once(model, messages, phase, response_schema, max_tokens)
             except _Retryable as retryable:
                 delay = retryable.retry_after
                 if delay is None:
@@ -245,18 +361,23 @@ class ModelClient:
         messages: list[dict[str, str]],
         phase: str,
         response_schema: Mapping[str, Any] | None,
+        requested_max_tokens: int | None = None,
     ) -> Completion:
         """One HTTP request: reserve, send, settle. The only place that calls litellm.completion."""
         litellm = _litellm()
-        max_tokens = self._max_tokens(model)
+        max_tokens = self._max_tokens(model, requested_max_tokens)
         if max_tokens < min(MIN_USEFUL_MAX_TOKENS, self.config.max_output_tokens_per_call):
             self.budget.mark_exhausted()
             raise BudgetExhausted("output_tokens", f"only {max_tokens} output tokens left for a call")
-        input_estimate = self._count(model, messages=messages)
+        input_estimate = self._count_request(model, messages, response_schema)
         price = self.price(model)
         estimate = None if price is None else input_estimate * price[0] + max_tokens * price[1]
         reservation = self.budget.reserve(
-            phase=phase, input_tokens=input_estimate, max_output_tokens=max_tokens, cost_usd=estimate
+            phase=phase,
+            input_tokens=input_estimate,
+            max_output_tokens=max_tokens,
+            cost_usd=estimate,
+            margin_percent=self.margin_percent(),
         )
         kwargs: dict[str, Any] = {
             "model": model,
@@ -283,6 +404,9 @@ class ModelClient:
             text = choice.message.content or ""
             finish_reason = choice.finish_reason
         except Exception as error:
+            if isinstance(error, litellm.ContextWindowExceededError):
+                self.budget.settle(reservation, input_tokens=0, output_tokens=0, cost_usd=0.0)
+                raise self._context_exceeded(model, error, input_estimate + max_tokens) from error
             timed_out = isinstance(error, litellm.Timeout)
             spent_input = input_estimate if timed_out else 0
             self.budget.settle(
@@ -306,8 +430,27 @@ class ModelClient:
             finish_reason=finish_reason,
         )
 
-    def _max_tokens(self, model: str) -> int:
+    def _context_exceeded(self, model: str, error: Exception, sent: int) -> ContextExceeded:
+        """What the server's refusal teaches: the window it names, else what a probe finds, else
+        three quarters of what was sent."""
+        assumed = self.context_window()
+        told = window_in_error(str(error))
+        if told is None and self.config.api_base:
+            told = probe_window(self.config.api_base, model, self._probe_key())
+        if told is None or told >= assumed:
+            told = min(assumed, sent) * 3 // 4
+        self.learn_window(told)
+        return ContextExceeded(
+            f"{model} refused the request as longer than its context window: assumed {assumed} tokens, "
+            f"the server has {told}",
+            window=told,
+            assumed=assumed,
+        )
+
+    def _max_tokens(self, model: str, requested: int | None = None) -> int:
         candidates = [self.config.max_output_tokens_per_call, self.budget.output_tokens_left()]
+        if requested is not None:
+            candidates.append(requested)
         info = self._model_info(model)
         model_max = info and (info.get("max_output_tokens") or info.get("max_tokens"))
         if model_max:
@@ -411,3 +554,67 @@ def _retry_after(error: Exception) -> float | None:
 def _short(error: BaseException, limit: int = 300) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def window_in_error(message: str) -> int | None:
+    """The context window a server names in its refusal (vLLM/OpenAI: "maximum context length is
+    N tokens"; llama.cpp: `n_ctx`), or None."""
+    for pattern in _WINDOW_IN_ERROR:
+        match = pattern.search(message)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def probe_window(api_base: str, model: str, api_key: str | None = None) -> int | None:
+    """Ask an OpenAI-compatible server its context window: `GET /v1/models` (vLLM's
+    `max_model_len`, or `context_length` as LM Studio and others say) for this model (or the only
+    one served), then llama.cpp's `GET /props` (`default_generation_settings.n_ctx`, or `n_ctx`).
+    None when neither answers; never raises."""
+    root = api_base.rstrip("/")
+    bare = root[: -len("/v1")] if root.endswith("/v1") else root
+    name = model.split("/", 1)[1] if "/" in model else model
+    models = _get_json(f"{bare}/v1/models", api_key)
+    entries = models.get("data") if isinstance(models, dict) else None
+    if isinstance(entries, list):
+        dicts = [e for e in entries if isinstance(e, dict)]
+        chosen = [e for e in dicts if e.get("id") in (name, model)] or (dicts if len(dicts) == 1 else [])
+        for entry in chosen:
+            for key in ("max_model_len", "context_length", "max_context_length"):
+                value = entry.get(key)
+                if isinstance(value, int) and value > 0:
+                    return value
+    props = _get_json(f"{bare}/props", api_key)
+    if isinstance(props, dict):
+        settings = props.get("default_generation_settings")
+        for value in (settings.get("n_ctx") if isinstance(settings, dict) else None, props.get("n_ctx")):
+            if isinstance(value, int) and value > 0:
+                return value
+    return None
+
+
+def _get_json(url: str, api_key: str | None) -> Any:
+    headers = {"Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=headers), timeout=PROBE_TIMEOUT_SECONDS
+        ) as response:
+            return json.loads(response.read(1_000_000))
+    except Exception:
+        return None
+
+
+def _exact_tokenizer(model: str) -> bool:
+    """True when litellm counts this model with its own tokenizer (tiktoken knows OpenAI models)."""
+    try:
+        name, provider, _, _ = _litellm().get_llm_provider(model)
+        if provider not in ("openai", "azure"):
+            return False
+        import tiktoken
+
+        tiktoken.encoding_for_model(name)
+        return True
+    except Exception:
+        return False

@@ -9,6 +9,7 @@ no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from reviewer.diff import DiffFile, Hunk
-from reviewer.report import Coverage, FileCoverage
+from reviewer.report import Coverage, CoverageStatus, FileCoverage, SliceCoverage
 
 LEGEND = (
     'Each file starts with "## File: <path> (<status>)", then its hunks. Each hunk has an "@@" header '
@@ -141,21 +142,32 @@ class Skip:
 
 @dataclass(frozen=True)
 class UnitPart:
-    """One hunk as the model sees it (see LEGEND), already redacted."""
+    """One hunk, or one slice of it, as the model sees it (see LEGEND), already redacted.
+
+    `lines` is the slice's [start, stop) into `Hunk.lines` (None: the whole hunk); `span` is the
+    first and last line number of the slice in the file, for the report."""
 
     path: str
     hunk_index: int
     text: str
+    lines: tuple[int, int] | None = None
+    span: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
 class Unit:
-    """Whole hunks for one model call; `tokens` is the sum of the parts' counts."""
+    """Hunks (or slices) for one model call, decided before any call.
+
+    `tokens` counts the diff text; `input_tokens` the whole request as it will be sent (prompt with
+    this unit's `nonce`, schema); `answer_tokens` is the `max_tokens` reserved for its answer."""
 
     id: int
     parts: tuple[UnitPart, ...]
     tokens: int
     risk: float
+    nonce: str = ""
+    input_tokens: int = 0
+    answer_tokens: int = 0
 
     @property
     def text(self) -> str:
@@ -163,12 +175,32 @@ class Unit:
 
 
 @dataclass(frozen=True)
-class HunkRef:
-    """A hunk that was not packed because it alone exceeds `unit_tokens` (a `budget` gap)."""
+class Unplaced:
+    """Lines of a hunk no call carries: `budget` (the budget ran out) or `context_window` (not even
+    one line of it fits one call). `lines` is [start, stop) into `Hunk.lines`."""
 
     path: str
     hunk_index: int
-    tokens: int
+    lines: tuple[int, int]
+    reason: str
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """What the whole plan may spend, in the ledger's terms (DESIGN 5), and how a call is sized.
+
+    A request holds `margin_percent` of its counted input tokens; `window` bounds the held input plus
+    the answer reservation of one call; every None is unlimited."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    calls: int | None = None
+    cost_usd: float | None = None
+    price: tuple[float, float] | None = None
+    window: int | None = None
+    margin_percent: int = 100
+    max_answer_tokens: int = 4096
 
 
 @dataclass(frozen=True)
@@ -179,7 +211,11 @@ class Plan:
     hunks_total: Mapping[str, int]
     lines_changed: int
     no_patch: tuple[str, ...]
-    oversize: tuple[HunkRef, ...] = ()
+    unplaced: tuple[Unplaced, ...] = ()
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(u.input_tokens for u in self.units)
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
@@ -342,10 +378,150 @@ def enclosing_context(hunk: Hunk, head_lines: Sequence[str]) -> tuple[tuple[int,
     return ()
 
 
+SLICE_OVERLAP_LINES = 3
+"""Lines a slice repeats from the one before it, so a defect across the cut is seen whole."""
+
+ANSWER_BASE_TOKENS = 600
+ANSWER_WINDOW_SHARE = 4
+SEPARATOR_TOKENS = 2
+"""Slack per part for the blank line that joins parts (a join can merge tokens, never add many)."""
+
+
+def answer_tokens(diff_tokens: int, allowance: Allowance) -> int:
+    """The `max_tokens` a unit reserves: what a findings answer for that much code needs (a base
+    for the JSON frame plus a third of the code), never more than the per-call cap or a quarter
+    of the window."""
+    cap = allowance.max_answer_tokens
+    if allowance.window:
+        cap = min(cap, allowance.window // ANSWER_WINDOW_SHARE)
+    return max(1, min(ANSWER_BASE_TOKENS + diff_tokens // 3, cap))
+
+
+def _held(tokens: int, margin_percent: int) -> int:
+    return (tokens * margin_percent + 99) // 100
+
+
 @dataclass
 class _Open:
-    parts: list[tuple[UnitPart, float]]
-    tokens: int
+    nonce: str
+    overhead: int
+    parts: list[tuple[UnitPart, float, int]]
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Lines [start, stop) of a hunk still to be placed, with its risk."""
+
+    risk: float
+    file: DiffFile
+    hunk: Hunk
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True)
+class _Cost:
+    held_in: int
+    answer: int
+    cost: float
+
+
+class _Packer:
+    """Units under construction and what they hold of the allowance, so a part is only placed
+    where both its call (window) and the whole plan (budget) still have room."""
+
+    def __init__(
+        self,
+        allowance: Allowance,
+        unit_tokens: int,
+        nonce: Callable[[int], str],
+        overhead: Callable[[str], int],
+        first_id: int,
+    ) -> None:
+        self.allowance = allowance
+        self.unit_tokens = unit_tokens
+        self._nonce = nonce
+        self._overhead = overhead
+        self.first_id = first_id
+        self.units: list[_Open] = []
+        self._next: _Open | None = None
+
+    def cost(self, overhead: int, tokens: int) -> _Cost:
+        a = self.allowance
+        held_in = _held(overhead + tokens, a.margin_percent)
+        answer = answer_tokens(tokens, a)
+        price = 0.0
+        if a.price is not None:
+            price = (overhead + tokens) * a.price[0] * a.margin_percent / 100 + answer * a.price[1]
+        return _Cost(held_in, answer, price)
+
+    def fits_call(self, overhead: int, tokens: int) -> bool:
+        if tokens > self.unit_tokens:
+            return False
+        if self.allowance.window is None:
+            return True
+        c = self.cost(overhead, tokens)
+        return c.held_in + c.answer <= self.allowance.window
+
+    def _totals(self, skip: _Open | None = None) -> tuple[int, int, float]:
+        held = out = 0
+        cost = 0.0
+        for u in self.units:
+            if u is skip:
+                continue
+            c = self.cost(u.overhead, u.tokens)
+            held, out, cost = held + c.held_in, out + c.answer, cost + c.cost
+        return held, out, cost
+
+    def fits_budget(self, unit: _Open, tokens: int, new: bool) -> bool:
+        a = self.allowance
+        if new and a.calls is not None and len(self.units) + 1 > a.calls:
+            return False
+        held, out, cost = self._totals(skip=None if new else unit)
+        c = self.cost(unit.overhead, tokens)
+        if a.input_tokens is not None and held + c.held_in > a.input_tokens:
+            return False
+        if a.output_tokens is not None and out + c.answer > a.output_tokens:
+            return False
+        return not (a.cost_usd is not None and a.price is not None and cost + c.cost > a.cost_usd + 1e-12)
+
+    def fresh(self) -> _Open:
+        """The next unit to open (its nonce drawn once, so its counted prompt is the sent one)."""
+        if self._next is None:
+            nonce = self._nonce(self.first_id + len(self.units))
+            self._next = _Open(nonce=nonce, overhead=self._overhead(nonce), parts=[])
+        return self._next
+
+    def add(self, options: Sequence[tuple[UnitPart, int]], risk: float) -> bool:
+        """First fit: the earliest unit that takes the part (its richest option that fits), else a new one."""
+        for unit in [*self.units, self.fresh()]:
+            new = unit is self._next
+            for part, tokens in options:
+                total = unit.tokens + tokens + (SEPARATOR_TOKENS if unit.parts else 0)
+                if self.fits_call(unit.overhead, total) and self.fits_budget(unit, total, new):
+                    unit.parts.append((part, risk, tokens))
+                    unit.tokens = total
+                    if new:
+                        self.units.append(unit)
+                        self._next = None
+                    return True
+        return False
+
+    def room(self, unit: _Open) -> int:
+        """The most diff tokens `unit` (or the fresh one) can still take."""
+        new = unit is self._next
+        base = unit.tokens + (SEPARATOR_TOKENS if unit.parts else 0)
+        lo, hi = 0, max(self.unit_tokens - base, 0)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.fits_call(unit.overhead, base + mid) and self.fits_budget(unit, base + mid, new):
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo and not (self.fits_call(unit.overhead, base + lo) and self.fits_budget(unit, base + lo, new)):
+            return 0
+        return lo
 
 
 def make_plan(
@@ -357,11 +533,28 @@ def make_plan(
     count_tokens: Callable[[str], int],
     read_file: Callable[[str], str | None] | None = None,
     redact: Callable[[str], str] = lambda s: s,
+    allowance: Allowance | None = None,
+    nonce: Callable[[int], str] = lambda i: "",
+    overhead: Callable[[str], int] = lambda nonce: 0,
+    measure: Callable[[str, str], int] | None = None,
+    only: Collection[tuple[str, int]] | None = None,
+    first_id: int = 0,
 ) -> Plan:
-    """Filter, rank and pack. `read_file(path)` returns the head text (None when unavailable)
-    and is called at most once per file, only for hunks that want context."""
+    """Filter, rank, and decide for the whole allowance at once which hunks go into which call.
+
+    Riskiest hunks first, each into the earliest unit with room (units fill close to the per-call
+    limit); a hunk too big for one call is cut at line boundaries into overlapping slices; context
+    back to the enclosing definition shrinks before a hunk is left out; what the allowance still
+    holds at the end is filled with the first lines of hunks left out. `unit_tokens` caps a unit's
+    diff text; `overhead(nonce)` is what a request costs without its diff and `measure(nonce, text)`
+    (when given) counts the finished request, so the plan holds what will be sent. `only` restricts
+    the plan to those hunks (re-planning after a context-exceeded answer) and `first_id` numbers
+    its units. `read_file(path)` returns the head text (None when unavailable) and is called at
+    most once per file, only for hunks that want context.
+    """
     if unit_tokens <= 0:
         raise ValueError(f"unit_tokens must be a positive number of tokens, got {unit_tokens}")
+    allowance = allowance or Allowance()
     skipped: list[Skip] = []
     no_patch: list[str] = []
     reviewable: list[DiffFile] = []
@@ -375,7 +568,12 @@ def make_plan(
             reviewable.append(f)
 
     ranked = sorted(
-        ((hunk_risk(f.path, h), f, h) for f in reviewable for h in f.hunks),
+        (
+            (hunk_risk(f.path, h), f, h)
+            for f in reviewable
+            for h in f.hunks
+            if only is None or (f.path, h.index) in only
+        ),
         key=lambda item: (-item[0], item[1].path, item[2].index),
     )
     heads: dict[str, list[str] | None] = {}
@@ -388,62 +586,249 @@ def make_plan(
             heads[f.path] = None if text is None else text.splitlines()
         return heads[f.path]
 
-    units: list[_Open] = []
-    oversize: list[HunkRef] = []
+    packer = _Packer(allowance, unit_tokens, nonce, overhead, first_id)
+    unplaced: list[Unplaced] = []
+    leftover: list[_Piece] = []
     for risk, f, hunk in ranked:
         header = _file_header(f)
         plain = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, ())])))
         plain_tokens = count_tokens(plain.text)
-        if plain_tokens > unit_tokens:
-            oversize.append(HunkRef(f.path, hunk.index, plain_tokens))
+        fresh = packer.fresh()
+        call_room = _call_room(packer, fresh.overhead)
+        if plain_tokens > call_room:
+            pieces = _slices(f, hunk, risk, call_room, count_tokens, redact, unplaced)
+            for part, tokens in pieces:
+                if not packer.add([(part, tokens)], risk):
+                    assert part.lines is not None
+                    leftover.append(_Piece(risk, f, hunk, *part.lines))
             continue
         options = [(plain, plain_tokens)]
         lines = head_lines(f)
         extension = enclosing_context(hunk, lines) if lines is not None else ()
-        if extension:
-            rich = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, extension)])))
-            options.insert(0, (rich, count_tokens(rich.text)))
-        _place(units, options, risk, unit_tokens)
+        for shrunk in _shrinking(extension):
+            rich = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, shrunk)])))
+            options.insert(-1, (rich, count_tokens(rich.text)))
+        if not packer.add(options, risk):
+            leftover.append(_Piece(risk, f, hunk, 0, len(hunk.lines)))
 
-    done = tuple(
-        Unit(id=i, parts=_ordered(u.parts), tokens=u.tokens, risk=max(r for _, r in u.parts))
-        for i, u in enumerate(units)
-    )
+    for piece in _merge(leftover):
+        unplaced += _fill(packer, piece, count_tokens, redact)
+
+    units = _finish(packer, measure, unplaced)
     file_risk = {f.path: max((hunk_risk(f.path, h) for h in f.hunks), default=-1.0) for f in reviewable}
     return Plan(
-        units=done,
+        units=units,
         skipped=tuple(sorted(skipped, key=lambda s: s.path)),
         reviewable=tuple(sorted(file_risk, key=lambda p: (-file_risk[p], p))),
         hunks_total={f.path: len(f.hunks) for f in files},
         lines_changed=sum(f.additions + f.deletions for f in files),
         no_patch=tuple(sorted(no_patch)),
-        oversize=tuple(oversize),
+        unplaced=tuple(unplaced),
     )
 
 
-def _place(units: list[_Open], options: Sequence[tuple[UnitPart, int]], risk: float, limit: int) -> None:
-    """First fit in risk order: the earliest unit that takes the hunk, with context if that fits
-    there, else without; a new unit only when none does."""
-    for unit in units:
-        for part, tokens in options:
-            if unit.tokens + tokens <= limit:
-                unit.parts.append((part, risk))
-                unit.tokens += tokens
-                return
-    part, tokens = next((o for o in options if o[1] <= limit), options[-1])
-    units.append(_Open(parts=[(part, risk)], tokens=tokens))
+def _call_room(packer: _Packer, overhead: int) -> int:
+    """The most diff tokens one call can carry, whatever the budget."""
+    lo, hi = 0, packer.unit_tokens
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if packer.fits_call(overhead, mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _shrinking(extension: Sequence[tuple[int, str]]) -> list[tuple[tuple[int, str], ...]]:
+    """Context options, richest first: the whole way back to the definition, then the definition
+    line with the nearest half, then the definition line alone."""
+    if not extension:
+        return []
+    head, rest = extension[0], tuple(extension[1:])
+    out = [tuple(extension), (head, *rest[len(rest) // 2 :]), (head,)]
+    return list(dict.fromkeys(out))
+
+
+def _slice_text(f: DiffFile, hunk: Hunk, start: int, stop: int) -> str:
+    body = _numbered(hunk, ())
+    head = body[0] + f"  [slice: diff lines {start + 1}-{stop} of {len(hunk.lines)} in this hunk]"
+    return "\n".join([_file_header(f), head, *body[1 + start : 1 + stop]])
+
+
+def _span(hunk: Hunk, start: int, stop: int) -> tuple[int, int]:
+    def number(i: int) -> int:
+        line = hunk.lines[i]
+        return line.new if line.new is not None else (line.old or 0)
+
+    return number(start), number(stop - 1)
+
+
+def _largest_slice(
+    f: DiffFile,
+    hunk: Hunk,
+    start: int,
+    stop: int,
+    cap: int,
+    count_tokens: Callable[[str], int],
+    redact: Callable[[str], str],
+) -> tuple[UnitPart, int] | None:
+    """The longest slice [start, end) with end <= stop whose text fits `cap` tokens, or None."""
+    if cap <= 0:
+        return None
+
+    def part(end: int) -> tuple[UnitPart, int]:
+        text = redact(_slice_text(f, hunk, start, end))
+        whole = start == 0 and end == len(hunk.lines)
+        p = UnitPart(f.path, hunk.index, text, None if whole else (start, end), _span(hunk, start, end))
+        return p, count_tokens(text)
+
+    lo, hi = start, stop
+    best: tuple[UnitPart, int] | None = None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        candidate = part(mid)
+        if candidate[1] <= cap:
+            best, lo = candidate, mid
+        else:
+            hi = mid - 1
+    return best
+
+
+def _slices(
+    f: DiffFile,
+    hunk: Hunk,
+    risk: float,
+    cap: int,
+    count_tokens: Callable[[str], int],
+    redact: Callable[[str], str],
+    unplaced: list[Unplaced],
+) -> list[tuple[UnitPart, int]]:
+    """A hunk too big for one call, cut at line boundaries into slices that each fit one call,
+    overlapping by SLICE_OVERLAP_LINES; a line that does not fit even alone is `context_window`."""
+    out: list[tuple[UnitPart, int]] = []
+    start, n = 0, len(hunk.lines)
+    while start < n:
+        best = _largest_slice(f, hunk, start, n, cap, count_tokens, redact)
+        if best is None:
+            unplaced.append(Unplaced(f.path, hunk.index, (start, start + 1), "context_window"))
+            start += 1
+            continue
+        out.append(best)
+        end = (best[0].lines or (0, n))[1]
+        if end >= n:
+            break
+        start = max(end - SLICE_OVERLAP_LINES, start + 1)
+    return out
+
+
+def _merge(pieces: Sequence[_Piece]) -> list[_Piece]:
+    """Leftover slices of one hunk joined back into line ranges, riskiest first."""
+    by_hunk: dict[tuple[str, int], list[_Piece]] = {}
+    for p in pieces:
+        by_hunk.setdefault((p.file.path, p.hunk.index), []).append(p)
+    out: list[_Piece] = []
+    for group in by_hunk.values():
+        group.sort(key=lambda p: p.start)
+        current = group[0]
+        for p in group[1:]:
+            if p.start <= current.stop:
+                current = dataclasses.replace(current, stop=max(current.stop, p.stop))
+            else:
+                out.append(current)
+                current = p
+        out.append(current)
+    return sorted(out, key=lambda p: (-p.risk, p.file.path, p.hunk.index, p.start))
+
+
+def _fill(
+    packer: _Packer,
+    piece: _Piece,
+    count_tokens: Callable[[str], int],
+    redact: Callable[[str], str],
+) -> list[Unplaced]:
+    """Spend what the allowance still holds on the first lines of a hunk that did not fit whole;
+    whatever still does not fit is `budget`."""
+    start = piece.start
+    while start < piece.stop:
+        candidates = [*packer.units, packer.fresh()]
+        best_unit = max(candidates, key=packer.room)
+        room = packer.room(best_unit) - (SEPARATOR_TOKENS if best_unit.parts else 0)
+        best = _largest_slice(piece.file, piece.hunk, start, piece.stop, room, count_tokens, redact)
+        if best is None or not packer.add([best], piece.risk):
+            break
+        end = (best[0].lines or (0, len(piece.hunk.lines)))[1]
+        if end >= piece.stop:
+            return []
+        start = max(end - SLICE_OVERLAP_LINES, start + 1)
+    if start >= piece.stop:
+        return []
+    return [Unplaced(piece.file.path, piece.hunk.index, (start, piece.stop), "budget")]
+
+
+WHOLE_HUNK = (0, 1 << 30)
+"""An Unplaced range that stands for every line of its hunk."""
+
+
+def _finish(
+    packer: _Packer, measure: Callable[[str, str], int] | None, unplaced: list[Unplaced]
+) -> tuple[Unit, ...]:
+    """Count each finished request as it will be sent; a unit the exact count no longer fits (a
+    token merge at a part join) gives up its least risky part."""
+    a = packer.allowance
+    units: list[Unit] = []
+    held_total = 0
+    for u in packer.units:
+        parts = list(u.parts)
+        while parts:
+            ordered = _ordered([(p, r) for p, r, _ in parts])
+            text = "\n\n".join(p.text for p in ordered)
+            tokens = sum(t for _, _, t in parts) + SEPARATOR_TOKENS * (len(parts) - 1)
+            counted = measure(u.nonce, text) if measure else u.overhead + tokens
+            held_in = _held(counted, a.margin_percent)
+            answer = answer_tokens(tokens, a)
+            fits_window = a.window is None or held_in + answer <= a.window
+            fits_budget = a.input_tokens is None or held_total + held_in <= a.input_tokens
+            if fits_window and fits_budget:
+                units.append(
+                    Unit(
+                        id=packer.first_id + len(units),
+                        parts=ordered,
+                        tokens=tokens,
+                        risk=max(r for _, r, _ in parts),
+                        nonce=u.nonce,
+                        input_tokens=counted,
+                        answer_tokens=answer,
+                    )
+                )
+                held_total += held_in
+                break
+            dropped = min(parts, key=lambda item: item[1])
+            parts.remove(dropped)
+            part = dropped[0]
+            unplaced.append(
+                Unplaced(part.path, part.hunk_index, part.lines or WHOLE_HUNK, "budget", dropped[2])
+            )
+    return tuple(units)
 
 
 def _ordered(parts: Sequence[tuple[UnitPart, float]]) -> tuple[UnitPart, ...]:
-    """Within a unit: files by their riskiest hunk, each file's hunks in file order."""
+    """Within a unit: files by their riskiest hunk, each file's hunks (and slices) in file order."""
     best: dict[str, float] = {}
     for part, risk in parts:
         best[part.path] = max(risk, best.get(part.path, risk))
-    ranked = sorted(parts, key=lambda item: (-best[item[0].path], item[0].path, item[0].hunk_index))
+    ranked = sorted(
+        parts,
+        key=lambda item: (
+            -best[item[0].path],
+            item[0].path,
+            item[0].hunk_index,
+            (item[0].lines or (0, 0))[0],
+        ),
+    )
     return tuple(part for part, _ in ranked)
 
 
-_REASON_ORDER = ("no_model", "no_credentials", "model_error")
+_REASON_ORDER = ("no_model", "no_credentials", "model_error", "context_window")
 
 
 def coverage(
@@ -454,15 +839,53 @@ def coverage(
     unsent_reason: Mapping[int, str] | None = None,
     default_unsent: str = "budget",
 ) -> Coverage:
-    """Per-file status from the plan and the units whose answers were used. Hunks never packed
-    (oversize) count as `budget`; a unit not reviewed takes its reason from `unsent_reason`, else
-    `default_unsent`. With mixed reasons, a run-wide cause (no_model, no_credentials,
-    model_error) is named before `budget`."""
+    """Per-file status from the plan and the units whose answers were used, line by line: a hunk
+    is reviewed when every one of its lines was in a reviewed part (slices overlap), and a file
+    with some reviewed lines but not all is `partial`. A line no call carried takes the planner's
+    reason (`budget`, `context_window`); a line in a unit not reviewed takes that unit's reason from
+    `unsent_reason`, else `default_unsent`. With mixed reasons, a run-wide cause (no_model,
+    no_credentials, model_error) is named first, then `context_window`."""
     known = {u.id for u in plan.units}
     unknown = sorted(set(reviewed_units) - known) + sorted(set(unsent_reason or {}) - known)
     if unknown:
         raise ValueError(f"coverage: unit ids {unknown} are not in the plan (it has {len(known)} units)")
-    where = {(p.path, p.hunk_index): u.id for u in plan.units for p in u.parts}
+    by_path = {f.path: f for f in files}
+    covered: dict[tuple[str, int], set[int]] = {}
+    why: dict[tuple[str, int], dict[int, str]] = {}
+    sliced: dict[str, list[SliceCoverage]] = {}
+
+    def positions(path: str, index: int, lines: tuple[int, int] | None) -> range:
+        f = by_path.get(path)
+        n = len(f.hunks[index].lines) if f is not None and index < len(f.hunks) else 0
+        start, stop = lines or (0, n)
+        return range(max(start, 0), min(stop, n))
+
+    def span(path: str, index: int, lines: tuple[int, int]) -> tuple[int, int]:
+        return _span(by_path[path].hunks[index], lines[0], lines[1])
+
+    for u in plan.units:
+        done = u.id in reviewed_units
+        for p in u.parts:
+            key = (p.path, p.hunk_index)
+            rng = positions(p.path, p.hunk_index, p.lines)
+            if done:
+                covered.setdefault(key, set()).update(rng)
+            else:
+                reason = (unsent_reason or {}).get(u.id, default_unsent)
+                for i in rng:
+                    why.setdefault(key, {})[i] = reason
+            if p.lines is not None and rng:
+                start, end = p.span or span(p.path, p.hunk_index, (rng.start, rng.stop))
+                sliced.setdefault(p.path, []).append(SliceCoverage(p.hunk_index, start, end, done))
+    for x in plan.unplaced:
+        key = (x.path, x.hunk_index)
+        rng = positions(x.path, x.hunk_index, x.lines)
+        for i in rng:
+            why.setdefault(key, {}).setdefault(i, x.reason)
+        if x.lines != WHOLE_HUNK and rng:
+            start, end = span(x.path, x.hunk_index, (rng.start, rng.stop))
+            sliced.setdefault(x.path, []).append(SliceCoverage(x.hunk_index, start, end, False))
+
     skipped = {s.path: s.reason for s in plan.skipped}
     reviewable = set(plan.reviewable)
     no_patch = set(plan.no_patch)
@@ -479,20 +902,26 @@ def coverage(
         if f.path not in reviewable:
             raise ValueError(f"coverage: {f.path!r} is not in the plan; build the plan from the same files")
         missing: list[str] = []
+        seen_any = False
+        hunks_done = 0
         for hunk in f.hunks:
-            uid = where.get((f.path, hunk.index))
-            if uid is not None and uid in reviewed_units:
-                lines_reviewed += hunk.added + hunk.removed
-            elif uid is None:
-                missing.append("budget")
-            else:
-                missing.append((unsent_reason or {}).get(uid, default_unsent))
-        done = total - len(missing)
+            key = (f.path, hunk.index)
+            got = covered.get(key, set())
+            seen_any = seen_any or bool(got)
+            lines_reviewed += sum(1 for i in got if hunk.lines[i].kind != " ")
+            gaps = [i for i in range(len(hunk.lines)) if i not in got]
+            if not gaps:
+                hunks_done += 1
+                continue
+            reasons = why.get(key, {})
+            missing.extend(dict.fromkeys(reasons.get(i, "budget") for i in gaps))
+        slices = tuple(sorted(sliced.get(f.path, ()), key=lambda s: (s.hunk, s.start, s.end, not s.reviewed)))
         if not missing:
-            entries.append(FileCoverage(f.path, "reviewed", None, total, total))
+            entries.append(FileCoverage(f.path, "reviewed", None, total, total, slices))
             continue
         reason = next((r for r in _REASON_ORDER if r in missing), missing[0])
-        entries.append(FileCoverage(f.path, "partial" if done else "listed", reason, total, done))
+        status: CoverageStatus = "partial" if hunks_done or seen_any else "listed"
+        entries.append(FileCoverage(f.path, status, reason, total, hunks_done, slices))
     return Coverage(
         files=tuple(entries),
         lines_changed=sum(f.additions + f.deletions for f in files),

@@ -118,12 +118,23 @@ class Gap:
 
 
 @dataclass(frozen=True)
+class SliceCoverage:
+    """A piece of a hunk sent on its own: its line range and whether its answer was used."""
+
+    hunk: int
+    start: int
+    end: int
+    reviewed: bool
+
+
+@dataclass(frozen=True)
 class FileCoverage:
     path: str
     status: CoverageStatus
     reason: str | None
     hunks_total: int
     hunks_reviewed: int
+    slices: tuple[SliceCoverage, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -143,11 +154,34 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class CallRecord:
+    """One request in the ledger: our estimate and reservation beside what the provider reported."""
+
+    phase: str
+    estimated_input_tokens: int
+    reserved_input_tokens: int
+    input_tokens: int
+    max_output_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class Overrun:
+    """A limit that provider-reported usage went over (disclosed; the paid-for review is kept)."""
+
+    limit: str
+    used: float
+    allowed: float
+
+
+@dataclass(frozen=True)
 class BudgetReport:
     limits: Mapping[str, Any]
     used: Usage
     exhausted: bool
     by_phase: Mapping[str, Usage]
+    calls: tuple[CallRecord, ...] = ()
+    overrun: tuple[Overrun, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -188,6 +222,18 @@ class ModelInfo:
 
 
 @dataclass(frozen=True)
+class PlanSummary:
+    """What the planner packed for: the window (and where it came from) and the tokens it planned."""
+
+    window: int
+    window_source: str
+    units: int
+    input_tokens_planned: int
+    input_tokens_available: int | None
+    window_assumed: int | None = None
+
+
+@dataclass(frozen=True)
 class Report:
     snapshot: Snapshot
     model: ModelInfo
@@ -203,6 +249,7 @@ class Report:
     published: tuple[Published, ...] = ()
     warnings: tuple[str, ...] = ()
     mode: str = "direct"
+    plan: PlanSummary | None = None
 
     def to_dict(self) -> dict[str, Any]:
         body = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}

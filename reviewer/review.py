@@ -17,9 +17,9 @@ from reviewer import findings as fnd
 from reviewer import gate, rules
 from reviewer.budget import Budget
 from reviewer.config import Config
-from reviewer.diff import LineIndex
-from reviewer.errors import AnswerUnparsed, BudgetExhausted, ImreviewError, ModelError
-from reviewer.plan import LEGEND, Unit, coverage, make_plan
+from reviewer.diff import DiffFile, LineIndex
+from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
+from reviewer.plan import LEGEND, Allowance, Plan, Unit, coverage, make_plan
 from reviewer.report import (
     Coverage,
     Exclusion,
@@ -27,6 +27,7 @@ from reviewer.report import (
     Gap,
     Gate,
     ModelInfo,
+    PlanSummary,
     Report,
     Settings,
     Signal,
@@ -40,7 +41,8 @@ if TYPE_CHECKING:
 ReadFile = Callable[[str, str], "str | None"]
 Warn = Callable[[str], None]
 
-PROMPT_MARGIN_TOKENS = 512
+NO_MODEL_WINDOW = 128_000
+MAX_REPLANS = 3
 VERIFY_CONTEXT_LINES = 25
 MAX_VERIFY = 8
 
@@ -48,7 +50,7 @@ MAX_VERIFY = 8
 @dataclass(frozen=True)
 class UnitOutcome:
     unit_id: int
-    status: str  # ok | budget | unparsed | model_error
+    status: str  # ok | budget | unparsed | model_error | replan (the server's window was smaller)
     answer: fnd.ModelAnswer | None = None
     detail: str = ""
 
@@ -126,26 +128,20 @@ def analyse(
             warnings(f"could not read {path} at {sha[:12]} for context: {_short(str(exc), 160)}")
             return None
 
-    count_tokens = client.count_tokens if client else approx_tokens
-    unit_tokens = _unit_tokens(config, client, renderer, change, count_tokens)
-    plan = make_plan(
-        files,
-        include=config.include,
-        exclude=config.exclude,
-        unit_tokens=unit_tokens,
-        count_tokens=count_tokens,
-        read_file=lambda path: safe_read(path, head),
-        redact=rules.redact,
-    )
-
+    planner = _Planner(config, client, renderer, change, files, lambda path: safe_read(path, head))
+    plan = planner.plan(budget)
+    window = planner.window
+    if client is not None and any(x.reason == "budget" for x in plan.unplaced):
+        budget.mark_exhausted()
     outcomes: list[UnitOutcome] = []
     if client is not None and plan.units:
-        outcomes = _review_units(client, plan.units, config, renderer, change)
+        plan, outcomes, window = _review_all(
+            client, plan, planner, config, renderer, change, budget, warnings
+        )
     ok_units = {o.unit_id for o in outcomes if o.status == "ok"}
     unsent = {o.unit_id: _coverage_reason(o.status) for o in outcomes if o.status != "ok"}
     cov = coverage(plan, files, reviewed_units=ok_units, unsent_reason=unsent, default_unsent=unsent_default)
-    oversize = {h.path for h in plan.oversize}
-    gaps += _coverage_gaps(cov, renderer, skip_whys={g.why for g in gaps}, oversize=oversize)
+    gaps += _coverage_gaps(cov, renderer, skip_whys={g.why for g in gaps}, window=window)
     gaps += [
         Gap(
             what=f"{renderer.gap_text(o.status)}: {o.detail}" if o.detail else renderer.gap_text(o.status),
@@ -178,6 +174,10 @@ def analyse(
         )
         exclusions += refuted
 
+    budget_report = budget.report()
+    if budget_report.overrun:
+        what = ", ".join(f"{o.limit} {o.used:g} of {o.allowed:g}" for o in budget_report.overrun)
+        warnings(renderer.translate("warning.overrun", what=what))
     report = Report(
         snapshot=change.snapshot,
         model=ModelInfo(name=config.model, fallbacks=config.fallback_models),
@@ -186,15 +186,24 @@ def analyse(
         exclusions=fnd.dedupe_exclusions(exclusions),
         signals=fnd.dedupe_signals(signals),
         gaps=tuple(_dedupe_gaps(gaps)),
-        budget=budget.report(),
+        budget=budget_report,
         gate=Gate(publish_ready=False),
         settings=Settings(language=config.language, max_findings=config.max_findings, fail_on=config.fail_on),
         verdict=gate.verdict(findings=anchored, coverage=cov, gaps=gaps, head_moved=False),
         warnings=tuple(warnings.items),
     )
-    expected = len(outcomes) - sum(1 for o in outcomes if o.status == "budget")
+    expected = len(outcomes) - sum(1 for o in outcomes if o.status in ("budget", "context_window"))
     return Analysis(
-        report=report,
+        report=report.replace(
+            plan=PlanSummary(
+                window=window,
+                window_source=planner.window_source if client is not None else "none",
+                units=len(plan.units),
+                input_tokens_planned=plan.input_tokens,
+                input_tokens_available=budget.limits.input_tokens,
+                window_assumed=client.assumed_window if client is not None else None,
+            )
+        ),
         index=index,
         answers_expected=expected,
         answers_parsed=sum(1 for o in outcomes if o.status == "ok"),
@@ -238,22 +247,81 @@ def _default_client(config: Config, budget: Budget, warn: Warn) -> ModelClient:
     return ModelClient(config, budget, warn=warn)
 
 
-def _unit_tokens(
-    config: Config,
-    client: ModelClient | None,
-    renderer: Renderer,
-    change: Change,
-    count_tokens: Callable[[str], int],
-) -> int:
-    """What one unit's diff text may take: the smallest context window minus prompt and answer."""
-    window = client.context_window() if client else (config.context_window or 128_000)
-    overhead = count_tokens(_system_prompt(renderer, config)) + count_tokens(
-        _user_prompt(renderer, config, change, units_text="", nonce="0" * 16)
-    )
-    answer = min(config.max_output_tokens_per_call, config.limits.output_tokens or 1)
-    fits_window = window - overhead - answer - PROMPT_MARGIN_TOKENS
-    fits_budget = int(config.limits.input_tokens / 1.15) - overhead
-    return max(1, min(fits_window, fits_budget))
+class _Planner:
+    """Builds the plan for what the budget still holds, counting requests exactly as they will be
+    sent (each unit's own nonce, system prompt, response schema)."""
+
+    def __init__(
+        self,
+        config: Config,
+        client: ModelClient | None,
+        renderer: Renderer,
+        change: Change,
+        files: Sequence[DiffFile],
+        read_file: Callable[[str], str | None],
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.renderer = renderer
+        self.change = change
+        self.files = files
+        self.read_file = read_file
+        self.window, self.window_source = (
+            client.window() if client else (config.context_window or NO_MODEL_WINDOW, "config")
+        )
+        self._system = _system_prompt(renderer, config)
+
+    def messages(self, units_text: str, nonce: str) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": self._system},
+            {
+                "role": "user",
+                "content": _user_prompt(
+                    self.renderer, self.config, self.change, units_text=units_text, nonce=nonce
+                ),
+            },
+        ]
+
+    def measure(self, nonce: str, units_text: str) -> int:
+        assert self.client is not None
+        return self.client.count_request(self.messages(units_text, nonce), fnd.ANSWER_SCHEMA)
+
+    def plan(self, budget: Budget, *, only: set[tuple[str, int]] | None = None, first_id: int = 0) -> Plan:
+        """The whole plan for what `budget` has left; without a model, only coverage matters."""
+        client, config = self.client, self.config
+        common: dict[str, Any] = {
+            "include": config.include,
+            "exclude": config.exclude,
+            "read_file": self.read_file,
+            "redact": rules.redact,
+            "only": only,
+            "first_id": first_id,
+        }
+        if client is None:
+            return make_plan(self.files, unit_tokens=self.window, count_tokens=approx_tokens, **common)
+        self.window, self.window_source = client.window()
+        limits, spent = budget.limits, budget.spent()
+        price = client.price(client.models[0])
+        allowance = Allowance(
+            input_tokens=max(limits.input_tokens - spent.input_tokens, 0),
+            output_tokens=max(limits.output_tokens - spent.output_tokens, 0),
+            calls=max(limits.calls - spent.calls, 0),
+            cost_usd=max(limits.cost_usd - (spent.cost_usd or 0.0), 0.0),
+            price=price,
+            window=self.window,
+            margin_percent=client.margin_percent(),
+            max_answer_tokens=client.answer_cap(),
+        )
+        return make_plan(
+            self.files,
+            unit_tokens=self.window,
+            count_tokens=client.count_tokens,
+            allowance=allowance,
+            nonce=lambda i: secrets.token_hex(8),
+            overhead=lambda nonce: self.measure(nonce, ""),
+            measure=self.measure,
+            **common,
+        )
 
 
 def _system_prompt(renderer: Renderer, config: Config) -> str:
@@ -273,22 +341,56 @@ def _user_prompt(renderer: Renderer, config: Config, change: Change, *, units_te
     )
 
 
+def _review_all(
+    client: ModelClient,
+    plan: Plan,
+    planner: _Planner,
+    config: Config,
+    renderer: Renderer,
+    change: Change,
+    budget: Budget,
+    warn: Warn,
+) -> tuple[Plan, list[UnitOutcome], int]:
+    """Send the planned units; when the server says a request was longer than its window, re-plan
+    what was not answered for the window it told us, within what the budget has left."""
+    outcomes = _review_units(client, plan.units, config, renderer, change, planner)
+    for _ in range(MAX_REPLANS):
+        redo = {o.unit_id for o in outcomes if o.status == "replan"}
+        if not redo:
+            break
+        hunks = {(p.path, p.hunk_index) for u in plan.units if u.id in redo for p in u.parts}
+        kept = tuple(u for u in plan.units if u.id not in redo)
+        fresh = planner.plan(budget, only=hunks, first_id=max(u.id for u in plan.units) + 1)
+        assumed = client.assumed_window
+        if assumed is not None:
+            warn(renderer.translate("warning.window_learned", assumed=assumed, window=planner.window))
+        plan = dataclasses.replace(plan, units=kept + fresh.units, unplaced=plan.unplaced + fresh.unplaced)
+        outcomes = [o for o in outcomes if o.unit_id not in redo]
+        outcomes += _review_units(client, fresh.units, config, renderer, change, planner)
+    outcomes = [
+        dataclasses.replace(o, status="context_window") if o.status == "replan" else o for o in outcomes
+    ]
+    return plan, outcomes, planner.window
+
+
 def _review_units(
     client: ModelClient,
     units: Sequence[Unit],
     config: Config,
     renderer: Renderer,
     change: Change,
+    planner: _Planner,
 ) -> list[UnitOutcome]:
-    system = _system_prompt(renderer, config)
+    """One call per planned unit, up to `max_concurrency` at a time; the plan already fits the
+    budget, so the order of completion changes timing, never what is covered. After a
+    context-exceeded answer no further unit is sent: the rest is re-planned."""
+    too_long = threading.Event()
 
     def one(unit: Unit) -> UnitOutcome:
-        nonce = secrets.token_hex(8)
-        text = "\n\n".join(part.text for part in unit.parts)
-        messages = [
-            {"role": "system", "content": system},
-            {"role": "user", "content": _user_prompt(renderer, config, change, units_text=text, nonce=nonce)},
-        ]
+        if too_long.is_set():
+            return UnitOutcome(unit.id, "replan")
+        nonce = unit.nonce or secrets.token_hex(8)
+        messages = planner.messages(unit.text, nonce)
         try:
             answer, _ = client.complete_json(
                 messages,
@@ -298,7 +400,11 @@ def _review_units(
                 repair_prompt=lambda bad, error: renderer.prompt(
                     "repair", answer=bad, error=error, nonce=nonce
                 ),
+                max_tokens=unit.answer_tokens or None,
             )
+        except ContextExceeded as exc:
+            too_long.set()
+            return UnitOutcome(unit.id, "replan", detail=_short(str(exc)))
         except BudgetExhausted as exc:
             return UnitOutcome(unit.id, "budget", detail=exc.limit)
         except ModelError as exc:
@@ -308,6 +414,8 @@ def _review_units(
             return UnitOutcome(unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"))
         return UnitOutcome(unit.id, "ok", answer=_confined(answer, {part.path for part in unit.parts}))
 
+    if not units:
+        return []
     workers = max(1, min(config.max_concurrency, len(units)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="imreview-unit") as pool:
         return list(pool.map(one, units))
@@ -327,12 +435,10 @@ def _short(text: str, limit: int = 300) -> str:
 
 
 def _coverage_reason(status: str) -> str:
-    return status if status in ("budget", "unparsed") else "model_error"
+    return status if status in ("budget", "unparsed", "context_window") else "model_error"
 
 
-def _coverage_gaps(
-    cov: Coverage, renderer: Renderer, *, skip_whys: set[str], oversize: set[str]
-) -> list[Gap]:
+def _coverage_gaps(cov: Coverage, renderer: Renderer, *, skip_whys: set[str], window: int) -> list[Gap]:
     """One gap per file that was reviewable but not (fully) reviewed, with the machine reason."""
     out: list[Gap] = []
     for f in cov.files:
@@ -342,9 +448,7 @@ def _coverage_gaps(
             continue
         out.append(
             Gap(
-                what=renderer.gap_text(
-                    "oversize" if f.reason == "budget" and f.path in oversize else f.reason
-                ),
+                what=renderer.gap_text(f.reason, window=window),
                 why=f.reason,
                 path=f.path,
             )

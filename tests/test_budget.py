@@ -44,8 +44,9 @@ def test_output_tokens_limit_refuses_a_max_tokens_that_would_overrun() -> None:
     budget = Budget(limits(output_tokens=2000))
     r = reserve(budget, out=1000)
     budget.settle(r, input_tokens=10, output_tokens=1000, cost_usd=0.0)
+    reserve(budget, out=600)  # max_tokens is a hard cap: held as is, no margin
     with pytest.raises(BudgetExhausted) as refused:
-        reserve(budget, out=900)  # 1035 with margin > 1000 left
+        reserve(budget, out=401)  # 1000 + 600 + 401 > 2000
     assert refused.value.limit == "output_tokens"
 
 
@@ -124,7 +125,7 @@ def test_unknown_phase_is_rejected_by_name() -> None:
 def test_output_tokens_left_is_the_largest_max_tokens_that_is_accepted() -> None:
     budget = Budget(limits(output_tokens=1000))
     left = budget.output_tokens_left()
-    assert left == 869
+    assert left == 1000
     with pytest.raises(BudgetExhausted):
         reserve(budget, out=left + 1)
     reserve(budget, out=left)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reviewer.diff import DiffFile, parse_github_file, parse_patch
-from reviewer.plan import Plan, coverage, make_plan
+from reviewer.plan import SEPARATOR_TOKENS, Plan, coverage, make_plan
 from reviewer.rules import redact
 
 
@@ -188,23 +188,44 @@ def test_big_file_splits_at_hunk_boundaries_within_the_token_limit() -> None:
     assert placed == [0, 1, 2, 3, 4]
     for part in (p for u in plan.units for p in u.parts):
         assert all(f"line_{part.hunk_index}_{j} = {j}" in part.text for j in range(8))
-    assert sum(quarter(p.text) for p in plan.units[0].parts) == plan.units[0].tokens
+    first = plan.units[0]
+    joins = SEPARATOR_TOKENS * (len(first.parts) - 1)
+    assert sum(quarter(p.text) for p in first.parts) + joins == first.tokens
 
 
-def test_oversize_hunk_is_not_sent_and_coverage_says_budget() -> None:
+def test_a_hunk_larger_than_one_call_is_sent_in_overlapping_slices() -> None:
+    """Issue 6 item 3 (was: an oversize hunk was never sent and reported as `budget`)."""
     small = hunk(1, "a", ["x = 1"])
     large = hunk(50, "b", [f"y{j} = {j}" for j in range(60)], old_start=2)
     patch = modified("src/mixed.py", small, large) + added_file(
         "src/huge.py", [f"z{j} = {j}" for j in range(60)]
     )
     plan, files = plan_of(patch, unit_tokens=60)
-    assert {(h.path, h.hunk_index) for h in plan.oversize} == {("src/mixed.py", 1), ("src/huge.py", 0)}
-    assert all(h.tokens > 60 for h in plan.oversize)
-    sent = {(p.path, p.hunk_index) for u in plan.units for p in u.parts}
-    assert sent == {("src/mixed.py", 0)}
+    assert plan.unplaced == ()
+    assert all(u.tokens <= 60 for u in plan.units)
+    huge = [p for u in plan.units for p in u.parts if p.path == "src/huge.py"]
+    assert len(huge) > 2 and all(p.lines is not None for p in huge)
+    ranges = sorted(p.lines for p in huge if p.lines)
+    assert ranges[0][0] == 0 and ranges[-1][1] == 60
+    for (_, stop), (start, _) in zip(ranges, ranges[1:]):
+        assert stop - start == 3  # three lines of overlap at every cut
+    sent = "\n".join(p.text for p in huge)
+    assert all(f"z{j} = {j}" in sent for j in range(60))
     statuses = status_of(plan, files, reviewed_units={u.id for u in plan.units})
-    assert statuses["src/mixed.py"] == ("partial", "budget", 2, 1)
-    assert statuses["src/huge.py"] == ("listed", "budget", 1, 0)
+    assert statuses["src/huge.py"] == ("reviewed", None, 1, 1)
+    first_slice = next(u.id for u in plan.units for p in u.parts if p.path == "src/huge.py")
+    cov = coverage(plan, files, reviewed_units={first_slice})
+    entry = next(f for f in cov.files if f.path == "src/huge.py")
+    assert (entry.status, entry.reason, entry.hunks_reviewed) == ("partial", "budget", 0)
+    assert [(s.start, s.reviewed) for s in entry.slices][:2] == [(1, True), (ranges[1][0] + 1, False)]
+
+
+def test_a_line_that_cannot_fit_one_call_is_a_context_window_gap() -> None:
+    patch = added_file("src/wide.py", ["a = 1", "b = '" + "x" * 400 + "'", "c = 3"])
+    plan, files = plan_of(patch, unit_tokens=40)
+    assert [(x.lines, x.reason) for x in plan.unplaced] == [((1, 2), "context_window")]
+    statuses = status_of(plan, files, reviewed_units={u.id for u in plan.units})
+    assert statuses["src/wide.py"] == ("partial", "context_window", 1, 0)
 
 
 def test_part_text_numbers_lines_and_marks_removed_ones() -> None:

@@ -199,7 +199,11 @@ def test_an_incomplete_review_leads_with_why_and_is_never_called_clean(en) -> No
     report = build("incomplete", findings=(), files=files, gaps=gaps, cost=None)
     out = en.summary(report)
     lines = out.splitlines()
-    assert lines[0] == "# imreview — incomplete: budget reached, no model configured"
+    # the headline names the budget with its numbers (issue 6 item 6)
+    assert lines[0] == (
+        "# imreview — incomplete: budget reached (18,240 of 200,000 input tokens, 3 of 24 calls), "
+        "no model configured"
+    )
     assert lines[2].startswith("**Incomplete — this is not a clean review.** 1 of 2 reviewable files")
     assert "clean" not in lines[0] + lines[2].replace("not a clean review", "")
     assert "**Clean" not in out

@@ -8,6 +8,12 @@ lower-case names, at the same index in `request_headers`).
         ...  # point litellm at server.api_base
         assert len(server.requests) == 2
 
+Like a real server it can have a context window (`window`, counted with `count_prompt`): a longer
+request is refused with a 400 in vLLM's words (`window_style="vllm"`) or llama.cpp's
+(`"llamacpp"`) before any script or handler sees it. It can say its window the way vLLM does
+(`GET /v1/models` with `max_model_len`) or llama.cpp does (`GET /props` with
+`default_generation_settings.n_ctx`); every GET path is recorded in `gets`.
+
 The server lives in the test process; a CLI under test in a subprocess reaches it by URL.
 """
 
@@ -113,12 +119,58 @@ def malformed(body: bytes = b'{"choices": [', *, code: int = 200) -> Reply:
 Handler = Callable[[dict[str, Any]], Reply]
 
 
+def context_exceeded(style: str, window: int, prompt_tokens: int, max_tokens: int) -> Reply:
+    """A 400 for a request longer than the window, worded as vLLM or llama.cpp word it."""
+    if style == "llamacpp":
+        error: dict[str, Any] = {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": prompt_tokens,
+            "n_ctx": window,
+        }
+    else:
+        error = {
+            "object": "error",
+            "message": f"This model's maximum context length is {window} tokens. However, you requested "
+            f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
+            "completion). Please reduce the length of the messages or completion.",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+    return Reply(400, json.dumps({"error": error}).encode(), (("Content-Type", "application/json"),))
+
+
+def json_reply(data: Any, code: int = 200) -> Reply:
+    return Reply(code, json.dumps(data).encode(), (("Content-Type", "application/json"),))
+
+
 class FakeModelServer:
     """A threaded stdlib HTTP server on 127.0.0.1 with an ephemeral port."""
 
-    def __init__(self, script: Iterable[Reply] = (), *, handler: Handler | None = None) -> None:
+    def __init__(
+        self,
+        script: Iterable[Reply] = (),
+        *,
+        handler: Handler | None = None,
+        window: int | None = None,
+        window_style: str = "vllm",
+        count_prompt: Callable[[dict[str, Any]], int] | None = None,
+        models_max_len: int | None = None,
+        props_n_ctx: int | None = None,
+        served_model: str = "fake-model",
+    ) -> None:
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
+        self.refused: list[dict[str, Any]] = []
+        self.gets: list[str] = []
+        self.window = window
+        self.window_style = window_style
+        self.count_prompt = count_prompt or (lambda body: len(json.dumps(body.get("messages", []))) // 4)
+        self.models_max_len = models_max_len
+        self.props_n_ctx = props_n_ctx
+        self.served_model = served_model
         self.handler = handler
         self._script: deque[Reply] = deque(script)
         self._lock = threading.Lock()
@@ -176,6 +228,17 @@ class FakeModelServer:
         self.stop()
 
     def _answer(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
+        if self.window is not None:
+            prompt = self.count_prompt(body)
+            answer = int(body.get("max_tokens") or 0) if self.window_style == "vllm" else 0
+            if prompt + answer > self.window:
+                with self._lock:
+                    self.requests.append(body)
+                    self.request_headers.append(headers)
+                    self.refused.append(body)
+                return context_exceeded(
+                    self.window_style, self.window, prompt, int(body.get("max_tokens") or 0)
+                )
         with self._lock:
             self.requests.append(body)
             self.request_headers.append(headers)
@@ -184,6 +247,27 @@ class FakeModelServer:
         if self.handler is not None:
             return self.handler(body)
         return status(500, message="fake model server: script exhausted and no handler set")
+
+    def _get(self, path: str) -> Reply:
+        """`GET /v1/models` and `GET /props`, as vLLM and llama.cpp answer them when so configured."""
+        with self._lock:
+            self.gets.append(path)
+        route = path.split("?", 1)[0].rstrip("/")
+        if route == "/v1/models" and self.models_max_len is not None:
+            entry = {
+                "id": self.served_model,
+                "object": "model",
+                "owned_by": "vllm",
+                "root": self.served_model,
+            }
+            return json_reply({"object": "list", "data": [{**entry, "max_model_len": self.models_max_len}]})
+        if route == "/v1/models" and self.props_n_ctx is not None:
+            entry = {"id": self.served_model, "object": "model", "owned_by": "llamacpp"}
+            return json_reply({"object": "list", "data": [{**entry, "meta": {"n_ctx_train": 131072}}]})
+        if route == "/props" and self.props_n_ctx is not None:
+            settings = {"n_ctx": self.props_n_ctx, "n_predict": -1, "temperature": 0.8}
+            return json_reply({"default_generation_settings": settings, "total_slots": 1})
+        return status(404, message=f"fake model server: no route {path}")
 
     def _wait(self, seconds: float) -> bool:
         """Sleep `seconds` unless the server stops first; False when it stopped."""
@@ -208,6 +292,9 @@ def _make_request_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandle
             if reply.delay and not server._wait(reply.delay):
                 return
             self._send(reply)
+
+        def do_GET(self) -> None:
+            self._send(server._get(self.path))
 
         def _send(self, reply: Reply) -> None:
             try:
