@@ -434,7 +434,8 @@ class ModelClient:
         """What the server's refusal teaches: the window it names, else what a probe finds, else
         three quarters of what was sent."""
         assumed = self.context_window()
-        told = window_in_error(str(error))
+        body = getattr(getattr(error, "response", None), "text", None)
+        told = window_in_error(f"{error} {body[:10_000] if isinstance(body, str) else ''}")
         if told is None and self.config.api_base:
             told = probe_window(self.config.api_base, model, self._probe_key())
         if told is None or told >= assumed:

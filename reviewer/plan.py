@@ -9,7 +9,6 @@ no I/O.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -544,8 +543,9 @@ def make_plan(
 
     Riskiest hunks first, each into the earliest unit with room (units fill close to the per-call
     limit); a hunk too big for one call is cut at line boundaries into overlapping slices; context
-    back to the enclosing definition shrinks before a hunk is left out; what the allowance still
-    holds at the end is filled with the first lines of hunks left out. `unit_tokens` caps a unit's
+    back to the enclosing definition shrinks before a hunk is left out; a hunk the budget cannot
+    take whole fills what is left with its first lines, and less risky hunks only get what is left
+    after that. `unit_tokens` caps a unit's
     diff text; `overhead(nonce)` is what a request costs without its diff and `measure(nonce, text)`
     (when given) counts the finished request, so the plan holds what will be sent. `only` restricts
     the plan to those hunks (re-planning after a context-exceeded answer) and `first_id` numbers
@@ -588,19 +588,16 @@ def make_plan(
 
     packer = _Packer(allowance, unit_tokens, nonce, overhead, first_id)
     unplaced: list[Unplaced] = []
-    leftover: list[_Piece] = []
     for risk, f, hunk in ranked:
         header = _file_header(f)
         plain = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, ())])))
         plain_tokens = count_tokens(plain.text)
-        fresh = packer.fresh()
-        call_room = _call_room(packer, fresh.overhead)
+        call_room = _call_room(packer, packer.fresh().overhead)
         if plain_tokens > call_room:
-            pieces = _slices(f, hunk, risk, call_room, count_tokens, redact, unplaced)
-            for part, tokens in pieces:
+            for part, tokens in _slices(f, hunk, call_room, count_tokens, redact, unplaced):
                 if not packer.add([(part, tokens)], risk):
                     assert part.lines is not None
-                    leftover.append(_Piece(risk, f, hunk, *part.lines))
+                    unplaced += _fill(packer, _Piece(risk, f, hunk, *part.lines), count_tokens, redact)
             continue
         options = [(plain, plain_tokens)]
         lines = head_lines(f)
@@ -609,10 +606,7 @@ def make_plan(
             rich = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, shrunk)])))
             options.insert(-1, (rich, count_tokens(rich.text)))
         if not packer.add(options, risk):
-            leftover.append(_Piece(risk, f, hunk, 0, len(hunk.lines)))
-
-    for piece in _merge(leftover):
-        unplaced += _fill(packer, piece, count_tokens, redact)
+            unplaced += _fill(packer, _Piece(risk, f, hunk, 0, len(hunk.lines)), count_tokens, redact)
 
     units = _finish(packer, measure, unplaced)
     file_risk = {f.path: max((hunk_risk(f.path, h) for h in f.hunks), default=-1.0) for f in reviewable}
@@ -697,7 +691,6 @@ def _largest_slice(
 def _slices(
     f: DiffFile,
     hunk: Hunk,
-    risk: float,
     cap: int,
     count_tokens: Callable[[str], int],
     redact: Callable[[str], str],
@@ -721,33 +714,14 @@ def _slices(
     return out
 
 
-def _merge(pieces: Sequence[_Piece]) -> list[_Piece]:
-    """Leftover slices of one hunk joined back into line ranges, riskiest first."""
-    by_hunk: dict[tuple[str, int], list[_Piece]] = {}
-    for p in pieces:
-        by_hunk.setdefault((p.file.path, p.hunk.index), []).append(p)
-    out: list[_Piece] = []
-    for group in by_hunk.values():
-        group.sort(key=lambda p: p.start)
-        current = group[0]
-        for p in group[1:]:
-            if p.start <= current.stop:
-                current = dataclasses.replace(current, stop=max(current.stop, p.stop))
-            else:
-                out.append(current)
-                current = p
-        out.append(current)
-    return sorted(out, key=lambda p: (-p.risk, p.file.path, p.hunk.index, p.start))
-
-
 def _fill(
     packer: _Packer,
     piece: _Piece,
     count_tokens: Callable[[str], int],
     redact: Callable[[str], str],
 ) -> list[Unplaced]:
-    """Spend what the allowance still holds on the first lines of a hunk that did not fit whole;
-    whatever still does not fit is `budget`."""
+    """Spend what the allowance still holds on the first lines of a hunk that did not fit whole,
+    before any less risky hunk gets the room; whatever still does not fit is `budget`."""
     start = piece.start
     while start < piece.stop:
         candidates = [*packer.units, packer.fresh()]

@@ -66,6 +66,12 @@ class Analysis:
     answers_gapped: int
 
 
+def unit_nonce() -> str:
+    """A delimiter nonce of 20 random digits (66 bits): tokenizers split digits into fixed groups,
+    so every nonce counts the same and the plan does not depend on which one was drawn."""
+    return str(secrets.randbelow(10**20)).zfill(20)
+
+
 def approx_tokens(text: str) -> int:
     """A conservative stand-in for a tokenizer when no model is configured."""
     return max(1, len(text) // 3)
@@ -317,7 +323,7 @@ class _Planner:
             unit_tokens=self.window,
             count_tokens=client.count_tokens,
             allowance=allowance,
-            nonce=lambda i: secrets.token_hex(8),
+            nonce=lambda i: unit_nonce(),
             overhead=lambda nonce: self.measure(nonce, ""),
             measure=self.measure,
             **common,
@@ -363,7 +369,7 @@ def _review_all(
         fresh = planner.plan(budget, only=hunks, first_id=max(u.id for u in plan.units) + 1)
         assumed = client.assumed_window
         if assumed is not None:
-            warn(renderer.translate("warning.window_learned", assumed=assumed, window=planner.window))
+            warn(renderer.translate("warning.window_learned", assumed=assumed, window=str(planner.window)))
         plan = dataclasses.replace(plan, units=kept + fresh.units, unplaced=plan.unplaced + fresh.unplaced)
         outcomes = [o for o in outcomes if o.unit_id not in redo]
         outcomes += _review_units(client, fresh.units, config, renderer, change, planner)
@@ -389,7 +395,7 @@ def _review_units(
     def one(unit: Unit) -> UnitOutcome:
         if too_long.is_set():
             return UnitOutcome(unit.id, "replan")
-        nonce = unit.nonce or secrets.token_hex(8)
+        nonce = unit.nonce or unit_nonce()
         messages = planner.messages(unit.text, nonce)
         try:
             answer, _ = client.complete_json(

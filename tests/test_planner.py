@@ -1,0 +1,225 @@
+"""Issue 6: the planner spends the budget well, and what the loopback model server received shows it.
+
+Every review here runs the real CLI code path in-process (`reviewer.cli.main`) against real git
+repositories and the loopback model server; litellm sends real HTTP. The server counts prompts
+the way the provider would: for `openai/gpt-4o-mini` with tiktoken's o200k (what litellm counts
+with, so the estimate is exact), for an unknown model with cl100k.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from reviewer.cli import main
+from reviewer.schema import load_report_schema
+from tests.conftest import Repo, git
+from tests.fakes import pr_shapes
+from tests.fakes.model_server import FakeModelServer, Reply, text
+
+EMPTY = json.dumps({"findings": [], "exclusions": [], "signals": []})
+KNOWN = "openai/gpt-4o-mini"
+UNKNOWN = "openai/fake-model"
+
+
+def openai_count(body: dict[str, Any]) -> int:
+    """Prompt tokens as OpenAI counts them for gpt-4o-mini (messages, plus the schema sent)."""
+    import litellm
+
+    tokens = int(litellm.token_counter(model="gpt-4o-mini", messages=body["messages"]))
+    fmt = body.get("response_format")
+    if fmt:
+        tokens += int(litellm.token_counter(model="gpt-4o-mini", text=json.dumps(fmt["json_schema"]["schema"])))
+    return tokens
+
+
+def cl100k_count(body: dict[str, Any]) -> int:
+    import litellm
+
+    return int(litellm.token_counter(model="fake-model", messages=body["messages"]))
+
+
+def answering(server: FakeModelServer) -> Callable[[dict[str, Any]], Reply]:
+    """An empty findings answer that reports the server's own prompt count as usage."""
+    return lambda body: text(EMPTY, prompt_tokens=server.count_prompt(body), completion_tokens=20)
+
+
+@pytest.fixture(autouse=True)
+def _no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "IMREVIEW_MODEL", "IMREVIEW_API_BASE", "GITHUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def build(tmp_path: Path, shape: pr_shapes.Shape, name: str = "repo") -> Repo:
+    path = tmp_path / name
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    repo = Repo(path)
+    repo.commit({p: base for p, (base, _) in shape.items() if base is not None} | {"README": "x\n"}, "base")
+    repo.branch("feature")
+    repo.commit({p: head for p, (_, head) in shape.items()}, "change")
+    return repo
+
+
+def review(repo: Repo, server: FakeModelServer, tmp_path: Path, *args: str, model: str = KNOWN) -> dict[str, Any]:
+    out = tmp_path / f"report-{len(list(tmp_path.glob('report-*.json')))}.json"
+    code = main(
+        [
+            "review",
+            str(repo.path),
+            "--base",
+            "main",
+            "--json",
+            str(out),
+            "--summary",
+            str(tmp_path / "summary.md"),
+            "--model",
+            model,
+            "--api-base",
+            server.api_base,
+            "--max-cost-usd",
+            "100",
+            "--max-output-tokens",
+            "200000",
+            "--max-calls",
+            "200",
+            *args,
+        ]
+    )
+    assert code == 0
+    report: dict[str, Any] = json.loads(out.read_text())
+    jsonschema.Draft202012Validator(load_report_schema()).validate(report)
+    return report
+
+
+def served(server: FakeModelServer) -> int:
+    """Prompt tokens of every request the server answered, as it counted them."""
+    return sum(server.count_prompt(body) for body in server.requests if body not in server.refused)
+
+
+def all_reviewed(report: dict[str, Any]) -> bool:
+    return all(f["status"] == "reviewed" for f in report["coverage"]["files"] if f["status"] != "skipped")
+
+
+@pytest.fixture
+def server() -> Iterator[FakeModelServer]:
+    with FakeModelServer(count_prompt=openai_count) as s:
+        s.handler = answering(s)
+        yield s
+
+
+def test_a_pr_that_fits_within_5_percent_of_the_limit_is_reviewed_completely(
+    tmp_path: Path, server: FakeModelServer
+) -> None:
+    repo = build(tmp_path, pr_shapes.medium())
+    unlimited = review(repo, server, tmp_path, "--max-input-tokens", "1000000")
+    need = served(server)
+    assert all_reviewed(unlimited) and len(server.requests) == 1
+    server.requests.clear()
+    limit = int(need / 0.95) + 1
+    report = review(repo, server, tmp_path, "--max-input-tokens", str(limit))
+    assert all_reviewed(report), report["coverage"]
+    assert report["coverage"]["lines_reviewed"] == report["coverage"]["lines_changed"]
+    assert served(server) <= limit
+    (call,) = report["budget"]["calls"]
+    assert call["estimated_input_tokens"] == call["input_tokens"] == served(server)
+
+
+def test_a_third_of_what_a_large_pr_needs_is_spent_to_85_percent_riskiest_first(
+    tmp_path: Path, server: FakeModelServer
+) -> None:
+    repo = build(tmp_path, pr_shapes.large())
+    review(repo, server, tmp_path, "--max-input-tokens", "10000000")
+    need = served(server)
+    server.requests.clear()
+    limit = need // 3
+    report = review(repo, server, tmp_path, "--max-input-tokens", str(limit))
+    spent = served(server)
+    assert 0.85 * limit <= spent <= limit, (spent, limit)
+    assert report["budget"]["used"]["input_tokens"] == spent
+    cov = report["coverage"]
+    share = cov["lines_reviewed"] / cov["lines_changed"]
+    assert 0.22 <= share <= 0.40, share
+    status = {f["path"]: f for f in cov["files"]}
+    assert status["src/auth/tokens.py"]["status"] == "reviewed"
+    assert status["docs/architecture.md"]["status"] == "listed"
+    assert status["docs/architecture.md"]["reason"] == "budget"
+    assert report["budget"]["exhausted"] is True
+    assert f"{spent:,} of {limit:,} input tokens" in (tmp_path / "summary.md").read_text()
+
+
+def test_an_8k_model_on_12_files_costs_at_most_1_6_times_a_32k_model_and_reviews_every_hunk(
+    tmp_path: Path,
+) -> None:
+    repo = build(tmp_path, pr_shapes.twelve_files())
+    spent = {}
+    for window in (8192, 32768):
+        with FakeModelServer(count_prompt=cl100k_count, models_max_len=window, window=window) as s:
+            s.handler = answering(s)
+            report = review(repo, s, tmp_path, model=UNKNOWN)
+            assert report["plan"]["window"] == window and report["plan"]["window_source"] == "server"
+            assert all_reviewed(report) and not s.refused
+            spent[window] = served(s)
+    assert spent[8192] <= 1.6 * spent[32768], spent
+
+
+def test_a_400_line_new_file_with_an_8k_window_is_reviewed_in_slices(tmp_path: Path) -> None:
+    lines = pr_shapes.new_file("py", 400, 7).splitlines()
+    repo = build(tmp_path, {"src/ingest/big.py": (None, "\n".join(lines) + "\n")})
+    with FakeModelServer(count_prompt=cl100k_count, props_n_ctx=8192, window=8192, window_style="llamacpp") as s:
+        s.handler = answering(s)
+        report = review(repo, s, tmp_path, model=UNKNOWN)
+    assert len(s.requests) >= 2 and not s.refused
+    sent = [body["messages"][-1]["content"] for body in s.requests]
+    assert all("[slice: diff lines" in content for content in sent)
+    numbered = set()
+    for content in sent:
+        numbered |= {int(n) for n in re.findall(r"^\s*(\d+) \+ ", content, re.MULTILINE)}
+    assert numbered == set(range(1, 401)), "every added line reached the model"
+    (entry,) = report["coverage"]["files"]
+    assert (entry["status"], entry["hunks_reviewed"]) == ("reviewed", 1)
+    assert len(entry["slices"]) == len(s.requests) and all(sl["reviewed"] for sl in entry["slices"])
+    assert entry["slices"][0]["start"] == 1 and entry["slices"][-1]["end"] == 400
+    assert report["coverage"]["lines_reviewed"] == 400
+
+
+def test_concurrency_1_and_4_cover_the_same_hunks(tmp_path: Path, server: FakeModelServer) -> None:
+    repo = build(tmp_path, pr_shapes.large())
+    seen = []
+    for concurrency in ("1", "4"):
+        server.requests.clear()
+        report = review(repo, server, tmp_path, "--max-input-tokens", "15000", "--max-concurrency", concurrency)
+        units = sorted(
+            tuple(re.findall(r"^## File: (\S+)", body["messages"][-1]["content"], re.MULTILINE))
+            for body in server.requests
+        )
+        seen.append((units, report["coverage"]))
+    assert seen[0] == seen[1]
+    assert seen[0][1]["lines_reviewed"] > 0
+
+
+@pytest.mark.parametrize("style", ["vllm", "llamacpp"])
+def test_a_server_window_smaller_than_assumed_is_learned_and_every_hunk_still_reviewed(
+    tmp_path: Path, style: str
+) -> None:
+    repo = build(tmp_path, pr_shapes.medium())
+    (repo.path / ".github").mkdir(exist_ok=True)
+    repo.git("checkout", "-q", "main")
+    repo.commit({".github/imreview.yml": "context_window: 32768\n"}, "config")
+    repo.git("checkout", "-q", "feature")
+    repo.git("merge", "-q", "--no-edit", "main")
+    with FakeModelServer(count_prompt=cl100k_count, window=6000, window_style=style) as s:
+        s.handler = answering(s)
+        report = review(repo, s, tmp_path, model=UNKNOWN)
+    assert len(s.refused) == 1, "one refusal teaches the window; nothing else is sent too long"
+    assert all_reviewed(report), report["coverage"]
+    assert report["plan"]["window"] <= 6000 and report["plan"]["window_assumed"] == 32768
+    assert any("`context_window: 6000`" in w and "32,768" in w for w in report["warnings"])
+    assert all(cl100k_count(body) <= 6000 for body in s.requests if body not in s.refused)
