@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from reviewer.diff import DiffFile, parse_github_file, parse_patch
@@ -207,7 +209,7 @@ def test_a_hunk_larger_than_one_call_is_sent_in_overlapping_slices() -> None:
     assert len(huge) > 2 and all(p.lines is not None for p in huge)
     ranges = sorted(p.lines for p in huge if p.lines)
     assert ranges[0][0] == 0 and ranges[-1][1] == 60
-    for (_, stop), (start, _) in zip(ranges, ranges[1:]):
+    for (_, stop), (start, _) in itertools.pairwise(ranges):
         assert stop - start == 3  # three lines of overlap at every cut
     sent = "\n".join(p.text for p in huge)
     assert all(f"z{j} = {j}" in sent for j in range(60))

@@ -35,7 +35,9 @@ def openai_count(body: dict[str, Any]) -> int:
     tokens = int(litellm.token_counter(model="gpt-4o-mini", messages=body["messages"]))
     fmt = body.get("response_format")
     if fmt:
-        tokens += int(litellm.token_counter(model="gpt-4o-mini", text=json.dumps(fmt["json_schema"]["schema"])))
+        tokens += int(
+            litellm.token_counter(model="gpt-4o-mini", text=json.dumps(fmt["json_schema"]["schema"]))
+        )
     return tokens
 
 
@@ -68,7 +70,9 @@ def build(tmp_path: Path, shape: pr_shapes.Shape, name: str = "repo") -> Repo:
     return repo
 
 
-def review(repo: Repo, server: FakeModelServer, tmp_path: Path, *args: str, model: str = KNOWN) -> dict[str, Any]:
+def review(
+    repo: Repo, server: FakeModelServer, tmp_path: Path, *args: str, model: str = KNOWN
+) -> dict[str, Any]:
     out = tmp_path / f"report-{len(list(tmp_path.glob('report-*.json')))}.json"
     code = main(
         [
@@ -173,7 +177,9 @@ def test_an_8k_model_on_12_files_costs_at_most_1_6_times_a_32k_model_and_reviews
 def test_a_400_line_new_file_with_an_8k_window_is_reviewed_in_slices(tmp_path: Path) -> None:
     lines = pr_shapes.new_file("py", 400, 7).splitlines()
     repo = build(tmp_path, {"src/ingest/big.py": (None, "\n".join(lines) + "\n")})
-    with FakeModelServer(count_prompt=cl100k_count, props_n_ctx=8192, window=8192, window_style="llamacpp") as s:
+    with FakeModelServer(
+        count_prompt=cl100k_count, props_n_ctx=8192, window=8192, window_style="llamacpp"
+    ) as s:
         s.handler = answering(s)
         report = review(repo, s, tmp_path, model=UNKNOWN)
     assert len(s.requests) >= 2 and not s.refused
@@ -195,7 +201,9 @@ def test_concurrency_1_and_4_cover_the_same_hunks(tmp_path: Path, server: FakeMo
     seen = []
     for concurrency in ("1", "4"):
         server.requests.clear()
-        report = review(repo, server, tmp_path, "--max-input-tokens", "15000", "--max-concurrency", concurrency)
+        report = review(
+            repo, server, tmp_path, "--max-input-tokens", "15000", "--max-concurrency", concurrency
+        )
         units = sorted(
             tuple(re.findall(r"^## File: (\S+)", body["messages"][-1]["content"], re.MULTILINE))
             for body in server.requests
@@ -223,3 +231,40 @@ def test_a_server_window_smaller_than_assumed_is_learned_and_every_hunk_still_re
     assert report["plan"]["window"] <= 6000 and report["plan"]["window_assumed"] == 32768
     assert any("`context_window: 6000`" in w and "32,768" in w for w in report["warnings"])
     assert all(cl100k_count(body) <= 6000 for body in s.requests if body not in s.refused)
+
+
+# the window probe (issue 6 item 5), at the client
+
+
+def client_for(server: FakeModelServer, **config: Any) -> tuple[Any, list[str]]:
+    from reviewer.budget import Budget, Limits
+    from reviewer.config import Config
+    from reviewer.llm import ModelClient
+
+    warnings: list[str] = []
+    cfg = Config(model=config.pop("model", UNKNOWN), api_base=server.api_base, **config)
+    return ModelClient(cfg, Budget(Limits()), warn=warnings.append), warnings
+
+
+def test_the_window_of_a_vllm_like_server_comes_from_v1_models() -> None:
+    with FakeModelServer(models_max_len=16384) as s:
+        client, warnings = client_for(s, model=KNOWN)
+        assert client.window() == (16384, "server"), "the server's window beats litellm's 128k for the name"
+    assert s.gets == ["/v1/models"] and warnings == []
+
+
+def test_the_window_of_a_llamacpp_like_server_comes_from_props_not_n_ctx_train() -> None:
+    with FakeModelServer(props_n_ctx=4096) as s:
+        client, warnings = client_for(s)
+        assert client.window() == (4096, "server")
+    assert s.gets == ["/v1/models", "/props"] and warnings == []
+
+
+def test_a_configured_smaller_window_wins_over_the_server_and_silence_means_8192_with_a_warning() -> None:
+    with FakeModelServer(models_max_len=32768) as s:
+        client, _ = client_for(s, context_window=8000)
+        assert client.window() == (8000, "config")
+    with FakeModelServer() as s:
+        client, warnings = client_for(s)
+        assert client.window() == (8192, "assumed")
+        assert len(warnings) == 1 and "GET /v1/models" in warnings[0] and "context_window" in warnings[0]

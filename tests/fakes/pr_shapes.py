@@ -156,7 +156,7 @@ def changed_lines(shape: Shape) -> int:
     for base, head in shape.values():
         old = (base or "").splitlines()
         new = head.splitlines()
-        total += sum(
-            1 for line in difflib.unified_diff(old, new, lineterm="", n=0) if line[:1] in "+-"
-        ) - (2 if base is not None or new else 0)
+        total += sum(1 for line in difflib.unified_diff(old, new, lineterm="", n=0) if line[:1] in "+-") - (
+            2 if base is not None or new else 0
+        )
     return total

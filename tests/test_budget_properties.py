@@ -1,0 +1,202 @@
+"""Property tests (hypothesis): the plan never promises more than the budget holds, the planned calls
+are all accepted by the ledger, and spend above a limit is always disclosed (issues 6 and 10)."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reviewer import gate
+from reviewer.budget import Budget, BudgetExhausted, Limits, held_tokens
+from reviewer.diff import parse_patch
+from reviewer.plan import WHOLE_HUNK, Allowance, make_plan
+from reviewer.report import Coverage
+
+
+def quarter(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+line_text = st.text(alphabet="abcdefgh =()+_.,xyz0123456789", min_size=0, max_size=160)
+
+
+@st.composite
+def patches(draw: st.DrawFn) -> str:
+    out = []
+    for n in range(draw(st.integers(1, 6))):
+        path = draw(st.sampled_from(["src/auth/", "src/", "tests/", "docs/"])) + f"f{n}.py"
+        lines = draw(st.lists(line_text, min_size=1, max_size=120))
+        body = "".join(f"+{line}\n" for line in lines)
+        out.append(
+            f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+            f"@@ -0,0 +1,{len(lines)} @@\n{body}"
+        )
+    return "".join(out)
+
+
+@st.composite
+def allowances(draw: st.DrawFn) -> Allowance:
+    return Allowance(
+        input_tokens=draw(st.one_of(st.none(), st.integers(0, 30_000))),
+        output_tokens=draw(st.one_of(st.none(), st.integers(0, 20_000))),
+        calls=draw(st.one_of(st.none(), st.integers(0, 12))),
+        window=draw(st.one_of(st.none(), st.integers(200, 40_000))),
+        margin_percent=draw(st.sampled_from([100, 110, 115])),
+        max_answer_tokens=draw(st.integers(64, 4096)),
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(patch=patches(), allowance=allowances(), overhead=st.integers(0, 600))
+def test_the_plan_fits_every_limit_and_accounts_for_every_line(
+    patch: str, allowance: Allowance, overhead: int
+) -> None:
+    files = parse_patch(patch)
+    plan = make_plan(
+        files,
+        unit_tokens=allowance.window or 1_000_000,
+        count_tokens=quarter,
+        allowance=allowance,
+        overhead=lambda nonce: overhead,
+        measure=lambda nonce, text: overhead + quarter(text),
+    )
+    m = allowance.margin_percent
+    held = [held_tokens(u.input_tokens, m) for u in plan.units]
+    if allowance.input_tokens is not None:
+        assert sum(held) <= allowance.input_tokens
+    if allowance.output_tokens is not None:
+        assert sum(u.answer_tokens for u in plan.units) <= allowance.output_tokens
+    if allowance.calls is not None:
+        assert len(plan.units) <= allowance.calls
+    if allowance.window is not None:
+        assert all(h + u.answer_tokens <= allowance.window for h, u in zip(held, plan.units, strict=True))
+
+    # the ledger accepts every planned call, in any order: coverage is decided before the first call
+    limits = Limits(
+        input_tokens=allowance.input_tokens if allowance.input_tokens is not None else 10**9,
+        output_tokens=allowance.output_tokens if allowance.output_tokens is not None else 10**9,
+        cost_usd=1.0,
+        seconds=3600,
+        calls=allowance.calls if allowance.calls is not None else 10**6,
+    )
+    budget = Budget(limits)
+    for u in reversed(plan.units):
+        budget.reserve(
+            phase="review",
+            input_tokens=u.input_tokens,
+            max_output_tokens=u.answer_tokens,
+            cost_usd=0.0,
+            margin_percent=m,
+        )
+
+    # every line of every hunk is sent or accounted for with a reason
+    for f in files:
+        for hunk in f.hunks:
+            seen: set[int] = set()
+            for u in plan.units:
+                for p in u.parts:
+                    if (p.path, p.hunk_index) == (f.path, hunk.index):
+                        seen.update(range(*(p.lines or (0, len(hunk.lines)))))
+            for x in plan.unplaced:
+                if (x.path, x.hunk_index) == (f.path, hunk.index):
+                    assert x.reason in ("budget", "context_window")
+                    start, stop = x.lines if x.lines != WHOLE_HUNK else (0, len(hunk.lines))
+                    seen.update(range(start, min(stop, len(hunk.lines))))
+            assert seen == set(range(len(hunk.lines)))
+
+    # `context_window` only for lines that do not fit one call even alone
+    if allowance.window is None:
+        assert all(x.reason == "budget" for x in plan.unplaced)
+
+
+@st.composite
+def calls(draw: st.DrawFn) -> list[tuple[int, int, int, int, float | None]]:
+    """(estimate, max_tokens, used input, used output, cost): usage is often far above the estimate."""
+    out = []
+    for _ in range(draw(st.integers(1, 25))):
+        estimate = draw(st.integers(0, 5_000))
+        answer = draw(st.integers(1, 2_000))
+        factor = draw(st.sampled_from([0.0, 0.5, 1.0, 1.0, 1.1, 3.0, 20.0]))
+        used_out = draw(st.integers(0, answer * 3))
+        cost = draw(st.one_of(st.none(), st.floats(0, 0.5)))
+        out.append((estimate, answer, int(estimate * factor), used_out, cost))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    plan=calls(),
+    limits=st.builds(
+        Limits,
+        input_tokens=st.integers(0, 40_000),
+        output_tokens=st.integers(0, 20_000),
+        cost_usd=st.floats(0, 2),
+        seconds=st.just(3600.0),
+        calls=st.integers(0, 30),
+    ),
+    margin=st.sampled_from([100, 110, 115]),
+)
+def test_spend_never_exceeds_a_limit_without_being_disclosed_and_the_review_is_published(
+    plan: list[tuple[int, int, int, int, float | None]], limits: Limits, margin: int
+) -> None:
+    budget = Budget(limits)
+    for estimate, answer, used_in, used_out, cost in plan:
+        try:
+            r = budget.reserve(
+                phase="review",
+                input_tokens=estimate,
+                max_output_tokens=answer,
+                cost_usd=cost,
+                margin_percent=margin,
+            )
+        except BudgetExhausted:
+            continue
+        budget.settle(r, input_tokens=used_in, output_tokens=used_out, cost_usd=cost)
+    report = budget.report()
+    used = report.used
+    disclosed = {o.limit for o in report.overrun}
+    for name, value in (
+        ("input_tokens", used.input_tokens),
+        ("output_tokens", used.output_tokens),
+        ("calls", used.calls),
+        ("cost_usd", used.cost_usd),
+    ):
+        limit = getattr(limits, name)
+        assert value is None or value <= limit + 1e-9 or name in disclosed
+    assert used.calls <= limits.calls, "calls are counted before they are sent: never over"
+    for call in report.calls:
+        assert call.reserved_input_tokens == held_tokens(call.estimated_input_tokens, margin)
+    result = gate.evaluate(
+        pinned_head="a" * 40,
+        current_head="a" * 40,
+        coverage=Coverage(),
+        answers_expected=0,
+        answers_parsed=0,
+        answers_gapped=0,
+        budget=report,
+    )
+    check = next(c for c in result.checks if c.name == "budget_respected")
+    assert check.ok and result.publish_ready, "a paid-for review is published"
+    if disclosed:
+        assert "disclosed" in check.detail and all(name in check.detail for name in disclosed)
+
+
+def test_an_overrun_the_budget_did_not_disclose_blocks_publishing() -> None:
+    budget = Budget(Limits(input_tokens=100))
+    r = budget.reserve(
+        phase="review", input_tokens=90, max_output_tokens=10, cost_usd=0.0, margin_percent=100
+    )
+    budget.settle(r, input_tokens=500, output_tokens=1, cost_usd=0.0)
+    report = budget.report()
+    assert [(o.limit, o.used, o.allowed) for o in report.overrun] == [("input_tokens", 500, 100)]
+    hidden = report.__class__(**{**report.__dict__, "overrun": ()})
+    result = gate.evaluate(
+        pinned_head="a" * 40,
+        current_head="a" * 40,
+        coverage=Coverage(),
+        answers_expected=0,
+        answers_parsed=0,
+        answers_gapped=0,
+        budget=hidden,
+    )
+    assert not result.publish_ready
