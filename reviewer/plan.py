@@ -385,6 +385,9 @@ ANSWER_WINDOW_SHARE = 4
 SEPARATOR_TOKENS = 2
 """Slack per part for the blank line that joins parts (a join can merge tokens, never add many)."""
 
+MIN_SLICE_TOKENS = 24
+"""Below this much room no slice (file header, hunk header and one line) can fit: stop filling."""
+
 
 def answer_tokens(diff_tokens: int, allowance: Allowance) -> int:
     """The `max_tokens` a unit reserves: what a findings answer for that much code needs (a base
@@ -445,6 +448,7 @@ class _Packer:
         self.first_id = first_id
         self.units: list[_Open] = []
         self._next: _Open | None = None
+        self._sums: tuple[int, int, float] = (0, 0, 0.0)
 
     def cost(self, overhead: int, tokens: int) -> _Cost:
         a = self.allowance
@@ -464,13 +468,11 @@ class _Packer:
         return c.held_in + c.answer <= self.allowance.window
 
     def _totals(self, skip: _Open | None = None) -> tuple[int, int, float]:
-        held = out = 0
-        cost = 0.0
-        for u in self.units:
-            if u is skip:
-                continue
-            c = self.cost(u.overhead, u.tokens)
-            held, out, cost = held + c.held_in, out + c.answer, cost + c.cost
+        """What every open unit holds (kept as running sums), without `skip`."""
+        held, out, cost = self._sums
+        if skip is not None:
+            c = self.cost(skip.overhead, skip.tokens)
+            held, out, cost = held - c.held_in, out - c.answer, cost - c.cost
         return held, out, cost
 
     def fits_budget(self, unit: _Open, tokens: int, new: bool) -> bool:
@@ -499,6 +501,9 @@ class _Packer:
             for part, tokens in options:
                 total = unit.tokens + tokens + (SEPARATOR_TOKENS if unit.parts else 0)
                 if self.fits_call(unit.overhead, total) and self.fits_budget(unit, total, new):
+                    held, out, cost = self._totals(skip=None if new else unit)
+                    c = self.cost(unit.overhead, total)
+                    self._sums = (held + c.held_in, out + c.answer, cost + c.cost)
                     unit.parts.append((part, risk, tokens))
                     unit.tokens = total
                     if new:
@@ -727,6 +732,8 @@ def _fill(
         candidates = [*packer.units, packer.fresh()]
         best_unit = max(candidates, key=packer.room)
         room = packer.room(best_unit) - (SEPARATOR_TOKENS if best_unit.parts else 0)
+        if room < MIN_SLICE_TOKENS:
+            break
         best = _largest_slice(piece.file, piece.hunk, start, piece.stop, room, count_tokens, redact)
         if best is None or not packer.add([best], piece.risk):
             break
