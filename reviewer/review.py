@@ -367,6 +367,8 @@ def _review_all(
         hunks = {(p.path, p.hunk_index) for u in plan.units if u.id in redo for p in u.parts}
         kept = tuple(u for u in plan.units if u.id not in redo)
         fresh = planner.plan(budget, only=hunks, first_id=max(u.id for u in plan.units) + 1)
+        if any(x.reason == "budget" for x in fresh.unplaced):
+            budget.mark_exhausted()
         assumed = client.assumed_window
         if assumed is not None:
             warn(renderer.translate("warning.window_learned", assumed=assumed, window=str(planner.window)))
