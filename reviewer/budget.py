@@ -171,10 +171,17 @@ class Budget:
         return max(self.limits.seconds - (self._clock() - self._started), 0.0)
 
     def settle(
-        self, r: Reservation, *, input_tokens: int, output_tokens: int, cost_usd: float | None
+        self,
+        r: Reservation,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float | None,
+        calls: int = 1,
     ) -> None:
         """Replace the reservation by what the call really used; it counts as a call whatever the
-        answer was, because it reached the server."""
+        answer was, because it reached the server (`calls` more than one when the client library
+        re-sent it on its own)."""
         with self._lock:
             self._take(r)
             seconds = self._clock() - r.started_at
@@ -186,7 +193,7 @@ class Budget:
                 else:
                     spent.cost_usd += cost_usd
                 spent.seconds += seconds
-                spent.calls += 1
+                spent.calls += calls
             self._ledger.append(
                 CallRecord(
                     phase=r.phase,

@@ -46,6 +46,16 @@ def review_options(func: F) -> F:
             click.option(f"--{name.replace('_', '-')}", name, type=kind, help=f"Budget: {name}.")
             for name, kind in _BUDGET_FLAGS.items()
         ),
+        click.option(
+            "--max-output-tokens-per-call",
+            type=int,
+            help="Answer tokens reserved per model call (max_tokens; default 4096).",
+        ),
+        click.option(
+            "--request-timeout",
+            type=float,
+            help="Seconds one model call may take (default scales with the tokens; within max-seconds).",
+        ),
         click.option("--max-findings", type=int, help="Findings published to the PR (default 6)."),
         click.option(
             "--fail-on", type=PRIORITY_CHOICES, help="Exit 1 on a finding at or above this priority."
@@ -78,6 +88,8 @@ def _overrides(opts: Mapping[str, Any]) -> dict[str, Any]:
         "api_base",
         "language",
         "max_findings",
+        "max_output_tokens_per_call",
+        "request_timeout",
         "fail_on",
         "on_error",
         "template_dir",

@@ -43,6 +43,7 @@ class Config:
     exclude: tuple[str, ...] = ()
     limits: Limits = DEFAULT_LIMITS
     max_output_tokens_per_call: int = 4096
+    request_timeout: float | None = None
     max_concurrency: int = 4
     max_findings: int = 6
     context_window: int | None = None
@@ -329,7 +330,8 @@ _KEYS: tuple[ConfigKey, ...] = (
     _mirrored("max_cost_usd", _Float(0), limit="cost_usd"),
     _mirrored("max_input_tokens", _Int(0), limit="input_tokens"),
     _mirrored("max_output_tokens", _Int(0), limit="output_tokens"),
-    _file_only("max_output_tokens_per_call", _Int(1)),
+    _mirrored("max_output_tokens_per_call", _Int(1)),
+    _mirrored("request_timeout", _Float(1)),
     _mirrored("max_seconds", _Float(0), limit="seconds"),
     _mirrored("max_calls", _Int(0), limit="calls"),
     _mirrored("max_concurrency", _Int(1)),

@@ -13,7 +13,8 @@
     │   └── Retryable             5xx, 429, timeouts, rate limits
     ├── ModelError                a model call failed for good
     │   ├── ModelConfigError      auth, unknown model, bad request
-    │   └── AnswerUnparsed        neither the answer nor its repair parsed
+    │   ├── CallTimedOut          no answer within the per-call timeout
+    │   └── AnswerUnparsed        neither the answer nor its repair parsed (or it was cut)
     ├── BudgetExhausted           a call was refused before it was sent
     └── PatchError                a diff we cannot trust (also a ValueError)
 """
@@ -67,6 +68,18 @@ class ModelError(ImreviewError):
 
 class ModelConfigError(ModelError):
     """Auth, unknown model, bad request: retrying the same model cannot help."""
+
+
+class CallTimedOut(ModelError):
+    """No answer within the per-call timeout; the message says how to allow longer calls."""
+
+    def __init__(self, seconds: float, *, capped: bool) -> None:
+        self.seconds = seconds
+        why = " (all the time the `max_seconds` budget had left)" if capped else ""
+        super().__init__(
+            f"no answer within {seconds:.0f} s{why}; allow longer calls with `request_timeout` "
+            "(config key, --request-timeout, or the `request-timeout` input) and `max_seconds`"
+        )
 
 
 class AnswerUnparsed(ModelError):

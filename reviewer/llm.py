@@ -24,6 +24,7 @@ from reviewer.config import Config
 from reviewer.errors import (
     AnswerUnparsed,
     BudgetExhausted,
+    CallTimedOut,
     ConfigError,
     ContextExceeded,
     ModelConfigError,
@@ -34,7 +35,16 @@ T = TypeVar("T")
 
 ASSUMED_CONTEXT_WINDOW = 8192
 MAX_ATTEMPTS = 3
-CALL_TIMEOUT_SECONDS = 120.0
+TIMEOUT_BASE_SECONDS = 60.0
+TIMEOUT_SECONDS_PER_ANSWER_TOKEN = 0.1
+TIMEOUT_SECONDS_PER_PROMPT_TOKEN = 0.05
+"""Without `request_timeout`, a call may take 60 s, plus 0.1 s per answer token asked for and 0.05 s
+per prompt token (a busy 2-core CPU server reads ~30 prompt tokens and writes ~10 answer tokens a
+second), and never longer than the seconds budget has left."""
+CUT_ANSWER_FINDINGS = 3
+"""After an answer cut at `max_tokens` with no room for a larger one, the retry asks for at most this many."""
+REPAIR_ANSWER_CHARS = 16_000
+PROMPT_SAFETY_TOKENS = 64
 MIN_USEFUL_MAX_TOKENS = 256
 BACKOFF_BASE_SECONDS = 1.0
 PLACEHOLDER_API_KEY = "imreview-no-key"
@@ -44,6 +54,8 @@ _WINDOW_IN_ERROR = (
     re.compile(r"\bn_ctx\W{1,4}(\d+)", re.IGNORECASE),
     re.compile(r"context (?:size|window|length)(?: of| is|:)? (\d{3,})", re.IGNORECASE),
 )
+_ENV_LOCK = threading.Lock()
+_NO_CREDENTIALS = re.compile(r"missing credentials|api_key client option must be set", re.IGNORECASE)
 _OFFLINE_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "LITELLM_OFFLINE_MODE": "true"}
 
 
@@ -70,6 +82,20 @@ class Completion:
     output_tokens: int
     cost_usd: float | None
     finish_reason: str | None
+    max_tokens: int = 0
+    input_estimate: int = 0
+
+
+class _RequestCounter:
+    """litellm's per-call `logger_fn`, called before every HTTP request it makes: it re-sends on
+    its own after some errors (a role-alternation or 422 answer), and each request is a call."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def __call__(self, details: Mapping[str, Any]) -> None:
+        if details.get("log_event_type") == "pre_api_call":
+            self.sent += 1
 
 
 class _Retryable(Exception):
@@ -275,6 +301,10 @@ class ModelClient:
             try:
                 return parse(first.text), completions
             except ValueError as error:
+                if first.finish_reason == "length":
+                    return self._retry_cut(
+                        model, messages, first, parse, response_schema, completions, repair_prompt
+                    )
                 return self._repair(
                     model,
                     messages,
@@ -305,27 +335,18 @@ class ModelClient:
         *,
         max_tokens: int | None = None,
     ) -> tuple[T, list[Completion]]:
-        """One more call with the same model; the template (when given) quotes the bad answer itself."""
-        if repair_prompt is not None:
-            retry = [*messages, {"role": "user", "content": repair_prompt(first.text, _short(error))}]
-        else:
-            retry = [
-                *messages,
-                {"role": "assistant", "content": first.text},
-                {
-                    "role": "user",
-                    "content": f"Your answer was not valid JSON for the requested schema ({_short(error)}). "
-                    "Answer again with only the JSON object: no prose, no code fences.",
-                },
-            ]
-        try:
-            second = self._complete_with_retries(model, retry, "repair", response_schema, max_tokens)
-        except _ModelFailed as failed:
+        """One more call with the same model: the conversation so far, the bad answer as the
+        assistant's turn, then the repair request as the user's (strict chat templates refuse two
+        user turns in a row)."""
+        second = self._follow_up(
+            model, messages, first, _short(error), "repair", response_schema, repair_prompt, max_tokens
+        )
+        if isinstance(second, Exception):
             raise AnswerUnparsed(
                 first.text,
                 f"answer from {model} did not parse ({_short(error)}) and the repair call failed: "
-                f"{_short(failed.cause)}",
-            ) from failed.cause
+                f"{_short(second)}",
+            ) from second
         completions.append(second)
         try:
             return parse(second.text), completions
@@ -334,6 +355,94 @@ class ModelClient:
                 second.text, f"answer from {model} did not parse, even after one repair: {_short(again)}"
             ) from again
 
+    def _retry_cut(
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        first: Completion,
+        parse: Callable[[str], T],
+        response_schema: Mapping[str, Any] | None,
+        completions: list[Completion],
+        repair_prompt: Callable[[str, str], str] | None,
+    ) -> tuple[T, list[Completion]]:
+        """An answer cut at `max_tokens` (finish_reason "length") is asked for once more: the same
+        request with twice the room when the model and the budget allow it, else a request for at
+        most CUT_ANSWER_FINDINGS findings in the same room. Sending it to repair with the same limit
+        would only cut it again."""
+        cut_at = first.max_tokens or first.output_tokens
+        cut = f"the answer was cut at {cut_at} tokens (max_tokens)"
+        window_room = self.context_window() - first.input_tokens - PROMPT_SAFETY_TOKENS
+        larger = min(2 * cut_at, self._answer_room(model), window_room)
+        try:
+            if larger >= cut_at + cut_at // 2:
+                second: Completion | Exception = self._complete_with_retries(
+                    model, messages, "repair", response_schema, answer_tokens=larger
+                )
+            else:
+                reason = (
+                    f"{cut}; answer again with at most {CUT_ANSWER_FINDINGS} findings, "
+                    "the most important first, each as short as it can be"
+                )
+                second = self._follow_up(
+                    model, messages, first, reason, "repair", response_schema, repair_prompt, None
+                )
+        except BudgetExhausted as refused:
+            raise AnswerUnparsed(
+                first.text, f"{cut} and the budget has no room for a retry ({refused.limit})"
+            ) from refused
+        except ContextExceeded as refused:
+            detail = f"{cut} and the retry did not fit the server's window"
+            raise AnswerUnparsed(first.text, detail) from refused
+        except _ModelFailed as failed:
+            second = failed.cause
+        if isinstance(second, Exception):
+            raise AnswerUnparsed(first.text, f"{cut} and the retry failed: {_short(second)}") from second
+        completions.append(second)
+        try:
+            return parse(second.text), completions
+        except ValueError as again:
+            if second.finish_reason == "length":
+                detail = (
+                    f"{cut}, and again at {second.max_tokens or second.output_tokens} tokens on the retry; "
+                    "raise `max_output_tokens_per_call` (--max-output-tokens-per-call, input "
+                    "`max-output-tokens-per-call`) or `max_output_tokens`"
+                )
+            else:
+                detail = f"{cut}, and the retry did not parse: {_short(again)}"
+            raise AnswerUnparsed(second.text, detail) from again
+
+    def _follow_up(
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        first: Completion,
+        reason: str,
+        phase: str,
+        response_schema: Mapping[str, Any] | None,
+        repair_prompt: Callable[[str, str], str] | None,
+        answer_tokens: int | None,
+    ) -> Completion | Exception:
+        """user → assistant (the previous answer) → user (what was wrong): one more call, or the
+        error that stopped it (BudgetExhausted still propagates)."""
+        if repair_prompt is not None:
+            request = repair_prompt(first.text, reason)
+        else:
+            request = (
+                f"Your answer was not valid JSON for the requested schema ({reason}). "
+                "Answer again with only the JSON object: no prose, no code fences."
+            )
+        retry = [
+            *messages,
+            {"role": "assistant", "content": first.text[:REPAIR_ANSWER_CHARS] or "(no answer)"},
+            {"role": "user", "content": request},
+        ]
+        try:
+            return self._complete_with_retries(
+                model, retry, phase, response_schema, answer_tokens=answer_tokens
+            )
+        except _ModelFailed as failed:
+            return failed.cause
+
     def _complete_with_retries(
         self,
         model: str,
@@ -341,11 +450,14 @@ class ModelClient:
         phase: str,
         response_schema: Mapping[str, Any] | None,
         max_tokens: int | None = None,
+        *,
+        answer_tokens: int | None = None,
     ) -> Completion:
-        """Up to MAX_ATTEMPTS requests on retryable errors, never sleeping past the seconds budget."""
+        """Up to MAX_ATTEMPTS requests on retryable errors, never sleeping past the seconds budget.
+        `answer_tokens` overrides the per-call cap (a cut answer's retry), within what is left."""
         for attempt in range(MAX_ATTEMPTS):
             try:
-                return self._complete_once(model, messages, phase, response_schema, max_tokens)
+                return self._complete_once(model, messages, phase, response_schema, max_tokens, answer_tokens)
             except _Retryable as retryable:
                 delay = retryable.retry_after
                 if delay is None:
@@ -362,10 +474,15 @@ class ModelClient:
         phase: str,
         response_schema: Mapping[str, Any] | None,
         requested_max_tokens: int | None = None,
+        answer_tokens: int | None = None,
     ) -> Completion:
         """One HTTP request: reserve, send, settle. The only place that calls litellm.completion."""
         litellm = _litellm()
+        messages = alternating(messages)
+        api_key = self._api_key(model)
         max_tokens = self._max_tokens(model, requested_max_tokens)
+        if answer_tokens is not None:
+            max_tokens = min(answer_tokens, self._answer_room(model))
         if max_tokens < min(MIN_USEFUL_MAX_TOKENS, self.config.max_output_tokens_per_call):
             self.budget.mark_exhausted()
             raise BudgetExhausted("output_tokens", f"only {max_tokens} output tokens left for a call")
@@ -379,20 +496,23 @@ class ModelClient:
             cost_usd=estimate,
             margin_percent=self.margin_percent(),
         )
+        timeout, capped = self._timeout(max_tokens, input_estimate)
+        requests = _RequestCounter()
         kwargs: dict[str, Any] = {
             "model": model,
             "messages": messages,
             "max_tokens": max_tokens,
-            "timeout": max(min(CALL_TIMEOUT_SECONDS, self.budget.seconds_left()), 0.1),
+            "timeout": timeout,
             "temperature": 0,
             "num_retries": 0,
             "max_retries": 0,
             "drop_params": True,
+            "logger_fn": requests,
         }
         if self.config.api_base:
             kwargs["api_base"] = self.config.api_base
-            if self._missing_keys(model):
-                kwargs["api_key"] = PLACEHOLDER_API_KEY
+        if api_key is not None:
+            kwargs["api_key"] = api_key
         if response_schema is not None and self._supports_schema(model):
             kwargs["response_format"] = {
                 "type": "json_schema",
@@ -400,12 +520,21 @@ class ModelClient:
             }
         try:
             response = litellm.completion(**kwargs)
+            if response is None:  # litellm re-sent after an error it handles itself, then gave up
+                raise ModelError(f"no answer: litellm gave up after {requests.sent} requests")
             choice = response.choices[0]
             text = choice.message.content or ""
             finish_reason = choice.finish_reason
         except Exception as error:
+            if requests.sent == 0 and _NO_CREDENTIALS.search(str(error)):
+                self.budget.cancel(reservation)
+                raise _ModelFailed(
+                    ModelConfigError(f"no credentials for {model}: {_short(error)}"), config=True
+                ) from error
             if isinstance(error, litellm.ContextWindowExceededError):
-                self.budget.settle(reservation, input_tokens=0, output_tokens=0, cost_usd=0.0)
+                self.budget.settle(
+                    reservation, input_tokens=0, output_tokens=0, cost_usd=0.0, calls=max(requests.sent, 1)
+                )
                 raise self._context_exceeded(model, error, input_estimate + max_tokens) from error
             timed_out = isinstance(error, litellm.Timeout)
             spent_input = input_estimate if timed_out else 0
@@ -414,13 +543,24 @@ class ModelClient:
                 input_tokens=spent_input,
                 output_tokens=0,
                 cost_usd=None if price is None else spent_input * price[0],
+                calls=max(requests.sent, 1),
             )
+            if timed_out:
+                raise _Retryable(CallTimedOut(timeout, capped=capped), None) from error
             raise _classify(litellm, error) from error
         usage = getattr(response, "usage", None)
         input_tokens = int(getattr(usage, "prompt_tokens", None) or input_estimate)
-        output_tokens = int(getattr(usage, "completion_tokens", None) or self._count(model, text=text))
+        output_tokens = _output_tokens(
+            usage, lambda extra: self._count(model, text=text + extra), choice.message
+        )
         cost = None if price is None else input_tokens * price[0] + output_tokens * price[1]
-        self.budget.settle(reservation, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost)
+        self.budget.settle(
+            reservation,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost_usd=cost,
+            calls=max(requests.sent, 1),
+        )
         return Completion(
             text=text,
             model=model,
@@ -428,7 +568,43 @@ class ModelClient:
             output_tokens=output_tokens,
             cost_usd=cost,
             finish_reason=finish_reason,
+            max_tokens=max_tokens,
+            input_estimate=input_estimate,
         )
+
+    def _api_key(self, model: str) -> str | None:
+        """The key to pass explicitly: a placeholder for a self-hosted server when the provider's
+        variable is unset or blank (an Action input of a missing secret is ""); otherwise None, and
+        litellm reads the environment. A hosted model without its key is never sent a request."""
+        missing = self._missing_keys(model)
+        if not missing:
+            return None
+        if self.config.api_base:
+            return PLACEHOLDER_API_KEY
+        raise _ModelFailed(
+            ModelConfigError(f"no credentials for {model}: {', '.join(missing)} is unset or empty"),
+            config=True,
+        )
+
+    def _timeout(self, max_tokens: int, input_tokens: int = 0) -> tuple[float, bool]:
+        """(seconds, whether the seconds budget cut it short) for one request: `request_timeout`
+        when set, else scaled with the answer and prompt tokens; never past the time left."""
+        wanted = self.config.request_timeout
+        if wanted is None:
+            wanted = (
+                TIMEOUT_BASE_SECONDS
+                + max_tokens * TIMEOUT_SECONDS_PER_ANSWER_TOKEN
+                + input_tokens * TIMEOUT_SECONDS_PER_PROMPT_TOKEN
+            )
+        left = self.budget.seconds_left()
+        return max(min(wanted, left), 0.1), left < wanted
+
+    def _answer_room(self, model: str) -> int:
+        """The largest answer this model and the budget allow now, past `max_output_tokens_per_call`."""
+        room = self.budget.output_tokens_left()
+        info = self._model_info(model)
+        model_max = info and (info.get("max_output_tokens") or info.get("max_tokens"))
+        return min(room, int(model_max)) if model_max else room
 
     def _context_exceeded(self, model: str, error: Exception, sent: int) -> ContextExceeded:
         """What the server's refusal teaches: the window it names, else what a probe finds, else
@@ -486,10 +662,7 @@ class ModelClient:
         with self._lock:
             if model in self._keys_missing:
                 return list(self._keys_missing[model])
-        try:
-            missing = list(_litellm().validate_environment(model=model).get("missing_keys") or [])
-        except Exception:
-            missing = []
+        missing = _missing_provider_keys(_litellm(), model)
         with self._lock:
             self._keys_missing[model] = missing
         return list(missing)
@@ -506,6 +679,57 @@ class ModelClient:
                 return
             self._warned.add(key)
         self._warn(message)
+
+
+def alternating(messages: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
+    """Messages as strict chat templates (Gemma's, Mistral's) accept them: one optional system
+    message first, then user and assistant turns alternating, starting with the user. Adjacent
+    turns of one role are joined; a system message after the first turn is user text."""
+    system: list[str] = []
+    turns: list[dict[str, str]] = []
+    for message in messages:
+        role, content = message.get("role", "user"), message.get("content") or ""
+        if role == "system" and not turns:
+            system.append(content)
+            continue
+        role = role if role in ("user", "assistant") else "user"
+        if turns and turns[-1]["role"] == role:
+            turns[-1] = {"role": role, "content": f"{turns[-1]['content']}\n\n{content}"}
+        else:
+            turns.append({"role": role, "content": content})
+    if not turns or turns[0]["role"] != "user":
+        raise ValueError("a conversation must start with a user turn after the system message")
+    head = [{"role": "system", "content": "\n\n".join(system)}] if system else []
+    return head + turns
+
+
+def _missing_provider_keys(litellm: ModuleType, model: str) -> list[str]:
+    """The variables `model`'s provider needs and lacks, an empty value counting as lacking (litellm
+    only asks whether the name is set, and a missing Action secret is set to "")."""
+    with _ENV_LOCK:
+        blank = {name: value for name, value in os.environ.items() if not value.strip()}
+        for name in blank:
+            del os.environ[name]
+        try:
+            return list(litellm.validate_environment(model=model).get("missing_keys") or [])
+        except Exception:
+            return []
+        finally:
+            os.environ.update(blank)
+
+
+def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> int:
+    """Answer tokens as the server counted them, hidden reasoning included: providers that report
+    `reasoning_tokens` outside `completion_tokens` get both counted; without usage, the visible
+    text and any `reasoning_content` are counted locally."""
+    completion = getattr(usage, "completion_tokens", None)
+    details = getattr(usage, "completion_tokens_details", None)
+    reasoning = getattr(details, "reasoning_tokens", None) or 0
+    if completion:
+        completion = int(completion)
+        return completion + int(reasoning) if reasoning > completion else completion
+    hidden = getattr(message, "reasoning_content", None)
+    return count(hidden if isinstance(hidden, str) else "")
 
 
 def _classify(litellm: ModuleType, error: Exception) -> Exception:

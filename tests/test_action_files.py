@@ -33,6 +33,8 @@ DESIGN_INPUTS = {
     "max-seconds": "600",
     "max-calls": "24",
     "max-concurrency": "4",
+    "max-output-tokens-per-call": "",
+    "request-timeout": "",
     "post-comment": "true",
     "inline-comments": "false",
     "annotations": "true",

@@ -69,6 +69,7 @@ def test_every_key_of_a_full_file_reaches_the_config(tmp_path: Path) -> None:
             max_input_tokens: 100000
             max_output_tokens: 8000
             max_output_tokens_per_call: 2048
+            request_timeout: 900
             max_seconds: 300
             max_calls: 10
             max_concurrency: 2
@@ -94,6 +95,7 @@ def test_every_key_of_a_full_file_reaches_the_config(tmp_path: Path) -> None:
         exclude=("docs/**", "*.lock"),
         limits=Limits(input_tokens=100_000, output_tokens=8000, cost_usd=2.0, seconds=300.0, calls=10),
         max_output_tokens_per_call=2048,
+        request_timeout=900.0,
         max_concurrency=2,
         max_findings=3,
         context_window=32768,
@@ -108,7 +110,12 @@ def test_every_key_mirrors_its_flag_and_input() -> None:
         "model", "fallback_models", "api_base", "language", "instructions", "include", "exclude",
         "max_cost_usd", "max_input_tokens", "max_output_tokens", "max_output_tokens_per_call", "max_seconds",
         "max_calls", "max_concurrency", "max_findings", "context_window", "fail_on", "prices",
+        "request_timeout",
     }  # fmt: skip
+    assert CONFIG_KEYS["max_output_tokens_per_call"].flag == "--max-output-tokens-per-call"
+    assert CONFIG_KEYS["max_output_tokens_per_call"].input == "max-output-tokens-per-call"
+    assert CONFIG_KEYS["request_timeout"].flag == "--request-timeout"
+    assert CONFIG_KEYS["request_timeout"].input == "request-timeout"
     assert CONFIG_KEYS["max_cost_usd"].flag == "--max-cost-usd"
     assert CONFIG_KEYS["max_cost_usd"].input == "max-cost-usd"
     assert CONFIG_KEYS["fallback_models"].flag == "--fallback-model"

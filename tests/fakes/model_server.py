@@ -15,11 +15,18 @@ request is refused with a 400 in vLLM's words (`window_style="vllm"`) or llama.c
 `default_generation_settings.n_ctx`); every GET path is recorded in `gets`.
 
 The server lives in the test process; a CLI under test in a subprocess reaches it by URL.
+
+Behaviours of real servers, each off by default (llama.cpp's `llama-server` is the model):
+`strict_roles` refuses conversations that strict chat templates refuse, with llama.cpp's 400;
+`require_key` answers 401 unless the bearer token is that key; `cut_at_max_tokens` cuts a reply
+longer than the request's `max_tokens` and says `finish_reason: "length"`. `llama_cpp_text` builds a
+reply with `usage` and `timings` as llama.cpp sends them.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -28,6 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 CHAT_PATH = "/v1/chat/completions"
+ALTERNATION_ERROR = "Conversation roles must alternate user/assistant/user/assistant/..."
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,68 @@ def malformed(body: bytes = b'{"choices": [', *, code: int = 200) -> Reply:
     return Reply(code, body, (("Content-Type", "application/json"),))
 
 
+def llama_cpp_text(
+    content: str,
+    *,
+    prompt_tokens: int = 10,
+    completion_tokens: int = 5,
+    finish_reason: str = "stop",
+    model: str = "SmolLM2-135M-Instruct.Q4_1.gguf",
+    prompt_ms: float = 250.0,
+    predicted_ms: float = 900.0,
+) -> Reply:
+    """A 200 answer shaped like llama.cpp's `llama-server`: `usage` counted by the server, plus its
+    `timings` block and `system_fingerprint`, which OpenAI's schema does not have."""
+    body = chat_completion(
+        content,
+        model=model,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        finish_reason=finish_reason,
+    )
+    body["system_fingerprint"] = "b6000-fake"
+    body["timings"] = {
+        "cache_n": 0,
+        "prompt_n": prompt_tokens,
+        "prompt_ms": prompt_ms,
+        "prompt_per_token_ms": prompt_ms / max(prompt_tokens, 1),
+        "prompt_per_second": 1000.0 * prompt_tokens / prompt_ms,
+        "predicted_n": completion_tokens,
+        "predicted_ms": predicted_ms,
+        "predicted_per_token_ms": predicted_ms / max(completion_tokens, 1),
+        "predicted_per_second": 1000.0 * completion_tokens / predicted_ms,
+    }
+    return Reply(200, json.dumps(body).encode(), (("Content-Type", "application/json"),))
+
+
+def roles_alternate(messages: list[dict[str, Any]]) -> bool:
+    """What a strict chat template (Gemma's, Mistral's) accepts: an optional system message first,
+    then user/assistant turns alternating, starting with the user."""
+    roles = [m.get("role") for m in messages]
+    if roles[:1] == ["system"]:
+        roles = roles[1:]
+    expected = ("user", "assistant")
+    return bool(roles) and all(role == expected[i % 2] for i, role in enumerate(roles))
+
+
+def _cut(reply: Reply, max_tokens: int) -> Reply:
+    """`reply` as a server that stops at `max_tokens` sends it: content cut in proportion to the
+    tokens kept, `completion_tokens` = max_tokens, `finish_reason: "length"`."""
+    try:
+        body = json.loads(reply.body)
+        used = int(body["usage"]["completion_tokens"])
+        content = body["choices"][0]["message"]["content"] or ""
+    except (ValueError, KeyError, IndexError, TypeError):
+        return reply
+    if used <= max_tokens:
+        return reply
+    body["choices"][0]["message"]["content"] = content[: math.floor(len(content) * max_tokens / used)]
+    body["choices"][0]["finish_reason"] = "length"
+    body["usage"]["completion_tokens"] = max_tokens
+    body["usage"]["total_tokens"] = body["usage"]["prompt_tokens"] + max_tokens
+    return Reply(reply.status, json.dumps(body).encode(), reply.headers, reply.delay)
+
+
 Handler = Callable[[dict[str, Any]], Reply]
 
 
@@ -160,7 +230,13 @@ class FakeModelServer:
         models_max_len: int | None = None,
         props_n_ctx: int | None = None,
         served_model: str = "fake-model",
+        strict_roles: bool = False,
+        require_key: str | None = None,
+        cut_at_max_tokens: bool = False,
     ) -> None:
+        self.strict_roles = strict_roles
+        self.require_key = require_key
+        self.cut_at_max_tokens = cut_at_max_tokens
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
         self.refused: list[dict[str, Any]] = []
@@ -242,11 +318,29 @@ class FakeModelServer:
         with self._lock:
             self.requests.append(body)
             self.request_headers.append(headers)
-            if self._script:
-                return self._script.popleft()
-        if self.handler is not None:
-            return self.handler(body)
-        return status(500, message="fake model server: script exhausted and no handler set")
+            refusal = self._refusal(body, headers)
+            if refusal is not None:
+                self.refused.append(body)
+                return refusal
+            reply = self._script.popleft() if self._script else None
+        if reply is None and self.handler is not None:
+            reply = self.handler(body)
+        if reply is None:
+            return status(500, message="fake model server: script exhausted and no handler set")
+        max_tokens = body.get("max_tokens")
+        if self.cut_at_max_tokens and isinstance(max_tokens, int):
+            return _cut(reply, max_tokens)
+        return reply
+
+    def _refusal(self, body: dict[str, Any], headers: dict[str, str]) -> Reply | None:
+        """What a real server answers before looking at the conversation's meaning, if anything."""
+        if self.require_key is not None and headers.get("authorization") != f"Bearer {self.require_key}":
+            error = {"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}}
+            return Reply(401, json.dumps(error).encode(), (("Content-Type", "application/json"),))
+        if self.strict_roles and not roles_alternate(list(body.get("messages") or [])):
+            error = {"error": {"code": 400, "message": ALTERNATION_ERROR, "type": "invalid_request_error"}}
+            return Reply(400, json.dumps(error).encode(), (("Content-Type", "application/json"),))
+        return None
 
     def _get(self, path: str) -> Reply:
         """`GET /v1/models` and `GET /props`, as vLLM and llama.cpp answer them when so configured."""
