@@ -37,10 +37,13 @@ PLURAL_FORMS = frozenset({"zero", "one", "other"})
 _NEWLINES = re.compile(r"\r\n?|[\u2028\u2029\x85]")
 _HTML_COMMENT = re.compile(r"<!--(?:-?>|.*?(?:-->|\Z))", re.S)
 _MARKER = re.compile(r"imreview:(state|review)", re.I)
-_MENTION = re.compile(r"(?<![\w@`])@(?=[A-Za-z0-9])")
-_XREF = re.compile(r"(?<![\w&])#(?=\d)")
-_IMAGE = re.compile(r"!\[")
-_LINE_START = re.compile(r"^([ \t]*)(#|::|/(?=\w)|[-=*_+](?=[-=*_ \t]*$))", re.M)
+_XREF = re.compile(r"#(?=\d)")
+_MD_SPECIAL = re.compile(r"[\\`*|~$]|(?<=\])\(")
+_EMPHASIS_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+_GH_REF = re.compile(r"(gh)-(?=\d)", re.I)
+_URL_SCHEME = re.compile(r":(?=/)")
+_WWW = re.compile(r"(www)\.", re.I)
+_LINE_START = re.compile(r"^(\d{0,9})((?<=\d)[.)](?=\s|$)|(?<!\d)[-+=/:#\[])")
 _BACKTICKS = re.compile(r"`+")
 _WS = re.compile(r"\s+")
 _DELIMITER = re.compile(r"<<<\s*UNTRUSTED|UNTRUSTED\b[^\n<>]{0,100}>>>", re.I)
@@ -174,43 +177,62 @@ def _neutralize_marker(text: str) -> str:
     return _MARKER.sub(lambda m: f"imreview\u2236{m.group(1)}", text)
 
 
-def _split_code_spans(text: str) -> list[tuple[bool, str]]:
-    """CommonMark code spans: a run of N backticks closed by the next run of exactly N."""
+def _split_code_spans(line: str) -> list[tuple[bool, str]]:
+    """CommonMark code spans on one line: a run of N backticks closed by the next run of exactly N.
+
+    The text around them is escaped completely (every backslash included), so a run kept here as an
+    opener is never preceded by an escaping backslash in the output, and a run with no closer on the
+    same line is escaped; the output's code spans are therefore exactly the ones found here."""
     parts: list[tuple[bool, str]] = []
     pos = start = 0
-    while m := _BACKTICKS.search(text, pos):
+    while m := _BACKTICKS.search(line, pos):
         run = m.group(0)
-        close = next((c for c in _BACKTICKS.finditer(text, m.end()) if c.group(0) == run), None)
+        close = next((c for c in _BACKTICKS.finditer(line, m.end()) if c.group(0) == run), None)
         if close is None:
             pos = m.end()
             continue
         if m.start() > start:
-            parts.append((False, text[start : m.start()]))
-        parts.append((True, text[m.start() : close.end()]))
+            parts.append((False, line[start : m.start()]))
+        parts.append((True, line[m.start() : close.end()]))
         pos = start = close.end()
-    if start < len(text):
-        parts.append((False, text[start:]))
+    if start < len(line):
+        parts.append((False, line[start:]))
     return parts
 
 
 def _escape_text(text: str) -> str:
+    """Text that renders as itself and nothing else: each character that could start Markdown markup
+    here escaped, and GitHub's own autolinks (mentions, issue references) broken with a look-alike.
+
+    Kept literal where CommonMark cannot make markup of them, so prose stays readable: `_` between
+    two letters or digits (intraword), `[` after the line start (no link without `](` or a reference
+    definition, and definitions only start a line), `#` after the line start unless a digit follows."""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = _MENTION.sub("\uff20", text)
-    text = _XREF.sub("\uff03", text)
-    text = _IMAGE.sub(r"!\\[", text)
-    return text.replace("`", "\\`")
+    text = _MD_SPECIAL.sub(r"\\\g<0>", text)
+    text = _EMPHASIS_UNDERSCORE.sub(r"\\_", text)
+    text = _XREF.sub("\uff03", text).replace("@", "\uff20")
+    text = _GH_REF.sub("\\1\u2011", text)
+    text = _URL_SCHEME.sub("\\\\:", text)
+    return _WWW.sub("\\1\\\\.", text)
+
+
+def _escape_line(line: str, *, cell: bool) -> str:
+    """One line: no indentation (indented code), its first character never a block marker (list,
+    heading underline, slash command, workflow command), code spans kept, everything else escaped."""
+    out = []
+    for n, (is_code, part) in enumerate(_split_code_spans(line.strip(" \t"))):
+        if is_code:
+            out.append(part.replace("|", "\\|") if cell else part)
+        else:
+            part = _escape_text(part)
+            out.append(_LINE_START.sub("\\1\\\\\\2", part) if n == 0 else part)
+    return "".join(out)
 
 
 def _sanitize(text: str, limit: int | None, *, cell: bool) -> str:
     text = _strip_comments(_strip_invisible(_NEWLINES.sub("\n", text)))
     text = _neutralize_marker(_cap(text, limit))
-    text = _LINE_START.sub(lambda m: f"{m.group(1)}\\{m.group(2)}", text)
-    out = "".join(part if is_code else _escape_text(part) for is_code, part in _split_code_spans(text))
-    if cell:
-        out = out.replace("|", "\\|")
-    if (len(out) - len(out.rstrip("\\"))) % 2:
-        out += "\\"
-    return out
+    return "\n".join(_escape_line(line, cell=cell) for line in text.split("\n"))
 
 
 def untrusted(value: Any, limit: int | None = UNTRUSTED_LIMIT) -> str:

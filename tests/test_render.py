@@ -174,7 +174,7 @@ def test_summary_of_findings_is_complete(en) -> None:
         "source `llm`",
     ):
         assert text in out
-    assert "the lock cannot deadlock — _refresh never calls get()" in out
+    assert "the lock cannot deadlock — \\_refresh never calls get()" in out, "a leading _ is escaped"
     assert "**MERGE** `retry.py:backoff()` → `http.py:_sleep()` — same formula" in out
     assert "| vendor/schema.json | skipped | generated | 0/5 |" in out
     assert "| head unchanged at publish | ✔ | a1b2c3d |" in out
@@ -342,8 +342,8 @@ def test_untrusted_filters_keep_code_spans_and_escape_the_rest() -> None:
     assert untrusted("use `a < b && c` when x < y") == "use `a < b && c` when x &lt; y"
     assert untrusted("an unmatched ` backtick") == "an unmatched \\` backtick"
     assert untrusted("# Fake heading\n/approve\n---") == "\\# Fake heading\n\\/approve\n\\---"
-    assert untrusted("mail me at a@b.io or @bob, see #12") == "mail me at a@b.io or ＠bob, see ＃12"
-    assert untrusted("![pixel](https://t.example/p.gif)") == "!\\[pixel](https://t.example/p.gif)"
+    assert untrusted("mail me at a@b.io or @bob, see #12") == "mail me at a＠b.io or ＠bob, see ＃12"
+    assert untrusted("![pixel](https://t.example/p.gif)") == "![pixel]\\(https\\://t.example/p.gif)"
     assert untrusted_line("a\nb | c", cell=True) == "a b \\| c"
     assert untrusted_line("ends with \\") == "ends with \\\\"
     assert untrusted_line("x" * 50, 10) == "x" * 9 + "…"
@@ -546,4 +546,4 @@ def test_mentions_after_punctuation_are_neutralized_too() -> None:
     assert (
         "@octocat" not in out and "@a" not in out and "@b" not in out and "@c" not in out and "@d" not in out
     )
-    assert "e@mail.com" in out, "an e-mail address is not a mention"
+    assert "e＠mail.com" in out, "an e-mail address would become a mailto: link: defused too"
