@@ -27,6 +27,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from reviewer.errors import ConfigError, TemplateError, UsageError
 from reviewer.report import SCHEMA_ID
+from reviewer.rules import redact
 
 DEFAULT_LANGUAGE = "en"
 UNTRUSTED_LIMIT = 4000
@@ -167,6 +168,11 @@ def _as_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _shown(value: Any) -> str:
+    """Text from the PR or the model as it may be shown: secret-shaped tokens cut (rules.redact)."""
+    return redact(_as_text(value))
+
+
 def _cap(text: str, limit: int | None) -> str:
     if limit is None or len(text) <= limit:
         return text
@@ -237,18 +243,18 @@ def _sanitize(text: str, limit: int | None, *, cell: bool) -> str:
 
 def untrusted(value: Any, limit: int | None = UNTRUSTED_LIMIT) -> str:
     """PR or model text for a Markdown block: sanitized, escaped, capped; newlines kept."""
-    return _sanitize(_as_text(value).strip("\n"), limit, cell=False)
+    return _sanitize(_shown(value).strip("\n"), limit, cell=False)
 
 
 def untrusted_line(value: Any, limit: int | None = LINE_LIMIT, cell: bool = False) -> str:
     """Like `untrusted`, collapsed to one line; `cell=True` also escapes `|` for a table cell."""
-    text = _WS.sub(" ", _strip_comments(_NEWLINES.sub("\n", _as_text(value)))).strip()
+    text = _WS.sub(" ", _strip_comments(_NEWLINES.sub("\n", _shown(value)))).strip()
     return _sanitize(text, limit, cell=cell)
 
 
 def code_span(value: Any, limit: int | None = LINE_LIMIT, cell: bool = False) -> str:
     """Untrusted text as one inline code span whose backtick fence cannot be closed from inside."""
-    text = _strip_comments(_strip_invisible(_NEWLINES.sub("\n", _as_text(value))))
+    text = _strip_comments(_strip_invisible(_NEWLINES.sub("\n", _shown(value))))
     text = _neutralize_marker(_cap(_WS.sub(" ", text).strip(), limit))
     if not text:
         return ""
@@ -261,7 +267,7 @@ def code_span(value: Any, limit: int | None = LINE_LIMIT, cell: bool = False) ->
 
 def code(value: Any, lang: str = "", limit: int | None = CODE_LIMIT) -> str:
     """A fenced block whose fence is longer than any backtick run inside; hidden characters shown."""
-    text = _show_invisible(_NEWLINES.sub("\n", _as_text(value))).rstrip("\n")
+    text = _show_invisible(_NEWLINES.sub("\n", _shown(value))).rstrip("\n")
     text = _neutralize_marker(_cap(text, limit))
     fence = "`" * max(3, max((len(r) for r in _BACKTICKS.findall(text)), default=0) + 1)
     info = re.sub(r"[^\w+#.-]", "", _as_text(lang))[:20]
@@ -365,6 +371,7 @@ class Renderer:
             if not self._override.is_dir():
                 raise ConfigError(f"template directory not found: {self._override}", "template-dir")
         roots = [p for p in (self._override, self._packaged) if p is not None]
+        self._roots = tuple(r.resolve() for r in roots)
         self.language = self._pick_language(language, roots)
         self._messages: dict[str, str | dict[str, str]] = {}
         self._i18n_sources: list[tuple[str, str]] = []
@@ -401,11 +408,19 @@ class Renderer:
 
     @staticmethod
     def _pick_language(requested: str, roots: Sequence[Path]) -> str:
-        """Exact tag (case-insensitive, `_` or `-`), else same primary subtag, else English."""
+        """Exact tag (case-insensitive, `_` or `-`), else same primary subtag; anything else is an
+        error listing what is available (a silent fallback would hide a typo)."""
         available = sorted({p.stem for r in roots for p in (r / "i18n").glob("*.yml")})
         wanted = _as_text(requested).strip().replace("_", "-").lower()
-        if not _LANG_CODE.fullmatch(wanted):
+        if not wanted:
             return DEFAULT_LANGUAGE
+        unknown = ConfigError(
+            f"unknown language {_as_text(requested)!r}; supported: {', '.join(available)}"
+            " (add templates/i18n/<language>.yml under template-dir for another)",
+            "language",
+        )
+        if not _LANG_CODE.fullmatch(wanted):
+            raise unknown
         for lang in available:
             if lang.lower() == wanted:
                 return lang
@@ -413,7 +428,7 @@ class Renderer:
         for lang in available:
             if lang.lower().split("-")[0] == primary:
                 return lang
-        return DEFAULT_LANGUAGE
+        raise unknown
 
     # filters that need the language
 
@@ -467,11 +482,11 @@ class Renderer:
         try:
             return self._env.get_template(name).render(**context)
         except jinja2.TemplateSyntaxError as exc:
-            raise TemplateError(exc.message or str(exc), f"{exc.filename or exc.name}:{exc.lineno}") from exc
+            raise TemplateError(exc.message or str(exc), f"{exc.name or exc.filename}:{exc.lineno}") from exc
         except jinja2.TemplateNotFound as exc:
             raise TemplateError(f"template not found: {exc.name}") from exc
         except jinja2.TemplateError as exc:
-            raise TemplateError(exc.message or str(exc), _template_location(exc, name)) from exc
+            raise TemplateError(exc.message or str(exc), _template_location(exc, name, self._roots)) from exc
 
     def summary(self, report: Mapping[str, Any], *, annotations_dropped: int = 0) -> str:
         """The job summary: everything, verdict first."""
@@ -522,8 +537,11 @@ def _checked(report: Mapping[str, Any]) -> Mapping[str, Any]:
     return report
 
 
-def _template_location(exc: BaseException, fallback: str) -> str:
+def _template_location(exc: BaseException, fallback: str, roots: Sequence[Path]) -> str:
+    """`name:line` of the template frame that failed, relative to its root (no temp paths)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith(".j2")]
     if not frames:
         return fallback
-    return f"{frames[-1].filename}:{frames[-1].lineno}"
+    path = Path(frames[-1].filename).resolve()
+    name = next((str(path.relative_to(r)) for r in roots if path.is_relative_to(r)), path.name)
+    return f"{name}:{frames[-1].lineno}"

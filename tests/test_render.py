@@ -446,14 +446,15 @@ def test_zh_cn_renders_headings_in_chinese(zh) -> None:
     assert zh.comment(build(), max_findings=1).startswith("### imreview — 2 个发现 (1 P2, 1 P3) · 可发布 ✔")
 
 
-def test_missing_translations_fall_back_to_english_and_unknown_languages_to_en(tmp_path: Path) -> None:
+def test_missing_translations_fall_back_to_english_and_unknown_languages_are_errors(tmp_path: Path) -> None:
     (tmp_path / "i18n").mkdir()
     (tmp_path / "i18n" / "fr.yml").write_text("section:\n  findings: Constats\n", encoding="utf-8")
     fr = Renderer(language="fr", template_dir=tmp_path)
     out = fr.summary(build())
     assert "## Constats (2)" in out and "## Checked and cleared (1)" in out
-    assert Renderer(language="xx-YY").language == "en"
-    assert Renderer(language="../../etc/passwd").language == "en"
+    for bad in ("xx-YY", "../../etc/passwd"):
+        with pytest.raises(ConfigError, match=r"unknown language .*; supported: en, zh-CN"):
+            Renderer(language=bad)
     assert Renderer(language="zh_cn").language == "zh-CN"
     assert Renderer(language="zh").language == "zh-CN"
 
