@@ -252,7 +252,10 @@ def _failed(number: int, detail: str) -> PrOutcome:
 
 def _plain_renderer(env: Mapping[str, str]) -> Renderer:
     """The packaged templates in the `language` input's language (English when it is unusable)."""
-    return Renderer(language=read_inputs(env).get("language") or "en")
+    try:
+        return Renderer(language=read_inputs(env).get("language") or "en")
+    except UsageError:
+        return Renderer()
 
 
 def _write_index(scratch: Path, outcomes: Sequence[PrOutcome]) -> str:
