@@ -76,9 +76,6 @@ def test_model_fault_is_an_honest_incomplete_review(
     model.handler = _always(MODEL_FAULTS[fault])
     run = _run(gh, tmp_path, model, on_error="fail", max_seconds="30")
     _honest(run, gh, verdict="incomplete", code=3)
-    assert "breakpoint" in run.summary.lower() or "Debugger" in run.summary, (
-        "rule findings are still reported"
-    )
     [comment] = gh.comments(e2e.REPO, 7)
     assert "incomplete" in comment["body"].lower()
 
