@@ -14,6 +14,9 @@ ENV LITELLM_LOCAL_MODEL_COST_MAP=True \
     GIT_CONFIG_KEY_0=safe.directory \
     GIT_CONFIG_VALUE_0=/github/workspace
 
+# git comes from the base image's Debian release, security updates included; an exact version pin
+# would break the build whenever Debian publishes one (the base image is what gets pinned).
+# hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends git \
     && rm -rf /var/lib/apt/lists/*

@@ -81,8 +81,17 @@ class ActionSettings:
     overrides: Mapping[str, Any]
 
 
+RUNNER_VARIABLES = ("GITHUB_EVENT_NAME", "GITHUB_EVENT_PATH", "GITHUB_REPOSITORY")
+
+
 def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSettings:
     """Every input checked up front; a bad one exits 2 naming the input."""
+    missing = [name for name in RUNNER_VARIABLES if not env.get(name, "").strip()]
+    if missing:
+        raise UsageError(
+            f"runner variable(s) {', '.join(missing)} not set: this entrypoint runs as a GitHub Actions"
+            " step (elsewhere use `imreview review` or `imreview pr`)"
+        )
     flags = {
         name: parse_bool(inputs[name], f"input '{name}'") if inputs.get(name) else default
         for name, default in BOOL_INPUTS.items()
@@ -243,7 +252,10 @@ def _failed(number: int, detail: str) -> PrOutcome:
 
 def _plain_renderer(env: Mapping[str, str]) -> Renderer:
     """The packaged templates in the `language` input's language (English when it is unusable)."""
-    return Renderer(language=read_inputs(env).get("language") or "en")
+    try:
+        return Renderer(language=read_inputs(env).get("language") or "en")
+    except UsageError:
+        return Renderer()
 
 
 def _write_index(scratch: Path, outcomes: Sequence[PrOutcome]) -> str:

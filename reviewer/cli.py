@@ -149,16 +149,17 @@ def cli() -> None:
 @guarded
 def review(path: str, base: str | None, head: str, config_file: str | None, **opts: Any) -> None:
     """Review merge-base(BASE, HEAD)..HEAD of the local git repository at PATH."""
-    from reviewer.config import build_config, env_layer, load_config_file
+    from reviewer.config import build_config, env_layer, load_config_file, parse_config_text
     from reviewer.run import review_and_report
-    from reviewer.source.local import make_local_source
+    from reviewer.source.local import CONFIG_PATH, make_local_source
 
     source = make_local_source(path, base, head, _note)
-    file_layer = (
-        load_config_file(config_file, required=True)
-        if config_file
-        else load_config_file(source.git.cwd / ".github" / "imreview.yml")
-    )
+    if config_file:
+        file_layer = load_config_file(config_file, required=True)
+    else:
+        text = source.base_config_text(_note)
+        where = f"{source.base_ref}:{CONFIG_PATH}"
+        file_layer = parse_config_text(text, where) if text is not None else {}
     config = build_config(file_layer=file_layer, env=env_layer(os.environ), overrides=_overrides(opts))
     code = review_and_report(
         source,

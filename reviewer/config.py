@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -24,6 +25,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from reviewer.budget import DEFAULT_LIMITS, Limits
 from reviewer.errors import ConfigError
+from reviewer.plan import glob_regex
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,22 @@ class _Str:
 
 
 @dataclass(frozen=True)
+class _Glob(_Str):
+    """A gitignore-like glob that compiles (`[z-a]` would otherwise fail mid-review)."""
+
+    def check(self, value: object) -> object:
+        text = super().check(value)
+        if isinstance(text, str) and text:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    glob_regex(text)
+            except re.error as exc:
+                raise _Invalid(f"invalid glob {_show(text)}: {exc.msg}") from None
+        return text
+
+
+@dataclass(frozen=True)
 class _Choice:
     choices: tuple[str, ...]
 
@@ -312,7 +330,7 @@ _LANGUAGE = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*")
 _NO_SPACE = re.compile(r"\S+")
 _URL = re.compile(r"https?://\S+", re.IGNORECASE)
 _MODEL = _Str("a model name without spaces", _NO_SPACE, nullable=True)
-_GLOB = _Str("a glob", empty_ok=True)
+_GLOB = _Glob("a glob", empty_ok=True)
 
 _KEYS: tuple[ConfigKey, ...] = (
     _mirrored("model", _MODEL),
@@ -391,6 +409,35 @@ def _reject_duplicates(root: MappingNode, filename: str) -> None:
         first_line[key_node.value] = key_node.start_mark.line + 1
 
 
+MAX_CONFIG_NODES = 10_000
+"""Nodes a config may expand to through anchors, aliases and merge keys (a few hundred in practice)."""
+
+
+def _bound_expansion(root: Node, filename: str) -> None:
+    """Count every node as construction would visit it, aliases expanded: a few bytes of nested
+    aliases or merge keys (a "billion laughs") otherwise take seconds to hours, and a recursive
+    alias never ends."""
+    count = 0
+    stack: list[tuple[Node, tuple[int, ...]]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        count += 1
+        if count > MAX_CONFIG_NODES:
+            raise ConfigError(
+                f"the config expands to more than {MAX_CONFIG_NODES:,} values through anchors, aliases"
+                " or merge keys; write the values out",
+                _location(filename, node),
+            )
+        if id(node) in path:
+            raise ConfigError("an alias refers to itself (a recursive anchor)", _location(filename, node))
+        children: list[Node] = []
+        if isinstance(node, SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, MappingNode):
+            children = [n for pair in node.value for n in pair]
+        stack.extend((child, (*path, id(node))) for child in children)
+
+
 def parse_config_text(text: str, filename: str) -> dict[str, object]:
     """Validate a config file's text into a layer of typed values; errors say `filename:line`."""
     loader = yaml.SafeLoader(text)
@@ -403,6 +450,7 @@ def parse_config_text(text: str, filename: str) -> dict[str, object]:
             raise ConfigError(
                 f"expected a mapping of settings at the top level, got {kind}", _location(filename, root)
             )
+        _bound_expansion(root, filename)
         _reject_duplicates(root, filename)
         loader.flatten_mapping(root)
         layer: dict[str, object] = {}

@@ -79,7 +79,8 @@ _MINIFIED_NAME = re.compile(r"\.min\.(js|mjs|cjs|css)$", re.IGNORECASE)
 _MINIFIED_AVG_LINE = 400
 _MINIFIED_LONGEST = 1000
 _SECRET_NAME = re.compile(
-    r"^(\.env(\..+)?|\.envrc|\.netrc|_netrc|\.pypirc|\.npmrc|\.git-credentials|\.htpasswd|credentials(\.json)?"
+    r"^(\.env([.\-_].+)?|.+\.env(?!\.(?:py|js|ts|rb|go|sh|java)$)(\.[\w-]+)?"
+    r"|\.envrc|\.netrc|_netrc|\.pypirc|\.npmrc|\.git-credentials|\.htpasswd|credentials(\.json)?"
     r"|id_(rsa|dsa|ecdsa|ed25519)(\..*)?|client_secret.*\.json|service[-_]account.*\.json|secrets\.ya?ml"
     r"|.*\.(pem|key|p12|pfx|jks|keystore|kdbx|ppk))$",
     re.IGNORECASE,

@@ -9,7 +9,10 @@ hidden marker before anything is created, so a rerun or a retried job edits inst
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import os
 import re
 import secrets
 import uuid
@@ -374,12 +377,79 @@ def _count(value: Any) -> int:
 
 
 INTEGRATION_LOGIN = "github-actions[bot]"
+STATE_KEY_ENV = "IMREVIEW_STATE_KEY"
+_KEY_SUFFIXES = ("_API_KEY",)
+
+
+def state_key(environ: Mapping[str, str] | None = None) -> bytes | None:
+    """The secret that proves a marker is ours: `IMREVIEW_STATE_KEY`, else the model API keys in the
+    environment (names and values, hashed). None when there is no secret at all: then no comment
+    can be proven ours, and no state is trusted.
+
+    A login proves nothing (every workflow in the repository posts as `github-actions[bot]`, and a
+    forger can copy any visible text), but a workflow or bot that echoes PR text has none of our
+    secrets, so it cannot compute the MAC that `sign_sticky` puts in the state."""
+    env = os.environ if environ is None else environ
+    parts = sorted(
+        (name, value)
+        for name, value in env.items()
+        if value.strip() and (name == STATE_KEY_ENV or name.endswith(_KEY_SUFFIXES))
+    )
+    if not parts:
+        return None
+    digest = hashlib.sha256(b"imreview state key v1")
+    for name, value in parts:
+        digest.update(f"\0{name}\0{value}".encode())
+    return digest.digest()
+
+
+def _split_marker(body: str) -> tuple[str, str]:
+    text = body.replace("\r\n", "\n").rstrip()
+    above, _, last = text.rpartition("\n")
+    return above.rstrip(), last.strip()
+
+
+def _state_mac(key: bytes, repo: str, number: int, state: Mapping[str, Any], above: str) -> str:
+    """HMAC over where the comment lives, the state (without its MAC) and the visible text above it."""
+    unsigned = {k: v for k, v in state.items() if k != "mac"}
+    message = "\0".join(
+        (
+            "imreview-state-v1",
+            repo.casefold(),
+            str(number),
+            json.dumps(unsigned, sort_keys=True, separators=(",", ":"), ensure_ascii=True),
+            hashlib.sha256(above.encode("utf-8")).hexdigest(),
+        )
+    )
+    return hmac.new(key, message.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def sign_sticky(body: str, *, repo: str, number: int, key: bytes | None) -> str:
+    """The body with a `mac` in its state marker; unchanged when there is no key or no marker."""
+    above, last = _split_marker(body)
+    state = parse_state(last)
+    if key is None or state is None:
+        return body
+    state["mac"] = _state_mac(key, repo, number, state, above)
+    return f"{above}\n\n{state_marker(state)}"
+
+
+def proven_ours(comment: CommentInfo, *, repo: str, number: int, key: bytes | None) -> bool:
+    """True only when the marker's MAC checks with our key, for this PR and this visible text."""
+    if key is None:
+        return False
+    above, last = _split_marker(comment.body or "")
+    state = parse_state(last)
+    mac = state.get("mac") if state else None
+    if state is None or not isinstance(mac, str):
+        return False
+    return hmac.compare_digest(mac, _state_mac(key, repo, number, state, above))
 
 
 def _same_login(user: str | None, login: str) -> bool:
-    """Our identity. An integration token cannot read `/user`: it is `github-actions[bot]` for
-    GITHUB_TOKEN but `<app>[bot]` for a GitHub App's token, so then any bot identity counts (only
-    installed apps have `[bot]` logins; people cannot forge one)."""
+    """The identity we write as. An integration token cannot read `/user`: it is
+    `github-actions[bot]` for GITHUB_TOKEN but `<app>[bot]` for a GitHub App's token, so then any
+    bot identity may be us; the MAC (`proven_ours`) decides which one is."""
     if not user or not login:
         return False
     if str(user).casefold() == login.casefold():
@@ -387,17 +457,37 @@ def _same_login(user: str | None, login: str) -> bool:
     return login == INTEGRATION_LOGIN and str(user).casefold().endswith("[bot]")
 
 
-def _our_stickies(comments: Iterable[CommentInfo], login: str) -> list[CommentInfo]:
-    """Comments by us whose last line carries the marker (even with corrupt JSON), lowest id first."""
-    ours = [
-        c for c in comments if _same_login(c.user, login) and _last_line(c.body).startswith(MARKER_PREFIX)
-    ]
+def _our_stickies(
+    comments: Iterable[CommentInfo], login: str, *, repo: str, number: int, key: bytes | None
+) -> list[CommentInfo]:
+    """Our sticky comments, lowest id first: with a key, only those whose MAC checks; without one
+    (nothing can be proven), only the exact login's marker comments, which are edited but never
+    trusted for state (`find_sticky` returns none)."""
+    if key is None:
+        ours = [
+            c
+            for c in comments
+            if c.user
+            and c.user.casefold() == login.casefold()
+            and _last_line(c.body).startswith(MARKER_PREFIX)
+        ]
+    else:
+        ours = [
+            c
+            for c in comments
+            if _same_login(c.user, login) and proven_ours(c, repo=repo, number=number, key=key)
+        ]
     return sorted(ours, key=lambda c: c.id)
 
 
 def find_sticky(client: GitHubClient, repo: str, number: int, *, login: str) -> CommentInfo | None:
-    """Our sticky comment; someone else's copy of the marker is ignored. Several → the lowest id."""
-    ours = _our_stickies(client.issue_comments(repo, number), login)
+    """Our sticky comment, when it is provably ours (its state may make a run skip review or carry
+    costs forward); a copy of the marker by anyone else, or any comment when there is no key, is None.
+    Several → the lowest id."""
+    key = state_key()
+    if key is None:
+        return None
+    ours = _our_stickies(client.issue_comments(repo, number), login, repo=repo, number=number, key=key)
     return ours[0] if ours else None
 
 
@@ -406,6 +496,8 @@ def upsert_sticky(client: GitHubClient, repo: str, number: int, *, body: str, lo
 
     The list is read before any write, so a retried job edits rather than posts twice.
     """
+    key = state_key()
+    body = sign_sticky(body, repo=repo, number=number, key=key)
     size = utf16_len(body)
     if size > GITHUB_BODY_MAX:
         return Published(
@@ -415,12 +507,12 @@ def upsert_sticky(client: GitHubClient, repo: str, number: int, *, body: str, lo
             reason="too_long",
         )
     try:
-        ours = _our_stickies(client.issue_comments(repo, number), login)
+        ours = _our_stickies(client.issue_comments(repo, number), login, repo=repo, number=number, key=key)
         if ours:
             info = client.edit_issue_comment(repo, ours[0].id, body)
             return _sticky_done(client, repo, "updated the sticky comment", info, ours[1:], reason="updated")
         created = client.create_issue_comment(repo, number, body)
-        ours = _our_stickies(client.issue_comments(repo, number), login)
+        ours = _our_stickies(client.issue_comments(repo, number), login, repo=repo, number=number, key=key)
         if all(c.id != created.id for c in ours):
             ours = sorted([*ours, created], key=lambda c: c.id)
         keep = ours[0]
@@ -472,6 +564,36 @@ def _inline(finding: Finding, text: str, index: LineIndex) -> InlineComment | No
     return None
 
 
+def _review_mac(key: bytes, repo: str, number: int, head: Any, ids: Any) -> str:
+    message = json.dumps(["imreview-review-v1", repo.casefold(), number, head, ids], separators=(",", ":"))
+    return hmac.new(key, message.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def _signed_review_marker(head: str, ids: list[str], *, repo: str, number: int, key: bytes | None) -> str:
+    marker = review_marker(head, ids)
+    if key is None:
+        return marker
+    mac = _review_mac(key, repo, number, head, ids)
+    return f"{REVIEW_MARKER_PREFIX}{_marker_json({'head': head, 'ids': ids, 'mac': mac})}{_MARKER_END}"
+
+
+def _our_review_state(
+    body: str | None, user: str | None, login: str, *, repo: str, number: int, key: bytes | None
+) -> dict[str, Any] | None:
+    """The ids an earlier review of ours carried: with a key only when its MAC checks (a forged list
+    would silence our inline comments), without one only from the exact login."""
+    state = parse_review_marker(body)
+    if state is None:
+        return None
+    if key is None:
+        return state if user and login and user.casefold() == login.casefold() else None
+    mac = state.get("mac")
+    expected = _review_mac(key, repo, number, state.get("head"), state.get("ids"))
+    if _same_login(user, login) and isinstance(mac, str) and hmac.compare_digest(mac, expected):
+        return state
+    return None
+
+
 def _review_body(body: str, extra: str, marker: str) -> str:
     text = "\n\n".join(part.strip("\n") for part in (body, extra) if part.strip())
     return fit_comment(text, COMMENT_LIMIT - utf16_len(marker) - 2) + "\n\n" + marker
@@ -495,9 +617,10 @@ def post_inline_review(
     comments and `fold(findings)` in the body. Never APPROVE or REQUEST_CHANGES.
     """
     try:
+        key = state_key()
         carried: set[str] = set()
         for review in client.reviews(repo, number):
-            state = parse_review_marker(review.body) if _same_login(review.user, login) else None
+            state = _our_review_state(review.body, review.user, login, repo=repo, number=number, key=key)
             if state and isinstance(state.get("ids"), list):
                 carried.update(str(i) for i in state["ids"])
         planned: list[tuple[Finding, InlineComment]] = []
@@ -510,7 +633,9 @@ def post_inline_review(
                 planned.append((finding, inline))
         if not planned:
             return Published("review", True, "no new findings", reason="no_new_findings")
-        marker = review_marker(head_sha, [f.id for f, _ in planned])
+        marker = _signed_review_marker(
+            head_sha, [f.id for f, _ in planned], repo=repo, number=number, key=key
+        )
         posted, overflow = planned[:MAX_INLINE_COMMENTS], planned[MAX_INLINE_COMMENTS:]
         extra = fold([f for f, _ in overflow]) if overflow else ""
         try:

@@ -19,7 +19,7 @@ from reviewer import gate
 from reviewer.budget import Budget
 from reviewer.config import Config, build_config, config_hash, env_layer, load_config_file, parse_config_text
 from reviewer.diff import LineIndex
-from reviewer.errors import GitHubError, NoWriteAccess
+from reviewer.errors import ConfigError, GitHubError, NoWriteAccess
 from reviewer.events import skip_reason
 from reviewer.publish import (
     READ_ONLY,
@@ -376,6 +376,12 @@ def base_templates(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
         found += 1
+    if not found:
+        raise ConfigError(
+            f"no template found under {template_dir!r} at the base commit {base_sha[:12]}"
+            f" (looked for {', '.join(TEMPLATE_FILES)})",
+            "input 'template-dir'",
+        )
     return scratch, found
 
 

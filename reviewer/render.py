@@ -27,6 +27,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from reviewer.errors import ConfigError, TemplateError, UsageError
 from reviewer.report import SCHEMA_ID
+from reviewer.rules import redact
 
 DEFAULT_LANGUAGE = "en"
 UNTRUSTED_LIMIT = 4000
@@ -37,10 +38,13 @@ PLURAL_FORMS = frozenset({"zero", "one", "other"})
 _NEWLINES = re.compile(r"\r\n?|[\u2028\u2029\x85]")
 _HTML_COMMENT = re.compile(r"<!--(?:-?>|.*?(?:-->|\Z))", re.S)
 _MARKER = re.compile(r"imreview:(state|review)", re.I)
-_MENTION = re.compile(r"(?<![\w@`])@(?=[A-Za-z0-9])")
-_XREF = re.compile(r"(?<![\w&])#(?=\d)")
-_IMAGE = re.compile(r"!\[")
-_LINE_START = re.compile(r"^([ \t]*)(#|::|/(?=\w)|[-=*_+](?=[-=*_ \t]*$))", re.M)
+_XREF = re.compile(r"#(?=\d)")
+_MD_SPECIAL = re.compile(r"[\\`*|~$]|(?<=\])\(")
+_EMPHASIS_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+_GH_REF = re.compile(r"(gh)-(?=\d)", re.I)
+_URL_SCHEME = re.compile(r":(?=/)")
+_WWW = re.compile(r"(www)\.", re.I)
+_LINE_START = re.compile(r"^(\d{0,9})((?<=\d)[.)](?=\s|$)|(?<!\d)[-+=/:#\[])")
 _BACKTICKS = re.compile(r"`+")
 _WS = re.compile(r"\s+")
 _DELIMITER = re.compile(r"<<<\s*UNTRUSTED|UNTRUSTED\b[^\n<>]{0,100}>>>", re.I)
@@ -164,6 +168,11 @@ def _as_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _shown(value: Any) -> str:
+    """Text from the PR or the model as it may be shown: secret-shaped tokens cut (rules.redact)."""
+    return redact(_as_text(value))
+
+
 def _cap(text: str, limit: int | None) -> str:
     if limit is None or len(text) <= limit:
         return text
@@ -174,59 +183,78 @@ def _neutralize_marker(text: str) -> str:
     return _MARKER.sub(lambda m: f"imreview\u2236{m.group(1)}", text)
 
 
-def _split_code_spans(text: str) -> list[tuple[bool, str]]:
-    """CommonMark code spans: a run of N backticks closed by the next run of exactly N."""
+def _split_code_spans(line: str) -> list[tuple[bool, str]]:
+    """CommonMark code spans on one line: a run of N backticks closed by the next run of exactly N.
+
+    The text around them is escaped completely (every backslash included), so a run kept here as an
+    opener is never preceded by an escaping backslash in the output, and a run with no closer on the
+    same line is escaped; the output's code spans are therefore exactly the ones found here."""
     parts: list[tuple[bool, str]] = []
     pos = start = 0
-    while m := _BACKTICKS.search(text, pos):
+    while m := _BACKTICKS.search(line, pos):
         run = m.group(0)
-        close = next((c for c in _BACKTICKS.finditer(text, m.end()) if c.group(0) == run), None)
+        close = next((c for c in _BACKTICKS.finditer(line, m.end()) if c.group(0) == run), None)
         if close is None:
             pos = m.end()
             continue
         if m.start() > start:
-            parts.append((False, text[start : m.start()]))
-        parts.append((True, text[m.start() : close.end()]))
+            parts.append((False, line[start : m.start()]))
+        parts.append((True, line[m.start() : close.end()]))
         pos = start = close.end()
-    if start < len(text):
-        parts.append((False, text[start:]))
+    if start < len(line):
+        parts.append((False, line[start:]))
     return parts
 
 
 def _escape_text(text: str) -> str:
+    """Text that renders as itself and nothing else: each character that could start Markdown markup
+    here escaped, and GitHub's own autolinks (mentions, issue references) broken with a look-alike.
+
+    Kept literal where CommonMark cannot make markup of them, so prose stays readable: `_` between
+    two letters or digits (intraword), `[` after the line start (no link without `](` or a reference
+    definition, and definitions only start a line), `#` after the line start unless a digit follows."""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = _MENTION.sub("\uff20", text)
-    text = _XREF.sub("\uff03", text)
-    text = _IMAGE.sub(r"!\\[", text)
-    return text.replace("`", "\\`")
+    text = _MD_SPECIAL.sub(r"\\\g<0>", text)
+    text = _EMPHASIS_UNDERSCORE.sub(r"\\_", text)
+    text = _XREF.sub("\uff03", text).replace("@", "\uff20")
+    text = _GH_REF.sub("\\1\u2011", text)
+    text = _URL_SCHEME.sub("\\\\:", text)
+    return _WWW.sub("\\1\\\\.", text)
+
+
+def _escape_line(line: str, *, cell: bool) -> str:
+    """One line: no indentation (indented code), its first character never a block marker (list,
+    heading underline, slash command, workflow command), code spans kept, everything else escaped."""
+    out = []
+    for n, (is_code, part) in enumerate(_split_code_spans(line.strip(" \t"))):
+        if is_code:
+            out.append(part.replace("|", "\\|") if cell else part)
+        else:
+            part = _escape_text(part)
+            out.append(_LINE_START.sub("\\1\\\\\\2", part) if n == 0 else part)
+    return "".join(out)
 
 
 def _sanitize(text: str, limit: int | None, *, cell: bool) -> str:
     text = _strip_comments(_strip_invisible(_NEWLINES.sub("\n", text)))
     text = _neutralize_marker(_cap(text, limit))
-    text = _LINE_START.sub(lambda m: f"{m.group(1)}\\{m.group(2)}", text)
-    out = "".join(part if is_code else _escape_text(part) for is_code, part in _split_code_spans(text))
-    if cell:
-        out = out.replace("|", "\\|")
-    if (len(out) - len(out.rstrip("\\"))) % 2:
-        out += "\\"
-    return out
+    return "\n".join(_escape_line(line, cell=cell) for line in text.split("\n"))
 
 
 def untrusted(value: Any, limit: int | None = UNTRUSTED_LIMIT) -> str:
     """PR or model text for a Markdown block: sanitized, escaped, capped; newlines kept."""
-    return _sanitize(_as_text(value).strip("\n"), limit, cell=False)
+    return _sanitize(_shown(value).strip("\n"), limit, cell=False)
 
 
 def untrusted_line(value: Any, limit: int | None = LINE_LIMIT, cell: bool = False) -> str:
     """Like `untrusted`, collapsed to one line; `cell=True` also escapes `|` for a table cell."""
-    text = _WS.sub(" ", _strip_comments(_NEWLINES.sub("\n", _as_text(value)))).strip()
+    text = _WS.sub(" ", _strip_comments(_NEWLINES.sub("\n", _shown(value)))).strip()
     return _sanitize(text, limit, cell=cell)
 
 
 def code_span(value: Any, limit: int | None = LINE_LIMIT, cell: bool = False) -> str:
     """Untrusted text as one inline code span whose backtick fence cannot be closed from inside."""
-    text = _strip_comments(_strip_invisible(_NEWLINES.sub("\n", _as_text(value))))
+    text = _strip_comments(_strip_invisible(_NEWLINES.sub("\n", _shown(value))))
     text = _neutralize_marker(_cap(_WS.sub(" ", text).strip(), limit))
     if not text:
         return ""
@@ -239,7 +267,7 @@ def code_span(value: Any, limit: int | None = LINE_LIMIT, cell: bool = False) ->
 
 def code(value: Any, lang: str = "", limit: int | None = CODE_LIMIT) -> str:
     """A fenced block whose fence is longer than any backtick run inside; hidden characters shown."""
-    text = _show_invisible(_NEWLINES.sub("\n", _as_text(value))).rstrip("\n")
+    text = _show_invisible(_NEWLINES.sub("\n", _shown(value))).rstrip("\n")
     text = _neutralize_marker(_cap(text, limit))
     fence = "`" * max(3, max((len(r) for r in _BACKTICKS.findall(text)), default=0) + 1)
     info = re.sub(r"[^\w+#.-]", "", _as_text(lang))[:20]
@@ -343,6 +371,7 @@ class Renderer:
             if not self._override.is_dir():
                 raise ConfigError(f"template directory not found: {self._override}", "template-dir")
         roots = [p for p in (self._override, self._packaged) if p is not None]
+        self._roots = tuple(r.resolve() for r in roots)
         self.language = self._pick_language(language, roots)
         self._messages: dict[str, str | dict[str, str]] = {}
         self._i18n_sources: list[tuple[str, str]] = []
@@ -379,11 +408,19 @@ class Renderer:
 
     @staticmethod
     def _pick_language(requested: str, roots: Sequence[Path]) -> str:
-        """Exact tag (case-insensitive, `_` or `-`), else same primary subtag, else English."""
+        """Exact tag (case-insensitive, `_` or `-`), else same primary subtag; anything else is an
+        error listing what is available (a silent fallback would hide a typo)."""
         available = sorted({p.stem for r in roots for p in (r / "i18n").glob("*.yml")})
         wanted = _as_text(requested).strip().replace("_", "-").lower()
-        if not _LANG_CODE.fullmatch(wanted):
+        if not wanted:
             return DEFAULT_LANGUAGE
+        unknown = ConfigError(
+            f"unknown language {_as_text(requested)!r}; supported: {', '.join(available)}"
+            " (add templates/i18n/<language>.yml under template-dir for another)",
+            "language",
+        )
+        if not _LANG_CODE.fullmatch(wanted):
+            raise unknown
         for lang in available:
             if lang.lower() == wanted:
                 return lang
@@ -391,7 +428,7 @@ class Renderer:
         for lang in available:
             if lang.lower().split("-")[0] == primary:
                 return lang
-        return DEFAULT_LANGUAGE
+        raise unknown
 
     # filters that need the language
 
@@ -445,11 +482,11 @@ class Renderer:
         try:
             return self._env.get_template(name).render(**context)
         except jinja2.TemplateSyntaxError as exc:
-            raise TemplateError(exc.message or str(exc), f"{exc.filename or exc.name}:{exc.lineno}") from exc
+            raise TemplateError(exc.message or str(exc), f"{exc.name or exc.filename}:{exc.lineno}") from exc
         except jinja2.TemplateNotFound as exc:
             raise TemplateError(f"template not found: {exc.name}") from exc
         except jinja2.TemplateError as exc:
-            raise TemplateError(exc.message or str(exc), _template_location(exc, name)) from exc
+            raise TemplateError(exc.message or str(exc), _template_location(exc, name, self._roots)) from exc
 
     def summary(self, report: Mapping[str, Any], *, annotations_dropped: int = 0) -> str:
         """The job summary: everything, verdict first."""
@@ -500,8 +537,11 @@ def _checked(report: Mapping[str, Any]) -> Mapping[str, Any]:
     return report
 
 
-def _template_location(exc: BaseException, fallback: str) -> str:
+def _template_location(exc: BaseException, fallback: str, roots: Sequence[Path]) -> str:
+    """`name:line` of the template frame that failed, relative to its root (no temp paths)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith(".j2")]
     if not frames:
         return fallback
-    return f"{frames[-1].filename}:{frames[-1].lineno}"
+    path = Path(frames[-1].filename).resolve()
+    name = next((str(path.relative_to(r)) for r in roots if path.is_relative_to(r)), path.name)
+    return f"{name}:{frames[-1].lineno}"

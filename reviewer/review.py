@@ -90,6 +90,17 @@ class _Warnings:
                 self._sink(message)
 
 
+def _redacted(change: Change) -> Change:
+    """The PR title, body, commit messages and file names are untrusted text that can carry a key:
+    cut like diff lines before the model, the report or the summary sees them."""
+    files = tuple(
+        dataclasses.replace(f, path=rules.redact(f.path)) if rules.redact(f.path) != f.path else f
+        for f in change.files
+    )
+    snapshot = dataclasses.replace(change.snapshot, title=rules.redact(change.snapshot.title))
+    return dataclasses.replace(change, snapshot=snapshot, body=rules.redact(change.body), files=files)
+
+
 def analyse(
     change: Change,
     config: Config,
@@ -105,6 +116,7 @@ def analyse(
     `budget` is the caller's: one PR's own, or a PR's share of a scan's run budget.
     """
     warnings = _Warnings(warn)
+    change = _redacted(change)
     files = change.files
     head = change.snapshot.head.sha
     gaps: list[Gap] = list(change.gaps)

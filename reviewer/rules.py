@@ -42,6 +42,7 @@ _BEGIN_KEY = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
 _END_KEY = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
 _KEY_BODY = re.compile(r"[A-Za-z0-9+/=]{16,}")
 _KEY_BODY_LINE = re.compile(r"\s*(?:[A-Za-z0-9+/=]{16,}|Proc-Type: )")
+_PEM_LINE = re.compile(r"^([ +\-]?\s*(?:\d+\s+)?)([A-Za-z0-9+/]{64}|[A-Za-z0-9+/]{40,63}={0,2})$", re.M)
 _ESCAPED_KEY_BODY = re.compile(r"\\n[A-Za-z0-9+/=]{16,}")
 _TOKENS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (kind, re.compile(pattern))
@@ -63,11 +64,23 @@ _TOKENS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("npm token", r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"),
         ("PyPI token", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"),
         ("SendGrid API key", r"(?<![A-Za-z0-9])SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"),
+        (
+            "AWS secret access key",
+            r"(?i:aws)[A-Za-z0-9_.\-]{0,30}?(?i:secret)[A-Za-z0-9_.\-]{0,30}[\"']?\s*(?::=|=>|=|:)\s*[\"']?"
+            r"(?P<tok>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        ),
+        (
+            "password in a URL",
+            r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:/@\"'`<>]{1,64}:"
+            r"(?P<tok>[^\s/@\"'`<>$%{}*]{2,128})@[A-Za-z0-9\[]",
+        ),
     )
 )
 _GENERIC = re.compile(
     r"(?<![A-Za-z0-9_.\-])(?P<key>[a-z0-9_.\-]*?(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key"
-    r"|access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?key|credentials?))[\"']?\s*(?::=|=>|=|:)\s*"
+    r"|access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?key|credentials?"
+    r"|(?:encryption|signing|master|hmac|jwt|cipher|crypto|aes|fernet)[_-]?(?:key|secret))"
+    r"(?:[_-]?(?:key|value|str|string|b64|base64|hex))?)[\"']?\s*(?::=|=>|=|:)\s*"
     r"(?:(?P<q>[\"'`])(?P<tok>[^\"'`\s]{8,})(?P=q)|(?P<bare>[^\s\"'`#,;(){}\[\]<>]{8,})\s*$)",
     re.IGNORECASE | re.MULTILINE,
 )
@@ -266,7 +279,8 @@ def _looks_secret(value: str, *, bare: bool) -> bool:
 
 
 def _mask(token: str) -> str:
-    return token[:4] + "…"
+    """The first 4 characters of a long token (enough to find it); nothing of a short one."""
+    return token[:4] + "…" if len(token) >= 10 else "…"
 
 
 def _mask_span(match: re.Match[str], group: str | int) -> str:
@@ -288,7 +302,20 @@ def _mask_generic(match: re.Match[str]) -> str:
     )
 
 
+def _mask_pem_line(match: re.Match[str]) -> str:
+    body = match.group(2)
+    mixed = all(any(test(c) for c in body) for test in (str.isupper, str.islower, str.isdigit))
+    return match.group(1) + _mask(body) if mixed else match.group(0)
+
+
 def _mask_key_bodies(text: str) -> str:
+    """Key bodies after a BEGIN line, before an END line whose BEGIN is not in the text (a hunk can
+    show a key's middle as context), and base64 lines of PEM width anywhere."""
+    first_end = _END_KEY.search(text)
+    if first_end and not _BEGIN_KEY.search(text, 0, first_end.start()):
+        head = _KEY_BODY.sub(lambda m: _mask(m.group(0)), text[: first_end.start()])
+        return head + first_end.group(0) + _mask_key_bodies(text[first_end.end() :])
+    text = _PEM_LINE.sub(_mask_pem_line, text)
     out: list[str] = []
     pos = 0
     for begin in _BEGIN_KEY.finditer(text):

@@ -152,6 +152,7 @@ class Runner:
                 "GITHUB_API_URL": self.api_url,
                 "GITHUB_REPOSITORY": REPO,
                 "GITHUB_RUN_ID": "4242",
+                "IMREVIEW_STATE_KEY": "e2e-state-key",
                 "RUNNER_TEMP": str(self.runner_temp),
                 **{f"INPUT_{name.upper()}": value for name, value in values.items()},
             },

@@ -154,7 +154,8 @@ def test_quote_three_lines_from_the_stated_line_is_moved(
 
 
 def _five_unit_repo(repo: Repo) -> None:
-    repo.commit({"README.md": "base\n"}, "base")
+    config = "context_window: 3000\nmax_output_tokens_per_call: 256\n"
+    repo.commit({"README.md": "base\n", ".github/imreview.yml": config}, "base")
     repo.branch("feature")
     files = {
         f"pkg/mod_{n}.py": "\n".join(
@@ -164,7 +165,6 @@ def _five_unit_repo(repo: Repo) -> None:
         + "\n"
         for n in range(5)
     }
-    files[".github/imreview.yml"] = "context_window: 3000\nmax_output_tokens_per_call: 256\n"
     repo.commit(files, "five modules")
 
 

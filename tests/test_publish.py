@@ -385,8 +385,16 @@ def writes(gh: FakeGitHub) -> list[str]:
     return [f"{r.method} {r.path}" for r in gh.requests if r.method != "GET"]
 
 
+@pytest.fixture(autouse=True)
+def state_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workflow's secret that signs our state marker (a model API key or IMREVIEW_STATE_KEY)."""
+    monkeypatch.setenv(publish.STATE_KEY_ENV, "test-state-secret")
+
+
 def sticky_body(text: str, **state: Any) -> str:
-    return f"{text}\n\n{state_marker(sample_state(**state))}"
+    """A sticky comment as we write it: the state marker signed with the workflow's key."""
+    body = f"{text}\n\n{state_marker(sample_state(**state))}"
+    return publish.sign_sticky(body, repo=REPO, number=7, key=publish.state_key())
 
 
 def test_sticky_is_created_once_then_edited_in_place(gh: FakeGitHub) -> None:

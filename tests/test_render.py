@@ -174,7 +174,7 @@ def test_summary_of_findings_is_complete(en) -> None:
         "source `llm`",
     ):
         assert text in out
-    assert "the lock cannot deadlock — _refresh never calls get()" in out
+    assert "the lock cannot deadlock — \\_refresh never calls get()" in out, "a leading _ is escaped"
     assert "**MERGE** `retry.py:backoff()` → `http.py:_sleep()` — same formula" in out
     assert "| vendor/schema.json | skipped | generated | 0/5 |" in out
     assert "| head unchanged at publish | ✔ | a1b2c3d |" in out
@@ -342,8 +342,8 @@ def test_untrusted_filters_keep_code_spans_and_escape_the_rest() -> None:
     assert untrusted("use `a < b && c` when x < y") == "use `a < b && c` when x &lt; y"
     assert untrusted("an unmatched ` backtick") == "an unmatched \\` backtick"
     assert untrusted("# Fake heading\n/approve\n---") == "\\# Fake heading\n\\/approve\n\\---"
-    assert untrusted("mail me at a@b.io or @bob, see #12") == "mail me at a@b.io or ＠bob, see ＃12"
-    assert untrusted("![pixel](https://t.example/p.gif)") == "!\\[pixel](https://t.example/p.gif)"
+    assert untrusted("mail me at a@b.io or @bob, see #12") == "mail me at a＠b.io or ＠bob, see ＃12"
+    assert untrusted("![pixel](https://t.example/p.gif)") == "![pixel]\\(https\\://t.example/p.gif)"
     assert untrusted_line("a\nb | c", cell=True) == "a b \\| c"
     assert untrusted_line("ends with \\") == "ends with \\\\"
     assert untrusted_line("x" * 50, 10) == "x" * 9 + "…"
@@ -446,14 +446,15 @@ def test_zh_cn_renders_headings_in_chinese(zh) -> None:
     assert zh.comment(build(), max_findings=1).startswith("### imreview — 2 个发现 (1 P2, 1 P3) · 可发布 ✔")
 
 
-def test_missing_translations_fall_back_to_english_and_unknown_languages_to_en(tmp_path: Path) -> None:
+def test_missing_translations_fall_back_to_english_and_unknown_languages_are_errors(tmp_path: Path) -> None:
     (tmp_path / "i18n").mkdir()
     (tmp_path / "i18n" / "fr.yml").write_text("section:\n  findings: Constats\n", encoding="utf-8")
     fr = Renderer(language="fr", template_dir=tmp_path)
     out = fr.summary(build())
     assert "## Constats (2)" in out and "## Checked and cleared (1)" in out
-    assert Renderer(language="xx-YY").language == "en"
-    assert Renderer(language="../../etc/passwd").language == "en"
+    for bad in ("xx-YY", "../../etc/passwd"):
+        with pytest.raises(ConfigError, match=r"unknown language .*; supported: en, zh-CN"):
+            Renderer(language=bad)
     assert Renderer(language="zh_cn").language == "zh-CN"
     assert Renderer(language="zh").language == "zh-CN"
 
@@ -546,4 +547,4 @@ def test_mentions_after_punctuation_are_neutralized_too() -> None:
     assert (
         "@octocat" not in out and "@a" not in out and "@b" not in out and "@c" not in out and "@d" not in out
     )
-    assert "e@mail.com" in out, "an e-mail address is not a mention"
+    assert "e＠mail.com" in out, "an e-mail address would become a mailto: link: defused too"

@@ -84,6 +84,9 @@ def default_base(git: Git) -> str:
     )
 
 
+CONFIG_PATH = ".github/imreview.yml"
+
+
 class LocalSource:
     """Reviews what `head` adds on top of `merge-base(base, head)`; file text comes from git objects."""
 
@@ -152,6 +155,24 @@ class LocalSource:
         if proc.returncode == 0 and (m := _REMOTE_REPO.search(proc.stdout.decode().strip())):
             return m.group(1)
         return self.git.cwd.name
+
+    def base_config_text(self, notice: Callable[[str], None]) -> str | None:
+        """`.github/imreview.yml` as the base commit has it (as the Action reads it): the branch
+        under review cannot choose its own `api_base`, model or budget. A work-tree copy that differs
+        is named, not used."""
+        text = self.read_file(CONFIG_PATH, self.base_sha)
+        text = text.removeprefix("\ufeff") if text is not None else None
+        local = self.git.cwd / CONFIG_PATH
+        try:
+            work_tree = local.read_text(encoding="utf-8-sig") if local.is_file() else None
+        except (OSError, UnicodeDecodeError):
+            work_tree = ""
+        if work_tree is not None and work_tree != text:
+            notice(
+                f"imreview: {CONFIG_PATH} in the work tree differs from {self.base_ref}'s and is not used"
+                " (config comes from the base ref; pass --config to use another file)"
+            )
+        return text
 
     def head_sha(self) -> str:
         return self.git.verify(self.head_ref) or ""

@@ -1,0 +1,163 @@
+"""Bad input ends with a clear message naming what was wrong and where, exit 2, and nothing posted."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reviewer.config import parse_config_text
+from reviewer.errors import ConfigError
+from tests import test_action_e2e as e2e
+from tests.conftest import ROOT, Repo, cli_env, run_cli
+from tests.fakes.github_server import FakeGitHub
+
+
+@pytest.fixture
+def gh() -> Iterator[FakeGitHub]:
+    with FakeGitHub() as server:
+        server.add_token(e2e.TOKEN)
+        server.add_repo(e2e.REPO)
+        e2e.add_pull(server)
+        yield server
+
+
+@pytest.fixture
+def runner(gh: FakeGitHub, tmp_path: Path) -> e2e.Runner:
+    return e2e.Runner(tmp_path, gh.url)
+
+
+def _errors(run: e2e.Run) -> list[str]:
+    return [line for line in run.stdout.splitlines() if line.startswith("::error ")]
+
+
+@pytest.mark.parametrize(
+    ("inputs", "named"),
+    [
+        ({"max_cost_usd": "abc"}, "max-cost-usd"),
+        ({"max_calls": "-1"}, "max-calls"),
+        ({"max_concurrency": "0"}, "max-concurrency"),
+        ({"fail_on": "P5"}, "fail-on"),
+        ({"on_error": "explode"}, "on-error"),
+        ({"language": "fr"}, "supported: en, zh-CN"),
+        ({"exclude": "docs/**\n[z-a]*.py"}, "invalid glob '[z-a]*.py'"),
+        ({"template_dir": ".github/no-such-templates"}, "template-dir"),
+    ],
+)
+def test_bad_action_input_exits_2_naming_it(
+    gh: FakeGitHub, runner: e2e.Runner, inputs: dict[str, str], named: str
+) -> None:
+    run = runner.run("pull_request", e2e.event_payload("pull_request.opened"), **inputs)
+    assert run.code == 2, (run.stdout, run.stderr)
+    assert _errors(run) and named in _errors(run)[0], run.stdout
+    assert named.replace("*", "\\*") in run.summary
+    assert "Traceback" not in run.stdout + run.stderr
+    assert "/tmp" not in _errors(run)[0] and "runner_temp" not in _errors(run)[0]
+    assert gh.comments(e2e.REPO, 7) == []
+
+
+def _action(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "entrypoint.py")],
+        cwd=tmp_path,
+        env=cli_env(tmp_path, env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_malformed_event_json_names_the_file(tmp_path: Path) -> None:
+    event = tmp_path / "event.json"
+    event.write_text('{"pull_request": {"number": 7,', encoding="utf-8")
+    proc = _action(
+        tmp_path,
+        {
+            "GITHUB_ACTIONS": "true",
+            "GITHUB_EVENT_NAME": "pull_request",
+            "GITHUB_EVENT_PATH": str(event),
+            "GITHUB_REPOSITORY": e2e.REPO,
+            "GITHUB_API_URL": "http://127.0.0.1:9",
+            "INPUT_GITHUB-TOKEN": "t",
+        },
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "event.json" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("missing", ["GITHUB_EVENT_PATH", "GITHUB_REPOSITORY", "GITHUB_EVENT_NAME"])
+def test_missing_runner_variables_are_named(tmp_path: Path, missing: str) -> None:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(e2e.event_payload("pull_request.opened")), encoding="utf-8")
+    env = {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": e2e.REPO,
+        "GITHUB_API_URL": "http://127.0.0.1:9",
+        "INPUT_GITHUB-TOKEN": "t",
+    }
+    del env[missing]
+    proc = _action(tmp_path, env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert missing in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_yaml_aliases_and_merge_keys_are_bounded_with_file_and_line() -> None:
+    lines = ["x0: &x0 [1, 2, 3, 4, 5, 6, 7, 8, 9]"]
+    lines += [f"x{i}: &x{i} [" + ", ".join([f"*x{i - 1}"] * 9) + "]" for i in range(1, 12)]
+    merges = "a0: &a0 {k: 1}\n" + "".join(
+        f"a{i}: &a{i} {{<<: [*a{i - 1}, *a{i - 1}], k{i}: *a{i - 1}}}\n" for i in range(1, 30)
+    )
+    for text in ("\n".join(lines) + "\n", merges, "a: &a [*a]\n"):
+        started = time.process_time()
+        with pytest.raises(ConfigError) as caught:
+            parse_config_text(text, ".github/imreview.yml")
+        assert time.process_time() - started < 5, "bounded, not merely eventually finished"
+        assert re.match(
+            r"\.github/imreview\.yml:\d+: (the config expands|an alias refers)", str(caught.value)
+        )
+
+
+def test_ordinary_anchors_still_work() -> None:
+    text = (
+        "prices: &p\n  m/a: {input_usd_per_mtok: 1, output_usd_per_mtok: 2}\n"
+        "exclude: &e [docs/**]\ninclude: *e\n"
+    )
+    layer = parse_config_text(text, "c.yml")
+    assert layer["include"] == ("docs/**",)
+
+
+def test_invalid_glob_in_the_config_names_file_and_line(repo: Repo, tmp_path: Path) -> None:
+    repo.commit(
+        {"app.py": "x = 1\n", ".github/imreview.yml": "exclude:\n  - docs/**\n  - '[z-a]*.py'\n"}, "base"
+    )
+    repo.branch("feature")
+    repo.commit({"app.py": "x = 2\n"}, "change")
+    proc = run_cli(["review", str(repo.path), "--base", "main"], cwd=tmp_path, env=cli_env(tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    assert "main:.github/imreview.yml:3: key 'exclude': item 2: invalid glob '[z-a]*.py'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_an_invalid_template_names_the_template_and_line(repo: Repo, tmp_path: Path) -> None:
+    repo.commit({"app.py": "x = 1\n"}, "base")
+    repo.branch("feature")
+    repo.commit({"app.py": "x = 2\n"}, "change")
+    templates = tmp_path / "tpl"
+    templates.mkdir()
+    (templates / "summary.md.j2").write_text("# ok\n{% if %}\n", encoding="utf-8")
+    proc = run_cli(
+        ["review", str(repo.path), "--base", "main", "--template-dir", str(templates)],
+        cwd=tmp_path,
+        env=cli_env(tmp_path),
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "summary.md.j2:2" in proc.stderr and "Traceback" not in proc.stderr
