@@ -53,6 +53,7 @@ class UnitOutcome:
     status: str  # ok | budget | unparsed | model_error | replan (the server's window was smaller)
     answer: fnd.ModelAnswer | None = None
     detail: str = ""
+    dropped: tuple[fnd.Dropped, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,10 @@ def analyse(
         for o in outcomes
         if o.status in ("unparsed", "model_error")
     ]
+
+    for why, items in fnd.group_dropped(d for o in outcomes for d in o.dropped).items():
+        details = "; ".join(_short(d.detail, 160) for d in items[:3])
+        warnings(renderer.translate(f"dropped.{why}", n=len(items), details=details))
 
     by_path = {f.path: f for f in files}
     index = LineIndex.build(files)
@@ -393,17 +398,30 @@ def _review_units(
     budget, so the order of completion changes timing, never what is covered. After a
     context-exceeded answer no further unit is sent: the rest is re-planned."""
     too_long = threading.Event()
+    pr_paths = frozenset(f.path for f in change.files)
 
     def one(unit: Unit) -> UnitOutcome:
         if too_long.is_set():
             return UnitOutcome(unit.id, "replan")
         nonce = unit.nonce or unit_nonce()
         messages = planner.messages(unit.text, nonce)
+        dropped: list[fnd.Dropped] = []
+
+        def parse(text: str) -> fnd.ModelAnswer:
+            dropped.clear()
+            try:
+                parsed = fnd.parse_answer(text, clean=rules.redact, pr_paths=pr_paths)
+            except fnd.NothingUsable as exc:
+                dropped.extend(exc.dropped)
+                raise
+            dropped.extend(parsed.dropped)
+            return parsed
+
         try:
             answer, _ = client.complete_json(
                 messages,
                 phase="review",
-                parse=lambda t: fnd.parse_answer(t, clean=rules.redact),
+                parse=parse,
                 response_schema=fnd.ANSWER_SCHEMA,
                 repair_prompt=lambda bad, error: renderer.prompt(
                     "repair", answer=bad, error=error, nonce=nonce
@@ -417,10 +435,15 @@ def _review_units(
             return UnitOutcome(unit.id, "budget", detail=exc.limit)
         except ModelError as exc:
             status = "unparsed" if isinstance(exc, AnswerUnparsed) else "model_error"
-            return UnitOutcome(unit.id, status, detail=_short(str(exc)))
+            return UnitOutcome(unit.id, status, detail=_short(str(exc)), dropped=tuple(dropped))
         except Exception as exc:  # a worker must never take the run down
             return UnitOutcome(unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"))
-        return UnitOutcome(unit.id, "ok", answer=_confined(answer, {part.path for part in unit.parts}))
+        return UnitOutcome(
+            unit.id,
+            "ok",
+            answer=_confined(answer, {part.path for part in unit.parts}),
+            dropped=tuple(dropped),
+        )
 
     if not units:
         return []
