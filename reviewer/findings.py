@@ -441,26 +441,50 @@ def _title_key(title: str) -> str:
     return " ".join(sorted(set(re.findall(r"[a-z0-9_]{3,}", title.lower()))))
 
 
+ROOT_CAUSE_LINES = 3
+"""Two findings on the same quoted code this many lines apart or less share a root cause."""
+
+
+def same_root_cause(a: Finding, b: Finding) -> bool:
+    """Same id; or the same line with the same title words; or the same quoted code at (nearly) the
+    same place, as when two units (or two overlapping slices) report one defect in their own words."""
+    if a.id == b.id:
+        return True
+    if a.path != b.path or a.side != b.side:
+        return False
+    if a.line is not None and a.line == b.line and _title_key(a.title) == _title_key(b.title):
+        return True
+    quote_a, quote_b = _norm(a.quote), _norm(b.quote)
+    if not quote_a or quote_a != quote_b:
+        return False
+    return a.line is None or b.line is None or abs(a.line - b.line) <= ROOT_CAUSE_LINES
+
+
 def dedupe(findings: Iterable[Finding]) -> tuple[Finding, ...]:
-    """One finding per root cause: same id, or same anchored line with the same title words."""
+    """One finding per root cause: the most severe copy wins, then an anchored one, then the surest."""
     kept: list[Finding] = []
-    seen_ids: set[str] = set()
-    seen_spots: set[tuple[str, int | None, str]] = set()
-    for finding in order(findings):
-        spot = (finding.path, finding.line, _title_key(finding.title))
-        if finding.id in seen_ids or (finding.line is not None and spot in seen_spots):
-            continue
-        seen_ids.add(finding.id)
-        seen_spots.add(spot)
-        kept.append(finding)
-    return tuple(kept)
+    ranked = sorted(
+        findings,
+        key=lambda f: (priority_rank(f.priority), not f.anchored, -f.confidence, f.path, f.line or 0),
+    )
+    for finding in ranked:
+        if not any(same_root_cause(finding, other) for other in kept):
+            kept.append(finding)
+    return tuple(order(kept))
 
 
 def order(findings: Iterable[Finding]) -> list[Finding]:
-    """Most severe first, then most confident, then by place."""
+    """Most severe first, then verified ones, then most confident, then by place."""
     return sorted(
         findings,
-        key=lambda f: (priority_rank(f.priority), -f.confidence, not f.anchored, f.path, f.line or 0),
+        key=lambda f: (
+            priority_rank(f.priority),
+            f.verified is not True,
+            -f.confidence,
+            not f.anchored,
+            f.path,
+            f.line or 0,
+        ),
     )
 
 
