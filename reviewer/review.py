@@ -250,6 +250,7 @@ def conclude(
         answers_gapped=analysis.answers_gapped,
         budget=report.budget,
         outputs=outputs,
+        say=renderer.translate,
     )
     moved = current_head is not None and current_head != pinned
     gaps = report.gaps
