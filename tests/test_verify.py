@@ -128,3 +128,50 @@ def test_verdict_entries_that_are_malformed_are_skipped_alone() -> None:
         )
     )
     assert parsed == {"b": (False, "guarded")}
+
+
+def test_the_recheck_call_confirms_refutes_and_leaves_out(tmp_path) -> None:
+    import re
+
+    from reviewer.budget import Budget
+    from reviewer.config import build_config
+    from reviewer.llm import ModelClient
+    from reviewer.verify import recheck
+    from tests.fakes.model_server import FakeModelServer, text
+
+    confirmed = _finding()
+    refuted = _finding(title="Grant without audit", quote="grant_all(user)", line=12, priority="P2")
+    unsure = _finding(title="Debug flag read twice", quote="return ok()", line=13, priority="P2")
+    minor = _finding(title="Naming", priority="P3")
+
+    def handler(body):
+        prompt = body["messages"][-1]["content"]
+        ids = re.findall(r"^id: ([0-9a-f]{12})$", prompt, flags=re.M)
+        assert ids == [confirmed.id, refuted.id, unsure.id], "P3 findings are not re-checked"
+        verdicts = [
+            {"id": confirmed.id, "holds": True, "reason": "debug comes from the query string"},
+            {"id": refuted.id, "holds": False, "reason": "grant_all() audits every call itself"},
+        ]
+        return text(json.dumps({"verdicts": verdicts}))
+
+    with FakeModelServer(handler=handler) as server:
+        config = build_config(overrides={"model": "openai/fake-model", "api_base": server.api_base})
+        client = ModelClient(config, Budget(config.limits), warn=lambda m: None)
+        out = recheck(
+            client,
+            [confirmed, refuted, unsure, minor],
+            renderer=Renderer(),
+            read_head=lambda path: HEAD,
+            redact=lambda s: s,
+            warn=lambda m: None,
+            reviewed_paths={"src/app.py"},
+        )
+        (request,) = server.requests
+    assert "grant_all(user)" in request["messages"][-1]["content"], "the code around the line is shown"
+    assert [(f.title, f.verified) for f in out.findings] == [
+        ("Debug flag grants admin", True),
+        ("Debug flag read twice", None),
+        ("Naming", None),
+    ]
+    (excl,) = out.refuted
+    assert excl.claim == "Grant without audit" and "audits every call" in excl.reason
