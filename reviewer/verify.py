@@ -4,7 +4,8 @@ Order (DESIGN 4.4, issue 8):
 1. Deterministic, zero cost, every model finding: the quoted code exists at head (the base, for a
    removed line); the suggested fix differs from that code; the line is in the diff. A failed quote
    or no-op fix refutes the finding (it becomes an exclusion with the reason); a line outside the
-   diff leaves it summary-only with `verified: false`.
+   diff leaves it summary-only with `verified: false`. A file that cannot be read (a diff-only
+   source, a failed API call) refutes nothing: only the file's text at that commit can.
 2. A verification call re-checks P1/P2 findings against fuller code around their line. `holds:
    false` refutes (exclusion, with the model's reason); `holds: true` sets `verified: true`; a
    finding the model leaves out stays `verified: null`. No budget, an error, or an unparsable
@@ -119,7 +120,8 @@ def _refutation(
     diff_texts = _side_texts(file, finding.side)
     whole = (read_base if finding.side == "LEFT" else read_head)(finding.path)
     haystack = list(diff_texts.values()) + (whole.splitlines() if whole is not None else [])
-    if not any(quote in _norm(line) or quote in _norm(redact(line)) for line in haystack):
+    found = any(quote in _norm(line) or quote in _norm(redact(line)) for line in haystack)
+    if not found and whole is not None:  # an unreadable file proves nothing
         where = "verify.quote_not_at_base" if finding.side == "LEFT" else "verify.quote_not_at_head"
         return say(where, quote=quote[:120], path=finding.path)
     fix = _code_of(finding.suggestion)

@@ -175,3 +175,16 @@ def test_the_recheck_call_confirms_refutes_and_leaves_out(tmp_path) -> None:
     ]
     (excl,) = out.refuted
     assert excl.claim == "Grant without audit" and "audits every call" in excl.reason
+
+
+def test_an_unreadable_file_refutes_nothing() -> None:
+    files = parse_patch(PATCH)
+    out = deterministic(
+        [_finding(quote="def handler(request):", line=8)],
+        files={f.path: f for f in files},
+        read_head=lambda path: None,
+        read_base=lambda path: None,
+        redact=lambda s: s,
+        say=Renderer().translate,
+    )
+    assert out.refuted == () and out.findings[0].verified is False
