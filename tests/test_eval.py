@@ -140,3 +140,39 @@ def test_pipeline_fidelity_an_oracle_model_scores_precision_and_recall_one(
     assert card["precision"] == 1.0 and card["recall"] == 1.0 and card["f1"] == 1.0
     assert card["rejected_hits"] == 0 and card["calls"] == len(server.requests)
     assert "| **total** |" in proc.stdout and "**1.00**" in proc.stdout
+
+
+def test_fidelity_the_same_defect_from_two_units_is_reported_once(built: Path, tmp_path: Path) -> None:
+    item = next(i for i in json.loads(built.read_text()) if i["id"] == "pagination-offset")
+    one = built.parent / "pagination-only.json"
+    one.write_text(json.dumps([item]))
+    planted = [p for p in _planted(built) if p.item == "pagination-offset"]
+    assert planted[0].siblings == ("shop/catalog.py",)
+    # a window this small puts each of the item's two changed files in its own unit
+    small = tmp_path / "small-window.yml"
+    small.write_text("context_window: 2850\nmax_output_tokens_per_call: 512\n")
+    oracle = Oracle(planted)
+    out = tmp_path / "scores.json"
+    with FakeModelServer(handler=oracle) as server:
+        proc = run_cli(
+            [
+                "eval",
+                str(one),
+                "--model",
+                "openai/fake-model",
+                "--api-base",
+                server.api_base,
+                "--config",
+                str(small),
+                "--json",
+                str(out),
+            ],
+            cwd=tmp_path,
+            env=cli_env(tmp_path),
+            timeout=600,
+        )
+        units = [r for r in server.requests if '"verdicts"' not in r["messages"][-1]["content"]]
+    assert proc.returncode == 0, proc.stderr
+    assert len(units) == 2 and oracle.findings_sent == 2, "two units, each reporting the defect"
+    card = json.loads(out.read_text())
+    assert (card["found"], card["true_positives"], card["false_positives"]) == (1, 1, 0)
