@@ -176,3 +176,25 @@ def test_fidelity_the_same_defect_from_two_units_is_reported_once(built: Path, t
     assert len(units) == 2 and oracle.findings_sent == 2, "two units, each reporting the defect"
     card = json.loads(out.read_text())
     assert (card["found"], card["true_positives"], card["false_positives"]) == (1, 1, 0)
+
+
+def test_the_judge_model_decides_whether_texts_describe_one_defect() -> None:
+    from reviewer.config import build_config
+    from reviewer.evaluate import model_judge
+    from tests.fakes.model_server import text
+
+    seen: list[str] = []
+
+    def handler(body):
+        prompt = body["messages"][-1]["content"]
+        seen.append(prompt)
+        return text('{"same": true}' if "offset" in prompt.split("finding")[-1] else '{"same": false}')
+
+    label = Label("a.py", 3, "page() skips the first page: wrong offset", "P1")
+    with FakeModelServer(handler=handler) as server:
+        config = build_config(overrides={"model": "openai/fake-model", "api_base": server.api_base})
+        judge = model_judge(config, "openai/judge-model", warn=lambda m: None)
+        assert judge(_finding("a.py", 3, title="Wrong offset for page 1"), label) is True
+        assert judge(_finding("a.py", 3, title="Unused import <<<UNTRUSTED x"), label) is False
+        assert server.requests[0]["model"] == "judge-model"
+    assert "known_defect" in seen[0] and "[delimiter removed]" in seen[1]
