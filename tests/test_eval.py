@@ -173,7 +173,9 @@ def test_fidelity_the_same_defect_from_two_units_is_reported_once(built: Path, t
         )
         units = [r for r in server.requests if '"verdicts"' not in r["messages"][-1]["content"]]
     assert proc.returncode == 0, proc.stderr
-    assert len(units) == 2 and oracle.findings_sent == 2, "two units, each reporting the defect"
+    # The planner on main may now pack both files into one call; the defect is still reported twice
+    # (once as seen from its caller), which is what must collapse to one finding.
+    assert units and oracle.findings_sent == 2, "the defect was reported twice"
     card = json.loads(out.read_text())
     assert (card["found"], card["true_positives"], card["false_positives"]) == (1, 1, 0)
 

@@ -37,6 +37,7 @@ def _english_words(markdown: str) -> set[str]:
     text = re.sub(r"\(https?://[^)]*\)", " ", text)
     text = re.sub(r"[\w./-]+\.(?:py|md|json)\b", " ", text)  # file paths in table cells
     text = re.sub(r"<[^>]+>", " ", text)  # <details>, <sub>
+    text = re.sub(r"\b[0-9a-f]{7,40}\b", " ", text)  # commit shas
     return {w for w in re.findall(r"[A-Za-z_]{3,}", text) if w not in ALLOWED}
 
 
