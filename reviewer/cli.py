@@ -285,6 +285,42 @@ def render(report_path: str, template: str, template_dir: str | None, language: 
     click.echo(text)
 
 
+@cli.command("eval")
+@click.argument("dataset", type=click.Path(exists=True, dir_okay=False))
+@click.option("--model", help="litellm model string to review with (env IMREVIEW_MODEL).")
+@click.option("--api-base", help="OpenAI-compatible base URL (env IMREVIEW_API_BASE).")
+@click.option("--judge-model", help="Also ask this model whether a finding and a label describe one defect.")
+@click.option("--json", "json_path", help="Write the scores as JSON here.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Config file (YAML).")
+@click.option("--language", help="Language of prompts and output, e.g. en, zh-CN.")
+@click.option("--max-input-tokens", type=int, help="Budget per item: input tokens.")
+@click.option("--max-calls", type=int, help="Budget per item: model calls.")
+@click.option("--max-cost-usd", type=float, help="Budget per item: cost in USD.")
+@guarded
+def eval_(
+    dataset: str, judge_model: str | None, json_path: str | None, config_file: str | None, **opts: Any
+) -> None:
+    """Review every item of a labelled DATASET and report precision, recall, F1, cost and time."""
+    from reviewer.config import build_config, env_layer, load_config_file
+    from reviewer.evaluate import evaluate
+    from reviewer.render import Renderer
+    from reviewer.run import write_text
+
+    file_layer = load_config_file(config_file, required=True) if config_file else None
+    config = build_config(file_layer=file_layer, env=env_layer(os.environ), overrides=_overrides(opts))
+    card = evaluate(
+        dataset,
+        config,
+        judge_model=judge_model,
+        warn=_note,
+        progress=lambda item: _note(f"imreview eval: {item.id}: {item.true_positives}/{item.found} matched"),
+    )
+    renderer = Renderer(language=config.language, template_dir=config.template_dir)
+    click.echo(renderer.render("eval.md.j2", card=card.to_dict()))
+    if json_path:
+        write_text(json_path, json.dumps(card.to_dict(), indent=2, ensure_ascii=False) + "\n")
+
+
 def _validate_report(data: Any, where: str, schema: Mapping[str, Any]) -> None:
     try:
         import jsonschema

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,10 +116,60 @@ VERDICTS_SCHEMA: Mapping[str, Any] = {
 
 
 @dataclass(frozen=True)
+class Dropped:
+    """One item of a model answer that was left out, and why (`malformed`, `not_in_pr`, `example`)."""
+
+    where: str
+    why: str
+    detail: str
+
+
+@dataclass(frozen=True)
 class ModelAnswer:
     findings: tuple[Finding, ...]
     exclusions: tuple[Exclusion, ...]
     signals: tuple[Signal, ...]
+    dropped: tuple[Dropped, ...] = ()
+
+
+class NothingUsable(ValueError):
+    """Every finding of an answer was dropped: the answer counts as unparsed, never as clean."""
+
+    def __init__(self, message: str, dropped: tuple[Dropped, ...]) -> None:
+        super().__init__(message)
+        self.dropped = dropped
+
+
+EXAMPLE_VALUES = frozenset(
+    {
+        "<path of a file shown in the diff>",
+        "<one sentence naming the defect>",
+        "<the input or call that makes it happen>",
+        "<what goes wrong then>",
+        "<the smallest change that fixes it>",
+        "<one line copied from the diff>",
+        "<the suspicion>",
+        "<why the code shows it is fine>",
+        "<path:line or symbol>",
+        "<where it should go>",
+        "<why>",
+        # the example of earlier versions, which small models were seen to echo (issue 12)
+        "a/b.py",
+        "exact code text from the diff",
+        "…",
+    }
+)
+"""The placeholder values of the answer example in `templates/prompts/findings_schema.j2`: a field
+equal to one of them is an echo of the prompt, never a finding (tests keep the two in sync)."""
+_PLACEHOLDER = re.compile(r"<[^<>\n]{1,80}>")
+
+
+def _echoes_example(prose: Iterable[str], code: Iterable[str] = ()) -> bool:
+    """True when a field is a placeholder of the example; code (a quote) only on an exact match."""
+    prose = [v.strip() for v in prose if v.strip()]
+    if any(v in EXAMPLE_VALUES or _PLACEHOLDER.fullmatch(v) for v in prose):
+        return True
+    return any(v.strip() in EXAMPLE_VALUES for v in code if v.strip())
 
 
 def json_object(text: str) -> Any:
@@ -161,12 +212,29 @@ def _int(item: Mapping[str, Any], key: str, where: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(f"{where}: '{key}' must be an integer")
     try:
-        number = int(value)
+        number = float(value)
     except ValueError as exc:
         raise ValueError(f"{where}: '{key}' must be an integer") from exc
+    if not math.isfinite(number) or not number.is_integer():
+        raise ValueError(f"{where}: '{key}' must be an integer, not {value!r}")
     if number < 0:
         raise ValueError(f"{where}: '{key}' must not be negative")
-    return number or None
+    return int(number) or None
+
+
+def _number(item: Mapping[str, Any], key: str, where: str, default: float) -> float:
+    value = item.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{where}: '{key}' must be a number")
+    try:
+        number = float(value)
+    except ValueError as exc:
+        raise ValueError(f"{where}: '{key}' must be a number") from exc
+    if not math.isfinite(number):
+        raise ValueError(f"{where}: '{key}' must be a finite number, not {value!r}")
+    return number
 
 
 def _finding(item: Any, where: str, clean: Callable[[str], str]) -> Finding:
@@ -181,10 +249,7 @@ def _finding(item: Any, where: str, clean: Callable[[str], str]) -> Finding:
     path = _text(item, "path", where).strip().removeprefix("b/").removeprefix("./")
     title = clean(_text(item, "title", where, cap=200))
     quote = clean(_text(item, "quote", where, required=False, cap=MAX_QUOTE))
-    try:
-        confidence = float(item.get("confidence", 0.5))
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: 'confidence' must be a number") from exc
+    confidence = _number(item, "confidence", where, 0.5)
     line = _int(item, "line", where)
     end_line = _int(item, "end_line", where)
     return Finding(
@@ -204,51 +269,117 @@ def _finding(item: Any, where: str, clean: Callable[[str], str]) -> Finding:
     )
 
 
-def parse_answer(text: str, *, clean: Callable[[str], str] = lambda s: s) -> ModelAnswer:
-    """Validate one unit's answer against the findings schema; ValueError says what is wrong."""
+def _exclusion(item: Any, where: str, clean: Callable[[str], str]) -> Exclusion:
+    if not isinstance(item, dict):
+        raise ValueError(f"{where}: must be an object")
+    return Exclusion(
+        claim=clean(_text(item, "claim", where)),
+        reason=clean(_text(item, "reason", where)),
+        path=_text(item, "path", where, required=False) or None,
+        line=_int(item, "line", where),
+    )
+
+
+def _signal(item: Any, where: str, clean: Callable[[str], str]) -> Signal:
+    if not isinstance(item, dict):
+        raise ValueError(f"{where}: must be an object")
+    kind = str(item.get("kind", "")).upper()
+    if kind not in SIGNAL_KINDS:
+        raise ValueError(f"{where}: 'kind' must be one of {', '.join(SIGNAL_KINDS)}")
+    return Signal(
+        kind=kind,
+        target=clean(_text(item, "target", where)),
+        into=clean(_text(item, "into", where, required=False)),
+        reason=clean(_text(item, "reason", where)),
+    )
+
+
+def _items(data: Mapping[str, Any], key: str) -> list[Any]:
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"'{key}' must be a list")
+    return value[:MAX_ITEMS]
+
+
+def parse_answer(
+    text: str,
+    *,
+    clean: Callable[[str], str] = lambda s: s,
+    pr_paths: Collection[str] | None = None,
+) -> ModelAnswer:
+    """Validate one unit's answer against the findings schema, item by item.
+
+    A malformed item, a finding on a path that is not a file of the PR (`pr_paths`), and an echo of
+    the prompt's example are dropped and listed in `dropped`; the rest of the answer is kept. An
+    answer whose every finding was dropped raises NothingUsable (a ValueError): it is unparsed,
+    never clean. A wrong overall shape raises ValueError saying what is wrong.
+    """
     data = json_object(text)
     if not isinstance(data, dict):
         raise ValueError("the answer must be a JSON object")
     if "findings" not in data:
         raise ValueError("the answer has no 'findings' list (use [] when there is nothing to report)")
-    raw_findings = data["findings"]
-    if not isinstance(raw_findings, list):
-        raise ValueError("'findings' must be a list")
-    findings = tuple(
-        _finding(item, f"findings[{i}]", clean) for i, item in enumerate(raw_findings[:MAX_ITEMS])
-    )
+    raw_findings = _items(data, "findings")
+    dropped: list[Dropped] = []
+    findings: list[Finding] = []
+    for i, item in enumerate(raw_findings):
+        where = f"findings[{i}]"
+        try:
+            finding = _finding(item, where, clean)
+        except ValueError as exc:
+            dropped.append(Dropped(where, "malformed", str(exc)))
+            continue
+        prose = (finding.path, finding.title, finding.trigger, finding.observation)
+        if _echoes_example(prose, (finding.quote,)):
+            dropped.append(Dropped(where, "example", f"{where}: repeats the example of the answer format"))
+        elif pr_paths is not None and finding.path not in pr_paths:
+            dropped.append(
+                Dropped(where, "not_in_pr", f"{where}: path {finding.path[:200]!r} is not a file of this PR")
+            )
+        else:
+            findings.append(finding)
+    if raw_findings and not findings:
+        reasons = "; ".join(d.detail for d in dropped[:3])
+        raise NothingUsable(f"no usable finding in the answer ({reasons})", tuple(dropped))
     exclusions: list[Exclusion] = []
-    for i, item in enumerate(data.get("exclusions") or []):
-        where = f"exclusions[{i}]"
-        if not isinstance(item, dict):
-            raise ValueError(f"{where}: must be an object")
-        exclusions.append(
-            Exclusion(
-                claim=clean(_text(item, "claim", where)),
-                reason=clean(_text(item, "reason", where)),
-                path=_text(item, "path", where, required=False) or None,
-                line=_int(item, "line", where),
-            )
-        )
+    for i, item in enumerate(_items(data, "exclusions")):
+        try:
+            exclusion = _exclusion(item, f"exclusions[{i}]", clean)
+        except ValueError as exc:
+            dropped.append(Dropped(f"exclusions[{i}]", "malformed", str(exc)))
+            continue
+        if _echoes_example((exclusion.claim, exclusion.reason, exclusion.path or "")):
+            dropped.append(Dropped(f"exclusions[{i}]", "example", "repeats the example of the answer format"))
+        else:
+            exclusions.append(exclusion)
     signals: list[Signal] = []
-    for i, item in enumerate(data.get("signals") or []):
-        where = f"signals[{i}]"
-        if not isinstance(item, dict):
-            raise ValueError(f"{where}: must be an object")
-        kind = str(item.get("kind", "")).upper()
-        if kind not in SIGNAL_KINDS:
-            raise ValueError(f"{where}: 'kind' must be one of {', '.join(SIGNAL_KINDS)}")
-        signals.append(
-            Signal(
-                kind=kind,
-                target=clean(_text(item, "target", where)),
-                into=clean(_text(item, "into", where, required=False)),
-                reason=clean(_text(item, "reason", where)),
-            )
-        )
+    for i, item in enumerate(_items(data, "signals")):
+        try:
+            signal = _signal(item, f"signals[{i}]", clean)
+        except ValueError as exc:
+            dropped.append(Dropped(f"signals[{i}]", "malformed", str(exc)))
+            continue
+        if _echoes_example((signal.target, signal.reason, signal.into)):
+            dropped.append(Dropped(f"signals[{i}]", "example", "repeats the example of the answer format"))
+        else:
+            signals.append(signal)
     return ModelAnswer(
-        findings=findings, exclusions=tuple(exclusions[:MAX_ITEMS]), signals=tuple(signals[:MAX_ITEMS])
+        findings=tuple(findings),
+        exclusions=tuple(exclusions),
+        signals=tuple(signals),
+        dropped=tuple(dropped),
     )
+
+
+def group_dropped(dropped: Iterable[Dropped]) -> dict[str, list[Dropped]]:
+    """Dropped items by reason, findings only (a dropped exclusion or signal is not a finding lost)."""
+    out: dict[str, list[Dropped]] = {}
+    for item in dropped:
+        if item.where.startswith("findings["):
+            out.setdefault(item.why, []).append(item)
+    return out
 
 
 def _norm(text: str) -> str:
@@ -310,26 +441,50 @@ def _title_key(title: str) -> str:
     return " ".join(sorted(set(re.findall(r"[a-z0-9_]{3,}", title.lower()))))
 
 
+ROOT_CAUSE_LINES = 3
+"""Two findings on the same quoted code this many lines apart or less share a root cause."""
+
+
+def same_root_cause(a: Finding, b: Finding) -> bool:
+    """Same id; or the same line with the same title words; or the same quoted code at (nearly) the
+    same place, as when two units (or two overlapping slices) report one defect in their own words."""
+    if a.id == b.id:
+        return True
+    if a.path != b.path or a.side != b.side:
+        return False
+    if a.line is not None and a.line == b.line and _title_key(a.title) == _title_key(b.title):
+        return True
+    quote_a, quote_b = _norm(a.quote), _norm(b.quote)
+    if not quote_a or quote_a != quote_b:
+        return False
+    return a.line is None or b.line is None or abs(a.line - b.line) <= ROOT_CAUSE_LINES
+
+
 def dedupe(findings: Iterable[Finding]) -> tuple[Finding, ...]:
-    """One finding per root cause: same id, or same anchored line with the same title words."""
+    """One finding per root cause: the most severe copy wins, then an anchored one, then the surest."""
     kept: list[Finding] = []
-    seen_ids: set[str] = set()
-    seen_spots: set[tuple[str, int | None, str]] = set()
-    for finding in order(findings):
-        spot = (finding.path, finding.line, _title_key(finding.title))
-        if finding.id in seen_ids or (finding.line is not None and spot in seen_spots):
-            continue
-        seen_ids.add(finding.id)
-        seen_spots.add(spot)
-        kept.append(finding)
-    return tuple(kept)
+    ranked = sorted(
+        findings,
+        key=lambda f: (priority_rank(f.priority), not f.anchored, -f.confidence, f.path, f.line or 0),
+    )
+    for finding in ranked:
+        if not any(same_root_cause(finding, other) for other in kept):
+            kept.append(finding)
+    return tuple(order(kept))
 
 
 def order(findings: Iterable[Finding]) -> list[Finding]:
-    """Most severe first, then most confident, then by place."""
+    """Most severe first, then verified ones, then most confident, then by place."""
     return sorted(
         findings,
-        key=lambda f: (priority_rank(f.priority), -f.confidence, not f.anchored, f.path, f.line or 0),
+        key=lambda f: (
+            priority_rank(f.priority),
+            f.verified is not True,
+            -f.confidence,
+            not f.anchored,
+            f.path,
+            f.line or 0,
+        ),
     )
 
 

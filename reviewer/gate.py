@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reviewer.report import (
@@ -42,11 +42,16 @@ def evaluate(
     answers_gapped: int,
     budget: BudgetReport,
     outputs: Sequence[OutputSize] = (),
+    say: Callable[..., str] | None = None,
 ) -> Gate:
     """Integrity checks: disclosed gaps do not block publishing; a moved head or an undisclosed
     overrun does. Every reservation fits the limits, so a limit is passed only when the provider
     reported more than was reserved: the budget lists that in `overrun`, and the review it paid
-    for is published with the overrun shown here (DESIGN 5)."""
+    for is published with the overrun shown here (DESIGN 5).
+
+    `say` (the renderer's `translate`) localizes the details through the `gate_detail.*` strings;
+    without it they are English.
+    """
     unaccounted = [f.path for f in coverage.files if f.status == "partial" and not f.reason]
     counts: dict[str, int] = {}
     for f in coverage.files:
@@ -75,7 +80,7 @@ def evaluate(
         )
         or ("exhausted, disclosed" if budget.exhausted else "ok")
     )
-    checks = (
+    checks: tuple[GateCheck, ...] = (
         GateCheck(
             "head_unchanged",
             not moved,
@@ -108,8 +113,70 @@ def evaluate(
             or "nothing rendered",
         ),
     )
+    if say is not None:
+        checks = _localized(
+            checks,
+            say,
+            pinned=pinned_head,
+            current=current_head,
+            counts=counts,
+            overrun=overrun,
+            disclosed=[(name, value, limit) for name, value, limit in over if name not in overrun],
+            budget=budget,
+            parsed=answers_parsed,
+            expected=answers_expected,
+            gapped=answers_gapped,
+            outputs=outputs,
+        )
     ready = all(c.ok for c in checks)
     return Gate(publish_ready=ready, checks=checks)
+
+
+def _localized(
+    checks: tuple[GateCheck, ...],
+    say: Callable[..., str],
+    *,
+    pinned: str,
+    current: str | None,
+    counts: Mapping[str, int],
+    overrun: Sequence[str],
+    disclosed: Sequence[tuple[str, float, float]],
+    budget: BudgetReport,
+    parsed: int,
+    expected: int,
+    gapped: int,
+    outputs: Sequence[OutputSize],
+) -> tuple[GateCheck, ...]:
+    details = {
+        "head_unchanged": say("gate_detail.moved", head=pinned[:12], now=(current or "")[:12])
+        if current is not None and current != pinned
+        else pinned[:12] + ("" if current is not None else say("gate_detail.not_reread")),
+        "coverage_accounted": ", ".join(
+            say(f"status_count.{status}", n=n) for status, n in sorted(counts.items())
+        )
+        or say("gate_detail.no_files"),
+        "answers_parsed": say("gate_detail.parsed", parsed=parsed, expected=expected)
+        + (say("gate_detail.gapped", n=gapped) if gapped else ""),
+        "budget_respected": say("gate_detail.over", limits=", ".join(overrun))
+        if overrun
+        else "; ".join(
+            say("gate_detail.disclosed", limit=name, used=f"{value:g}", allowed=f"{limit:g}")
+            for name, value, limit in disclosed
+        )
+        or say("gate_detail.exhausted" if budget.exhausted else "gate_detail.ok"),
+        "output_limits": ", ".join(
+            say(
+                "gate_detail.output",
+                name=say(f"gate_output.{o.name}", default=o.name),
+                size=o.size,
+                limit=o.limit,
+            )
+            + (say("gate_detail.truncated") if o.truncated else "")
+            for o in outputs
+        )
+        or say("gate_detail.nothing_rendered"),
+    }
+    return tuple(GateCheck(c.name, c.ok, details.get(c.name, c.detail)) for c in checks)
 
 
 def verdict(

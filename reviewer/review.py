@@ -8,13 +8,13 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reviewer import findings as fnd
-from reviewer import gate, rules
+from reviewer import gate, rules, verify
 from reviewer.budget import Budget
 from reviewer.config import Config
 from reviewer.diff import DiffFile, LineIndex
@@ -43,8 +43,6 @@ Warn = Callable[[str], None]
 
 NO_MODEL_WINDOW = 128_000
 MAX_REPLANS = 3
-VERIFY_CONTEXT_LINES = 25
-MAX_VERIFY = 8
 
 
 @dataclass(frozen=True)
@@ -53,6 +51,7 @@ class UnitOutcome:
     status: str  # ok | budget | unparsed | model_error | replan (the server's window was smaller)
     answer: fnd.ModelAnswer | None = None
     detail: str = ""
+    dropped: tuple[fnd.Dropped, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -169,6 +168,10 @@ def analyse(
         if o.status in ("unparsed", "model_error")
     ]
 
+    for why, items in fnd.group_dropped(d for o in outcomes for d in o.dropped).items():
+        details = "; ".join(_short(d.detail, 160) for d in items[:3])
+        warnings(renderer.translate(f"dropped.{why}", n=len(items), details=details))
+
     by_path = {f.path: f for f in files}
     index = LineIndex.build(files)
     raw: list[Finding] = list(rule_result.findings)
@@ -185,12 +188,27 @@ def analyse(
             for f in raw
         )
     )
+    checked = verify.deterministic(
+        anchored,
+        files=by_path,
+        read_head=lambda path: safe_read(path, head),
+        read_base=lambda path: safe_read(path, change.snapshot.merge_base),
+        redact=rules.redact,
+        say=renderer.translate,
+    )
+    anchored, exclusions = list(checked.findings), [*exclusions, *checked.refuted]
     if client is not None:
         shown = {f.path for f in cov.files if f.status in ("reviewed", "partial")}
-        anchored, refuted = _verify(
-            client, anchored, renderer, change, safe_read, warnings, reviewed_paths=shown
+        rechecked = verify.recheck(
+            client,
+            anchored,
+            renderer=renderer,
+            read_head=lambda path: safe_read(path, head),
+            redact=rules.redact,
+            warn=warnings,
+            reviewed_paths=shown,
         )
-        exclusions += refuted
+        anchored, exclusions = list(rechecked.findings), [*exclusions, *rechecked.refuted]
 
     budget_report = budget.report()
     if budget_report.overrun:
@@ -244,6 +262,7 @@ def conclude(
         answers_gapped=analysis.answers_gapped,
         budget=report.budget,
         outputs=outputs,
+        say=renderer.translate,
     )
     moved = current_head is not None and current_head != pinned
     gaps = report.gaps
@@ -405,17 +424,30 @@ def _review_units(
     budget, so the order of completion changes timing, never what is covered. After a
     context-exceeded answer no further unit is sent: the rest is re-planned."""
     too_long = threading.Event()
+    pr_paths = frozenset(f.path for f in change.files)
 
     def one(unit: Unit) -> UnitOutcome:
         if too_long.is_set():
             return UnitOutcome(unit.id, "replan")
         nonce = unit.nonce or unit_nonce()
         messages = planner.messages(unit.text, nonce)
+        dropped: list[fnd.Dropped] = []
+
+        def parse(text: str) -> fnd.ModelAnswer:
+            dropped.clear()
+            try:
+                parsed = fnd.parse_answer(text, clean=rules.redact, pr_paths=pr_paths)
+            except fnd.NothingUsable as exc:
+                dropped.extend(exc.dropped)
+                raise
+            dropped.extend(parsed.dropped)
+            return parsed
+
         try:
             answer, _ = client.complete_json(
                 messages,
                 phase="review",
-                parse=lambda t: fnd.parse_answer(t, clean=rules.redact),
+                parse=parse,
                 response_schema=fnd.ANSWER_SCHEMA,
                 repair_prompt=lambda bad, error: renderer.prompt(
                     "repair", answer=bad, error=error, nonce=nonce
@@ -429,10 +461,15 @@ def _review_units(
             return UnitOutcome(unit.id, "budget", detail=exc.limit)
         except ModelError as exc:
             status = "unparsed" if isinstance(exc, AnswerUnparsed) else "model_error"
-            return UnitOutcome(unit.id, status, detail=_short(str(exc)))
+            return UnitOutcome(unit.id, status, detail=_short(str(exc)), dropped=tuple(dropped))
         except Exception as exc:  # a worker must never take the run down
             return UnitOutcome(unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"))
-        return UnitOutcome(unit.id, "ok", answer=_confined(answer, {part.path for part in unit.parts}))
+        return UnitOutcome(
+            unit.id,
+            "ok",
+            answer=_confined(answer, {part.path for part in unit.parts}),
+            dropped=tuple(dropped),
+        )
 
     if not units:
         return []
@@ -484,90 +521,4 @@ def _dedupe_gaps(gaps: Sequence[Gap]) -> list[Gap]:
         if key not in seen:
             seen.add(key)
             out.append(g)
-    return out
-
-
-def _verify(
-    client: ModelClient,
-    found: Sequence[Finding],
-    renderer: Renderer,
-    change: Change,
-    read_file: ReadFile,
-    warn: Warn,
-    *,
-    reviewed_paths: set[str],
-) -> tuple[list[Finding], list[Exclusion]]:
-    """Re-check P1/P2 model findings against fuller context; refuted ones become exclusions.
-
-    Only findings on files the model was shown are re-checked (a model-chosen path must never pull
-    a skipped file, such as `.env`, into a prompt), and a verdict only touches the findings sent.
-    """
-    targets = [
-        f for f in found if f.source == "llm" and f.priority in ("P1", "P2") and f.path in reviewed_paths
-    ][:MAX_VERIFY]
-    if not targets:
-        return list(found), []
-    target_ids = {f.id for f in targets}
-    head = change.snapshot.head.sha
-    items = [
-        {
-            "id": f.id,
-            "priority": f.priority,
-            "title": f.title,
-            "path": f.path,
-            "line": f.line,
-            "observation": f.observation,
-            "context": _context(read_file(f.path, head), f.line),
-        }
-        for f in targets
-    ]
-    nonce = secrets.token_hex(8)
-    messages = [
-        {"role": "system", "content": renderer.prompt("system", language=renderer.language)},
-        {"role": "user", "content": renderer.prompt("verify", findings=items, nonce=nonce)},
-    ]
-    try:
-        verdicts, _ = client.complete_json(
-            messages, phase="verify", parse=_parse_verdicts, response_schema=fnd.VERDICTS_SCHEMA
-        )
-    except (BudgetExhausted, ModelError) as exc:
-        warn(f"verification skipped: {_short(str(exc), 120) or type(exc).__name__}")
-        return list(found), []
-    kept: list[Finding] = []
-    refuted: list[Exclusion] = []
-    for f in found:
-        decision = verdicts.get(f.id) if f.id in target_ids else None
-        if decision is None:
-            kept.append(f)
-        elif decision[0]:
-            kept.append(dataclasses.replace(f, verified=True))
-        else:
-            refuted.append(
-                Exclusion(claim=f.title, reason=rules.redact(decision[1]), path=f.path, line=f.line)
-            )
-    return kept, refuted
-
-
-def _context(text: str | None, line: int | None) -> str:
-    if not text or not line:
-        return ""
-    lines = text.splitlines()
-    lo = max(0, line - 1 - VERIFY_CONTEXT_LINES)
-    hi = min(len(lines), line + VERIFY_CONTEXT_LINES)
-    return rules.redact("\n".join(f"{n + 1:>6} {lines[n]}" for n in range(lo, hi)))
-
-
-def _parse_verdicts(text: str) -> Mapping[str, tuple[bool, str]]:
-    data: Any = fnd.json_object(text)
-    items = data.get("verdicts") if isinstance(data, dict) else None
-    if not isinstance(items, list):
-        raise ValueError("'verdicts' must be a list")
-    out: dict[str, tuple[bool, str]] = {}
-    for i, item in enumerate(items):
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
-            raise ValueError(f"verdicts[{i}]: needs a string 'id'")
-        holds = item.get("holds")
-        if not isinstance(holds, bool):
-            raise ValueError(f"verdicts[{i}]: 'holds' must be true or false")
-        out[item["id"]] = (holds, str(item.get("reason", ""))[:500])
     return out

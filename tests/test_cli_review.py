@@ -128,13 +128,19 @@ def test_timeout_is_a_gap_and_the_review_is_incomplete(
 def test_finding_outside_the_diff_stays_summary_only(
     feature_repo: Repo, model: FakeModelServer, tmp_path: Path
 ) -> None:
-    outside = _finding(path="lib/util.py", line=40, quote="return something_else()", title="Imagined bug")
-    model.queue(text(_answer(outside)))
+    # the quoted code exists at head, but outside every hunk: summary only, marked unverified
+    outside = _finding(path="app.py", line=1, quote="def add(a, b):", title="Unchecked add", priority="P3")
+    imagined = _finding(path="lib/util.py", line=40, quote="return something_else()", title="Imagined bug")
+    model.queue(text(_answer(outside, imagined)))
     proc, report = _review(feature_repo, model, tmp_path, "--comment", str(tmp_path / "comment.md"))
     assert proc.returncode == 0, proc.stderr
     (finding,) = report["findings"]
     assert finding["anchored"] is False and finding["anchor_reason"] == "quote_not_found"
-    assert "Imagined bug" in proc.stdout
+    assert finding["verified"] is False
+    assert "Unchecked add" in proc.stdout
+    # a quote that is nowhere at head is refuted by the deterministic check (changed on purpose, issue 8.4)
+    (refuted,) = report["exclusions"]
+    assert refuted["claim"] == "Imagined bug" and "not in lib/util.py at the head commit" in refuted["reason"]
 
 
 def test_quote_three_lines_from_the_stated_line_is_moved(

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from reviewer.diff import LineIndex, parse_patch
-from reviewer.findings import anchor, dedupe, parse_answer
+from reviewer.findings import EXAMPLE_VALUES, NothingUsable, anchor, dedupe, parse_answer
 from reviewer.report import Finding
 
 PATCH = """diff --git a/src/app.py b/src/app.py
@@ -63,7 +63,6 @@ def test_plain_fenced_and_trailing_prose_answers_parse() -> None:
         (json.dumps(_answer(priority="P7")), "priority"),
         (json.dumps(_answer(title=None)), "missing 'title'"),
         (json.dumps(_answer(line="twelve")), "'line' must be an integer"),
-        ('{"findings": [], "signals": [{"kind": "REWRITE", "target": "x", "reason": "y"}]}', "'kind'"),
     ],
 )
 def test_invalid_answers_say_what_is_wrong(text: str, message: str) -> None:
@@ -145,3 +144,79 @@ def test_clean_callback_applies_to_text_fields() -> None:
         clean=lambda s: s.replace("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_…"),
     )
     assert "ghp_…" in answer.findings[0].quote
+
+
+def _many(*findings: dict[str, object]) -> str:
+    good = _answer()["findings"][0]  # type: ignore[index]
+    return json.dumps({"findings": [good, *findings], "exclusions": [], "signals": []})
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"line": -3}, "'line' must not be negative"),
+        ({"line": float("inf")}, "'line' must be an integer"),
+        ({"line": float("nan")}, "'line' must be an integer"),
+        ({"line": 12.5}, "'line' must be an integer"),
+        ({"end_line": [1]}, "'end_line' must be an integer"),
+        ({"title": 7}, "'title' must be a string"),
+        ({"confidence": "high"}, "'confidence' must be a number"),
+        ({"priority": "urgent"}, "'priority'"),
+    ],
+)
+def test_one_malformed_finding_is_dropped_not_the_answer(bad: dict[str, object], message: str) -> None:
+    broken = {**_answer()["findings"][0], **bad, "title": bad.get("title", "Another defect")}  # type: ignore[dict-item]
+    answer = parse_answer(_many(broken))
+    assert [f.title for f in answer.findings] == ["Debug flag grants admin"]
+    (dropped,) = answer.dropped
+    assert (dropped.where, dropped.why) == ("findings[1]", "malformed")
+    assert message in dropped.detail
+
+
+def test_a_malformed_signal_or_exclusion_is_dropped_alone() -> None:
+    data = _answer()
+    data["signals"] = [
+        {"kind": "REWRITE", "target": "x", "reason": "y"},
+        {"kind": "DELETE", "target": "a.py:3", "reason": "dead"},
+    ]
+    data["exclusions"] = ["not an object"]
+    answer = parse_answer(json.dumps(data))
+    assert [s.kind for s in answer.signals] == ["DELETE"]
+    assert len(answer.findings) == 1 and answer.exclusions == ()
+    assert {d.where for d in answer.dropped} == {"signals[0]", "exclusions[0]"}
+
+
+def test_foreign_path_is_dropped_and_an_answer_of_only_foreign_findings_is_unusable() -> None:
+    pr = {"src/app.py"}
+    answer = parse_answer(_many({**_answer()["findings"][0], "path": "src/elsewhere.py"}), pr_paths=pr)  # type: ignore[dict-item]
+    assert [f.path for f in answer.findings] == ["src/app.py"]
+    assert [d.why for d in answer.dropped] == ["not_in_pr"]
+    with pytest.raises(NothingUsable, match="not a file of this PR") as caught:
+        parse_answer(json.dumps(_answer(path="lib/ghost.py")), pr_paths=pr)
+    assert [d.why for d in caught.value.dropped] == ["not_in_pr"]
+
+
+def test_an_echo_of_the_prompt_example_is_never_a_finding() -> None:
+    # what llama-server's schema enforcement made a 135M model answer (issue 12), old and new example
+    old = _answer(path="a/b.py", line=120, quote="exact code text from the diff", title="…")
+    with pytest.raises(NothingUsable, match="example"):
+        parse_answer(json.dumps(old), pr_paths={"a/b.py"})
+    new = _answer(
+        path="src/app.py", title="<one sentence naming the defect>", quote="<one line copied from the diff>"
+    )
+    with pytest.raises(NothingUsable, match="example"):
+        parse_answer(json.dumps(new))
+
+
+def test_the_prompt_example_uses_only_values_the_parser_rejects() -> None:
+    from reviewer.render import Renderer
+
+    text = Renderer().render("prompts/findings_schema.j2")
+    start = text.index('{"findings"')
+    example, _ = json.JSONDecoder().raw_decode(text[start:].replace("MERGE|DELETE|INLINE|MOVE", "MERGE"))
+    (finding,) = example["findings"]
+    for key in ("path", "title", "trigger", "observation", "suggestion", "quote"):
+        assert finding[key] in EXAMPLE_VALUES, key
+    with pytest.raises(NothingUsable):
+        parse_answer(json.dumps(example))
+    assert parse_answer(json.dumps({**example, "findings": []})).exclusions == ()

@@ -1,0 +1,401 @@
+"""`imreview eval`: run the reviewer over a labelled dataset and score what it found.
+
+A dataset is a JSON list of items:
+
+    {"id": "pagination", "repo": "repos/pagination", "base": "main", "head": "feature",
+     "expected": [{"path": "shop/pagination.py", "line": 3, "description": "...", "severity": "P1"}],
+     "rejected": [{"path": "shop/pagination.py", "line": 8, "description": "...", "severity": "P3"}]}
+
+`repo` is a git repository and `diff` a patch file (one of the two), both relative to the dataset
+file. A finding matches an expected item when the path is the same and its lines are within
+MATCH_LINES of the expected line (and, with a judge model, the judge says both describe the same
+defect). Each expected item is matched at most once: a second finding on it counts as a false
+positive, so duplicates cost precision. A finding on a `rejected` item (a near miss labelled as
+not a defect) is a false positive too, and is counted separately.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reviewer.config import Config
+from reviewer.diff import PatchError, parse_patch
+from reviewer.errors import UsageError
+from reviewer.render import Renderer, new_nonce
+from reviewer.report import PRIORITIES, Finding, Ref, Report, Snapshot
+from reviewer.source import Change, Source
+
+MATCH_LINES = 5
+Warn = Callable[[str], None]
+Judge = Callable[[Finding, "Label"], bool]
+
+
+@dataclass(frozen=True)
+class Label:
+    """A labelled place: a planted defect (`expected`) or a near miss that is not one (`rejected`)."""
+
+    path: str
+    line: int
+    description: str
+    severity: str
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    repo: Path | None
+    diff: Path | None
+    base: str
+    head: str
+    expected: tuple[Label, ...]
+    rejected: tuple[Label, ...]
+
+
+@dataclass(frozen=True)
+class ItemScore:
+    id: str
+    verdict: str
+    found: int
+    true_positives: int
+    false_positives: int
+    false_negatives: int
+    rejected_hits: int
+    precision: float | None
+    recall: float | None
+    f1: float | None
+    cost_usd: float | None
+    seconds: float
+    calls: int
+    missed: tuple[str, ...]
+    unexpected: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Scorecard:
+    dataset: str
+    model: str | None
+    judge_model: str | None
+    items: tuple[ItemScore, ...]
+    found: int
+    true_positives: int
+    false_positives: int
+    false_negatives: int
+    rejected_hits: int
+    precision: float | None
+    recall: float | None
+    f1: float | None
+    cost_usd: float | None
+    seconds: float
+    calls: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# --- the dataset ------------------------------------------------------------------------------
+
+
+def _label(raw: Any, where: str) -> Label:
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where} must be an object with path, line, description, severity")
+    path, line = raw.get("path"), raw.get("line")
+    if not isinstance(path, str) or not path:
+        raise UsageError(f"{where}.path must be a non-empty string")
+    if isinstance(line, bool) or not isinstance(line, int) or line < 1:
+        raise UsageError(f"{where}.line must be a positive integer")
+    severity = str(raw.get("severity", "P2")).upper()
+    if severity not in PRIORITIES:
+        raise UsageError(f"{where}.severity must be one of {', '.join(PRIORITIES)}")
+    return Label(path=path, line=line, description=str(raw.get("description", "")), severity=severity)
+
+
+def load_dataset(path: str | Path) -> tuple[Item, ...]:
+    """Read and check a dataset; every error names the item and the key."""
+    file = Path(path)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"DATASET {str(file)!r} is not readable JSON: {exc}") from exc
+    if not isinstance(data, list) or not data:
+        raise UsageError(f"DATASET {str(file)!r} must be a non-empty JSON list of items")
+    items: list[Item] = []
+    seen: set[str] = set()
+    for n, raw in enumerate(data):
+        where = f"{file.name}[{n}]"
+        if not isinstance(raw, dict):
+            raise UsageError(f"{where} must be an object")
+        item_id = raw.get("id")
+        if not isinstance(item_id, str) or not item_id or item_id in seen:
+            raise UsageError(f"{where}.id must be a unique non-empty string")
+        seen.add(item_id)
+        where = f"{file.name}[{n}] ({item_id})"
+        repo, diff = raw.get("repo"), raw.get("diff")
+        if (repo is None) == (diff is None):
+            raise UsageError(
+                f"{where}: give exactly one of 'repo' (a git repository) or 'diff' (a patch file)"
+            )
+        location = file.parent / str(repo if repo is not None else diff)
+        if repo is not None and not (location / ".git").exists():
+            raise UsageError(f"{where}.repo: {str(location)!r} is not a git repository")
+        if diff is not None and not location.is_file():
+            raise UsageError(f"{where}.diff: {str(location)!r} is not a file")
+        for key in ("expected", "rejected"):
+            if not isinstance(raw.get(key, []), list):
+                raise UsageError(f"{where}.{key} must be a list")
+        items.append(
+            Item(
+                id=item_id,
+                repo=location if repo is not None else None,
+                diff=location if diff is not None else None,
+                base=str(raw.get("base") or "main"),
+                head=str(raw.get("head") or "HEAD"),
+                expected=tuple(
+                    _label(e, f"{where}.expected[{i}]") for i, e in enumerate(raw.get("expected", []))
+                ),
+                rejected=tuple(
+                    _label(e, f"{where}.rejected[{i}]") for i, e in enumerate(raw.get("rejected", []))
+                ),
+            )
+        )
+    return tuple(items)
+
+
+class PatchSource:
+    """A patch file as a Source: the diff only, no repository (so no context beyond the hunks)."""
+
+    def __init__(self, patch: Path, *, base: str, head: str) -> None:
+        self.patch = patch
+        raw = patch.read_bytes()
+        self._sha = hashlib.sha1(raw).hexdigest()
+        try:
+            self._files = parse_patch(raw)
+        except PatchError as exc:
+            raise UsageError(f"{str(patch)!r} is not a unified diff: {exc}") from exc
+        if not self._files:
+            raise UsageError(f"{str(patch)!r} has no file changes")
+        self._base, self._head = base, head
+
+    def change(self) -> Change:
+        files = self._files
+        snapshot = Snapshot(
+            source="local",
+            repo=self.patch.stem,
+            number=None,
+            title=self.patch.name,
+            author="",
+            url="",
+            base=Ref(ref=self._base, sha="0" * 40),
+            head=Ref(ref=self._head, sha=self._sha),
+            merge_base="0" * 40,
+            files=len(files),
+            additions=sum(f.additions for f in files),
+            deletions=sum(f.deletions for f in files),
+            commits=1,
+        )
+        return Change(snapshot=snapshot, files=files)
+
+    def head_sha(self) -> str:
+        return self._sha
+
+    def read_file(self, path: str, sha: str) -> str | None:
+        return None
+
+
+# --- scoring ----------------------------------------------------------------------------------
+
+
+def _distance(finding: Finding, label: Label) -> int | None:
+    """Lines between the finding's range and the label, or None when they cannot match."""
+    if finding.path != label.path or finding.line is None:
+        return None
+    end = finding.end_line or finding.line
+    if finding.line <= label.line <= end:
+        return 0
+    gap = min(abs(label.line - finding.line), abs(label.line - end))
+    return gap if gap <= MATCH_LINES else None
+
+
+def match(
+    findings: Sequence[Finding], labels: Sequence[Label], *, judge: Judge | None = None
+) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+    """Pair findings with labels one to one, nearest first: (pairs, unmatched findings, unmatched labels)."""
+    candidates = sorted(
+        (d, fi, li)
+        for fi, f in enumerate(findings)
+        for li, label in enumerate(labels)
+        if (d := _distance(f, label)) is not None
+    )
+    pairs: list[tuple[int, int]] = []
+    used_f: set[int] = set()
+    used_l: set[int] = set()
+    for _, fi, li in candidates:
+        if fi in used_f or li in used_l:
+            continue
+        if judge is not None and not judge(findings[fi], labels[li]):
+            continue
+        pairs.append((fi, li))
+        used_f.add(fi)
+        used_l.add(li)
+    return (
+        pairs,
+        [i for i in range(len(findings)) if i not in used_f],
+        [i for i in range(len(labels)) if i not in used_l],
+    )
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return None if den == 0 else num / den
+
+
+def _f1(precision: float | None, recall: float | None) -> float | None:
+    if precision is None or recall is None:
+        return None
+    return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+
+
+def score_item(item: Item, report: Report, *, seconds: float, judge: Judge | None = None) -> ItemScore:
+    findings = list(report.findings)
+    pairs, extra, missed = match(findings, item.expected, judge=judge)
+    rejected_pairs, _, _ = match([findings[i] for i in extra], item.rejected)
+    tp, fp = len(pairs), len(extra)
+    precision = _ratio(tp, tp + fp)
+    recall = _ratio(tp, len(item.expected))
+    used = report.budget.used
+    return ItemScore(
+        id=item.id,
+        verdict=report.verdict,
+        found=len(findings),
+        true_positives=tp,
+        false_positives=fp,
+        false_negatives=len(missed),
+        rejected_hits=len(rejected_pairs),
+        precision=precision,
+        recall=recall,
+        f1=_f1(precision, recall),
+        cost_usd=used.cost_usd,
+        seconds=round(seconds, 3),
+        calls=used.calls,
+        missed=tuple(f"{item.expected[i].path}:{item.expected[i].line}" for i in missed),
+        unexpected=tuple(f"{findings[i].path}:{findings[i].line} {findings[i].title[:80]}" for i in extra),
+    )
+
+
+def total(dataset: str, model: str | None, judge_model: str | None, items: Sequence[ItemScore]) -> Scorecard:
+    """Micro-averaged: precision over every finding, recall over every expected item."""
+    tp = sum(i.true_positives for i in items)
+    fp = sum(i.false_positives for i in items)
+    fn = sum(i.false_negatives for i in items)
+    costs = [i.cost_usd for i in items]
+    precision = _ratio(tp, tp + fp)
+    recall = _ratio(tp, tp + fn)
+    return Scorecard(
+        dataset=dataset,
+        model=model,
+        judge_model=judge_model,
+        items=tuple(items),
+        found=sum(i.found for i in items),
+        true_positives=tp,
+        false_positives=fp,
+        false_negatives=fn,
+        rejected_hits=sum(i.rejected_hits for i in items),
+        precision=precision,
+        recall=recall,
+        f1=_f1(precision, recall),
+        cost_usd=None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 6),
+        seconds=round(sum(i.seconds for i in items), 3),
+        calls=sum(i.calls for i in items),
+    )
+
+
+# --- running ----------------------------------------------------------------------------------
+
+
+def source_for(item: Item, notice: Warn) -> Source:
+    if item.diff is not None:
+        return PatchSource(item.diff, base=item.base, head=item.head)
+    from reviewer.source.local import LocalSource
+
+    assert item.repo is not None
+    return LocalSource(item.repo, base=item.base, head=item.head)
+
+
+def review_item(item: Item, config: Config, *, warn: Warn) -> tuple[Report, float]:
+    """The same analysis `imreview review` runs, without publishing anything."""
+    from reviewer.budget import Budget
+    from reviewer.review import analyse, conclude
+
+    renderer = Renderer(language=config.language, template_dir=config.template_dir)
+    started = time.monotonic()
+    source = source_for(item, warn)
+    change = source.change()
+    analysis = analyse(
+        change, config, budget=Budget(config.limits), read_file=source.read_file, renderer=renderer, warn=warn
+    )
+    report = conclude(analysis, current_head=source.head_sha(), outputs=(), renderer=renderer)
+    return report, time.monotonic() - started
+
+
+def model_judge(config: Config, judge_model: str, *, warn: Warn) -> Judge:
+    """A judge through litellm: does the finding describe the labelled defect? Spends its own budget."""
+    from reviewer.budget import Budget
+    from reviewer.findings import json_object
+    from reviewer.llm import ModelClient
+
+    judge_config = dataclasses.replace(config, model=judge_model, fallback_models=())
+    renderer = Renderer(language="en", template_dir=config.template_dir)
+    client = ModelClient(judge_config, Budget(judge_config.limits), warn=warn)
+
+    def parse(text: str) -> bool:
+        data = json_object(text)
+        if not isinstance(data, dict) or not isinstance(data.get("same"), bool):
+            raise ValueError('the answer must be {"same": true} or {"same": false}')
+        return bool(data["same"])
+
+    def judge(finding: Finding, label: Label) -> bool:
+        nonce = new_nonce()
+        prompt = renderer.prompt(
+            "judge",
+            nonce=nonce,
+            expected=label.description,
+            finding=f"{finding.title}\n{finding.trigger}\n{finding.observation}",
+        )
+        try:
+            same, _ = client.complete_json([{"role": "user", "content": prompt}], phase="verify", parse=parse)
+        except Exception as exc:  # a judge failure is a non-match, reported
+            warn(f"judge call failed ({type(exc).__name__}); counted as no match")
+            return False
+        return same
+
+    return judge
+
+
+def evaluate(
+    dataset: str | Path,
+    config: Config,
+    *,
+    judge_model: str | None = None,
+    warn: Warn,
+    progress: Callable[[ItemScore], None] | None = None,
+) -> Scorecard:
+    items = load_dataset(dataset)
+    judge = model_judge(config, judge_model, warn=warn) if judge_model else None
+    scores: list[ItemScore] = []
+    for item in items:
+        report, seconds = review_item(item, config, warn=warn)
+        scored = score_item(item, report, seconds=seconds, judge=judge)
+        scores.append(scored)
+        if progress is not None:
+            progress(scored)
+    return total(str(dataset), config.model, judge_model, scores)
+
+
+def scorecard_view(card: Scorecard) -> Mapping[str, Any]:
+    """The dict the `eval.md.j2` template reads."""
+    return card.to_dict()

@@ -1,0 +1,224 @@
+"""Verification of model findings: deterministic checks first, then (budget allowing) a second call.
+
+Order (DESIGN 4.4, issue 8):
+1. Deterministic, zero cost, every model finding: the quoted code exists at head (the base, for a
+   removed line); the suggested fix differs from that code; the line is in the diff. A failed quote
+   or no-op fix refutes the finding (it becomes an exclusion with the reason); a line outside the
+   diff leaves it summary-only with `verified: false`. A file that cannot be read (a diff-only
+   source, a failed API call) refutes nothing: only the file's text at that commit can.
+2. A verification call re-checks P1/P2 findings against fuller code around their line. `holds:
+   false` refutes (exclusion, with the model's reason); `holds: true` sets `verified: true`; a
+   finding the model leaves out stays `verified: null`. No budget, an error, or an unparsable
+   answer leaves every finding as it was, with a warning.
+
+Only findings on files the model was shown are re-checked: a model-chosen path must never pull a
+skipped file (such as `.env`) into a prompt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from reviewer import findings as fnd
+from reviewer.diff import DiffFile
+from reviewer.errors import BudgetExhausted, ModelError
+from reviewer.report import Exclusion, Finding
+
+if TYPE_CHECKING:
+    from reviewer.llm import ModelClient
+    from reviewer.render import Renderer
+
+ReadText = Callable[[str], "str | None"]
+Translate = Callable[..., str]
+Redact = Callable[[str], str]
+
+CONTEXT_LINES = 25
+MAX_VERIFY = 8
+_WS = re.compile(r"\s+")
+_DIFF_PREFIX = re.compile(r"^\s*(?:\(?\d+\)?\s+)?[+\- ~]\s")
+_FENCED = re.compile(r"^```[\w+-]*\n(.*?)\n?```$", re.S)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Findings kept (some marked verified) and the refuted ones as exclusions."""
+
+    findings: tuple[Finding, ...]
+    refuted: tuple[Exclusion, ...]
+
+
+def _norm(text: str) -> str:
+    return _WS.sub(" ", text).strip()
+
+
+def _quote_line(quote: str) -> str:
+    """The quote's first code line, without a diff marker or line number the model may have copied."""
+    first = next((line for line in quote.splitlines() if line.strip()), "")
+    return _norm(_DIFF_PREFIX.sub("", first, count=1))
+
+
+def _side_texts(file: DiffFile, side: str) -> dict[int, str]:
+    texts: dict[int, str] = {}
+    for hunk in file.hunks:
+        for line in hunk.lines:
+            if side == "LEFT" and line.kind == "-" and line.old is not None:
+                texts[line.old] = line.text
+            elif side == "RIGHT" and line.kind != "-" and line.new is not None:
+                texts[line.new] = line.text
+    return texts
+
+
+def _code_of(suggestion: str) -> str:
+    text = suggestion.strip()
+    fenced = _FENCED.match(text)
+    if fenced:
+        text = fenced.group(1)
+    elif text.startswith("`") and text.endswith("`"):
+        text = text.strip("`")
+    return _norm(text)
+
+
+def deterministic(
+    found: Sequence[Finding],
+    *,
+    files: Mapping[str, DiffFile],
+    read_head: ReadText,
+    read_base: ReadText,
+    redact: Redact,
+    say: Translate,
+) -> Outcome:
+    """The zero-cost checks on every model finding (rule findings are exact by construction)."""
+    kept: list[Finding] = []
+    refuted: list[Exclusion] = []
+    for finding in found:
+        if finding.source != "llm" or finding.path not in files:
+            kept.append(finding)
+            continue
+        reason = _refutation(finding, files[finding.path], read_head, read_base, redact, say)
+        if reason:
+            refuted.append(
+                Exclusion(claim=finding.title, reason=reason, path=finding.path, line=finding.line)
+            )
+        elif not finding.anchored and finding.anchor_reason != "not_in_unit":
+            kept.append(dataclasses.replace(finding, verified=False))
+        else:
+            kept.append(finding)
+    return Outcome(tuple(kept), tuple(refuted))
+
+
+def _refutation(
+    finding: Finding, file: DiffFile, read_head: ReadText, read_base: ReadText, redact: Redact, say: Translate
+) -> str | None:
+    quote = _quote_line(finding.quote)
+    if not quote:
+        return None
+    diff_texts = _side_texts(file, finding.side)
+    whole = (read_base if finding.side == "LEFT" else read_head)(finding.path)
+    haystack = list(diff_texts.values()) + (whole.splitlines() if whole is not None else [])
+    found = any(quote in _norm(line) or quote in _norm(redact(line)) for line in haystack)
+    if not found and whole is not None:  # an unreadable file proves nothing
+        where = "verify.quote_not_at_base" if finding.side == "LEFT" else "verify.quote_not_at_head"
+        return say(where, quote=quote[:120], path=finding.path)
+    fix = _code_of(finding.suggestion)
+    at_line = _norm(diff_texts.get(finding.line or -1, "")) if finding.anchored else ""
+    if fix and (fix == _norm(finding.quote) or (at_line and fix == at_line)):
+        return say("verify.fix_is_the_code", quote=quote[:120])
+    return None
+
+
+def recheck(
+    client: ModelClient,
+    found: Sequence[Finding],
+    *,
+    renderer: Renderer,
+    read_head: ReadText,
+    redact: Redact,
+    warn: Callable[[str], None],
+    reviewed_paths: set[str],
+) -> Outcome:
+    """One verification call for up to MAX_VERIFY P1/P2 model findings on files the model saw."""
+    targets = [
+        f
+        for f in found
+        if f.source == "llm"
+        and f.priority in ("P1", "P2")
+        and f.path in reviewed_paths
+        and f.verified is None
+    ][:MAX_VERIFY]
+    if not targets:
+        return Outcome(tuple(found), ())
+    target_ids = {f.id for f in targets}
+    items = [
+        {
+            "id": f.id,
+            "priority": f.priority,
+            "title": f.title,
+            "path": f.path,
+            "line": f.line,
+            "trigger": f.trigger,
+            "observation": f.observation,
+            "suggestion": f.suggestion,
+            "quote": f.quote,
+            "context": _context(read_head(f.path), f.line, redact),
+        }
+        for f in targets
+    ]
+    nonce = secrets.token_hex(8)
+    messages = [
+        {"role": "system", "content": renderer.prompt("system", language=renderer.language)},
+        {
+            "role": "user",
+            "content": renderer.prompt("verify", findings=items, nonce=nonce, language=renderer.language),
+        },
+    ]
+    try:
+        verdicts, _ = client.complete_json(
+            messages, phase="verify", parse=parse_verdicts, response_schema=fnd.VERDICTS_SCHEMA
+        )
+    except (BudgetExhausted, ModelError) as exc:
+        detail = " ".join(str(exc).split())[:120] or type(exc).__name__
+        warn(f"verification skipped: {redact(detail)}")
+        return Outcome(tuple(found), ())
+    kept: list[Finding] = []
+    refuted: list[Exclusion] = []
+    for f in found:
+        decision = verdicts.get(f.id) if f.id in target_ids else None
+        if decision is None:
+            kept.append(f)
+        elif decision[0]:
+            kept.append(dataclasses.replace(f, verified=True))
+        else:
+            refuted.append(Exclusion(claim=f.title, reason=redact(decision[1]), path=f.path, line=f.line))
+    return Outcome(tuple(kept), tuple(refuted))
+
+
+def _context(text: str | None, line: int | None, redact: Redact) -> str:
+    if not text or not line:
+        return ""
+    lines = text.splitlines()
+    lo = max(0, line - 1 - CONTEXT_LINES)
+    hi = min(len(lines), line + CONTEXT_LINES)
+    return redact("\n".join(f"{n + 1:>6} {lines[n]}" for n in range(lo, hi)))
+
+
+def parse_verdicts(text: str) -> Mapping[str, tuple[bool, str]]:
+    """`{"verdicts": [{"id", "holds", "reason"}]}`; a malformed entry is skipped, not the answer."""
+    data: Any = fnd.json_object(text)
+    items = data.get("verdicts") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise ValueError("'verdicts' must be a list")
+    out: dict[str, tuple[bool, str]] = {}
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            continue
+        holds = item.get("holds")
+        if isinstance(holds, bool):
+            out[item["id"]] = (holds, str(item.get("reason") or "")[:500])
+    if items and not out:
+        raise ValueError("no entry of 'verdicts' has a string 'id' and a true/false 'holds'")
+    return out
