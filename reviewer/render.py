@@ -459,6 +459,13 @@ class Renderer:
             digest.update(f"{label}\0{text}\0".encode())
         return root / digest.hexdigest()[:24]
 
+    def warm(self) -> int:
+        """Compile every template into the cache now (the image build does, for its languages)."""
+        names = self._env.list_templates(filter_func=lambda n: n.endswith(".j2"))
+        for name in names:
+            self._env.get_template(name)
+        return len(names)
+
     @staticmethod
     def _pick_language(requested: str, roots: Sequence[Path]) -> str:
         """Exact tag (case-insensitive, `_` or `-`), else same primary subtag, else English."""

@@ -225,3 +225,15 @@ def test_a_cache_dir_others_can_write_is_not_used(tmp_path: Path, monkeypatch: p
     cache = render._bytecode_cache(shared)
     assert not isinstance(cache, render._TemplateCache)
     assert re.search("Memory", type(cache).__name__)
+
+
+def test_warming_compiles_every_template_into_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import reviewer.render as render
+
+    monkeypatch.setenv("IMREVIEW_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(render, "_SHARED_CACHE", {})
+    compiled = Renderer(language="en").warm()
+    assert compiled >= 5
+    assert len(list((tmp_path / "jinja").rglob("*.cache"))) == compiled
