@@ -9,6 +9,7 @@ no I/O.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -218,6 +219,7 @@ class Plan:
         return sum(u.input_tokens for u in self.units)
 
 
+@functools.lru_cache(maxsize=8192)
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """A gitignore-like glob: `*`/`?` stay inside one path segment, `**` crosses them, a pattern
     without `/` matches at any depth, and a pattern that names a directory covers what is under it."""
@@ -291,6 +293,7 @@ def skip_reason(file: DiffFile, *, include: Sequence[str] = (), exclude: Sequenc
     return None
 
 
+@functools.lru_cache(maxsize=8192)
 def category(path: str) -> str:
     """source, test, config or docs; CI workflows count as source."""
     pure = PurePosixPath(path)
@@ -307,6 +310,7 @@ def category(path: str) -> str:
     return "source"
 
 
+@functools.lru_cache(maxsize=8192)
 def sensitive(path: str) -> bool:
     return bool(_SENSITIVE.search(_CAMEL.sub("_", path).lower()))
 

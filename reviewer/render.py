@@ -11,7 +11,9 @@ remove anything that could forge the untrusted-data delimiters.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import re
 import secrets
 import traceback
@@ -23,6 +25,7 @@ from typing import Any
 
 import jinja2
 import yaml
+from jinja2.bccache import Bucket
 from jinja2.sandbox import SandboxedEnvironment
 
 from reviewer.errors import ConfigError, TemplateError, UsageError
@@ -67,6 +70,72 @@ def packaged_templates_dir() -> Path:
     if checkout.is_dir():
         return checkout
     raise TemplateError(f"packaged templates not found (looked in {installed} and {checkout})")
+
+
+def template_cache_dir(environ: Mapping[str, str] | None = None) -> Path | None:
+    """Where compiled templates are kept between runs: IMREVIEW_CACHE_DIR, else the job's RUNNER_TEMP
+    inside GitHub Actions, else the user cache dir; None when none is set (HOME unset)."""
+    env = os.environ if environ is None else environ
+    if env.get("IMREVIEW_CACHE_DIR"):
+        return Path(env["IMREVIEW_CACHE_DIR"]) / "jinja"
+    if env.get("RUNNER_TEMP"):
+        return Path(env["RUNNER_TEMP"]) / "imreview-cache" / "jinja"
+    base = env.get("XDG_CACHE_HOME") or (str(Path(env["HOME"]) / ".cache") if env.get("HOME") else "")
+    return Path(base) / "imreview" / "jinja" if base else None
+
+
+class _TemplateCache(jinja2.FileSystemBytecodeCache):
+    """Jinja's file cache (keyed by template name and source checksum, tagged with the Python
+    version); a cache that cannot be written is only slower, never an error."""
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().dump_bytecode(bucket)
+
+    def load_bytecode(self, bucket: Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except (OSError, EOFError, ValueError, TypeError):
+            bucket.reset()
+
+
+_SHARED_CACHE: dict[Path | None, jinja2.BytecodeCache | None] = {}
+
+
+def _bytecode_cache(directory: Path | None) -> jinja2.BytecodeCache | None:
+    """One cache per directory per process; the directory must be ours and closed to others, since
+    compiled templates are code (Jinja's own default cache checks the same)."""
+    if directory in _SHARED_CACHE:
+        return _SHARED_CACHE[directory]
+    cache: jinja2.BytecodeCache | None = None
+    if directory is not None:
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            info = directory.stat()
+            getuid = getattr(os, "getuid", None)
+            if (getuid is None or info.st_uid == getuid()) and not info.st_mode & 0o022:
+                cache = _TemplateCache(str(directory))
+        except OSError:
+            cache = None
+    if cache is None:
+        cache = _MemoryCache()
+    _SHARED_CACHE[directory] = cache
+    return cache
+
+
+class _MemoryCache(jinja2.BytecodeCache):
+    """Compiled templates for this process only, when no cache directory is usable."""
+
+    def __init__(self) -> None:
+        self._codes: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket: Bucket) -> None:
+        code = self._codes.get(bucket.key)
+        if code is not None:
+            bucket.bytecode_from_string(code)
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        self._codes[bucket.key] = bucket.bytecode_to_string()
 
 
 def new_nonce() -> str:
@@ -385,6 +454,7 @@ class Renderer:
                     self._i18n_sources.append((f"{origin}:{lang}", text))
         self._env = SandboxedEnvironment(
             loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(r)) for r in roots]),
+            bytecode_cache=_bytecode_cache(self._cache_dir()),
             undefined=jinja2.StrictUndefined,
             autoescape=False,
             trim_blocks=True,
@@ -405,6 +475,25 @@ class Renderer:
             num=self.num,
             usd=self.usd,
         )
+
+    def _cache_dir(self) -> Path | None:
+        """Jinja folds filters over constants (`'section.findings' | t`) into the compiled code, so
+        compiled templates are only valid for these messages, this language and this filter code."""
+        root = template_cache_dir()
+        if root is None:
+            return None
+        digest = hashlib.sha256(f"{jinja2.__version__}\0{self.language}\0".encode())
+        digest.update(Path(__file__).read_bytes())
+        for label, text in self._i18n_sources:
+            digest.update(f"{label}\0{text}\0".encode())
+        return root / digest.hexdigest()[:24]
+
+    def warm(self) -> int:
+        """Compile every template into the cache now (the image build does, for its languages)."""
+        names = self._env.list_templates(filter_func=lambda n: n.endswith(".j2"))
+        for name in names:
+            self._env.get_template(name)
+        return len(names)
 
     @staticmethod
     def _pick_language(requested: str, roots: Sequence[Path]) -> str:

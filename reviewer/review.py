@@ -145,7 +145,8 @@ def analyse(
             warnings(f"could not read {path} at {sha[:12]} for context: {_short(str(exc), 160)}")
             return None
 
-    planner = _Planner(config, client, renderer, change, files, lambda path: safe_read(path, head))
+    read_head = (lambda path: safe_read(path, head)) if client is not None else None
+    planner = _Planner(config, client, renderer, change, files, read_head)
     plan = planner.plan(budget)
     window = planner.window
     if client is not None and any(x.reason == "budget" for x in plan.unplaced):
@@ -295,7 +296,7 @@ class _Planner:
         renderer: Renderer,
         change: Change,
         files: Sequence[DiffFile],
-        read_file: Callable[[str], str | None],
+        read_file: Callable[[str], str | None] | None,
     ) -> None:
         self.config = config
         self.client = client

@@ -258,7 +258,8 @@ def add_pull(gh: FakeGitHub, number: int = 7, **kwargs: Any) -> None:
 
 
 def writes(gh: FakeGitHub) -> list[tuple[str, str]]:
-    return [(r.method, r.path) for r in gh.requests if r.method != "GET"]
+    """Requests that change something: not GETs, not GraphQL queries (reads sent as POST)."""
+    return [(r.method, r.path) for r in gh.requests if r.method != "GET" and r.path != "/graphql"]
 
 
 def only_comment(gh: FakeGitHub, number: int = 7) -> dict[str, Any]:
@@ -347,7 +348,7 @@ def test_three_runs_keep_one_comment_and_a_rerun_at_the_same_head_calls_no_model
     assert second.code == 0, second.stderr
     assert len(model.requests) == calls, "a rerun at a reviewed head must not call the model"
     assert f"already reviewed at {HEAD[:12]}" in second.summary
-    assert not [r for r in gh.requests[requests_before:] if r.method != "GET"]
+    assert not [r for r in gh.requests[requests_before:] if r.method != "GET" and r.path != "/graphql"]
     out = second.outputs
     assert (out["verdict"], out["findings"], out["p1"], out["max-priority"], out["publish-ready"]) == (
         "findings",
@@ -768,10 +769,14 @@ def test_a_github_app_token_keeps_one_comment(gh: FakeGitHub, runner: Runner) ->
     assert "already reviewed" in run.summary
 
 
-def test_a_failing_contents_read_costs_context_not_the_review(gh: FakeGitHub, runner: Runner) -> None:
+def test_a_failing_contents_read_costs_context_not_the_review(
+    gh: FakeGitHub, runner: Runner, model: FakeModelServer
+) -> None:
     add_pull(gh, files=[diff_entry("app.py", DEBUG_PATCH)])
+    gh.fail("POST", r"/graphql$", 502, times=20)
     gh.fail("GET", r"/contents/app\.py", 502, times=20)
-    run = runner.run("pull_request", event_payload("pull_request.opened"))
+    model.handler = reviewer_model({})
+    run = runner.run("pull_request", event_payload("pull_request.opened"), **with_model(model))
     assert run.code == 0, run.stderr
     assert run.outputs["verdict"] == "findings"
     assert "could not read app.py" in run.stdout

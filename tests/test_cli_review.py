@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -114,9 +113,7 @@ def test_timeout_is_a_gap_and_the_review_is_incomplete(
     feature_repo: Repo, model: FakeModelServer, tmp_path: Path
 ) -> None:
     model.queue(delayed(8, text(_answer())))
-    started = time.monotonic()
     proc, report = _review(feature_repo, model, tmp_path, "--max-seconds", "3", "--on-error", "fail")
-    assert time.monotonic() - started < 30
     assert proc.returncode == 3, proc.stderr
     assert report["verdict"] == "incomplete"
     whys = {g["why"] for g in report["gaps"]}

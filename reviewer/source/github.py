@@ -8,6 +8,7 @@ by marker before trying again (DESIGN 6, platform facts D2).
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,6 +29,14 @@ if TYPE_CHECKING:
 DEFAULT_API_URL = "https://api.github.com"
 ACTIONS_BOT = "github-actions[bot]"
 FILES_LIMIT = 3000
+CONTENTS_BATCH = 250
+"""Files per GraphQL query: one query answers a PR of up to this many files (issue 9: a constant
+number of requests per PR, where the contents API costs one request per file)."""
+CONFIG_PATH = ".github/imreview.yml"
+INSTALLATION_TOKEN_PREFIX = "ghs_"
+"""GitHub's prefix for installation (server-to-server) tokens, `GITHUB_TOKEN` included: they
+cannot read /user, which answers 403 and makes PyGithub log an error line."""
+_BLOB_FIELDS = "__typename ... on Blob { text isBinary isTruncated }"
 _FAILED = frozenset({"failure", "error", "timed_out", "cancelled", "action_required", "startup_failure"})
 _PASSED = frozenset({"success", "neutral", "skipped"})
 
@@ -190,7 +199,10 @@ class GitHubClient:
             seconds_between_requests=seconds_between_requests,
             seconds_between_writes=seconds_between_writes,
         )
-        self._viewer: str | None = None
+        self._viewer: str | None = (
+            ACTIONS_BOT if token.strip().startswith(INSTALLATION_TOKEN_PREFIX) else None
+        )
+        self._texts: dict[tuple[str, str, str], str | None] = {}
 
     def _repo(self, repo: str) -> Any:
         if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
@@ -229,7 +241,10 @@ class GitHubClient:
         return self._viewer
 
     def file_text(self, repo: str, path: str, ref: str) -> str | None:
-        """A file at `ref` through the contents API; None when absent, a directory, or over 1 MB."""
+        """A file at `ref`: from an earlier `file_texts` batch when it asked for it, else through the
+        contents API; None when absent, a directory, binary or over 1 MB."""
+        if (repo, ref, path) in self._texts:
+            return self._texts[(repo, ref, path)]
         try:
             with _translated(f"read {path} at {ref} in {repo}"):
                 content = self._repo(repo).get_contents(path, ref=ref)
@@ -240,6 +255,39 @@ class GitHubClient:
             if exc.status == 404:
                 return None
             raise
+
+    def file_texts(self, repo: str, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
+        """Many files, `(ref, path)` each, in one GraphQL query per CONTENTS_BATCH; kept for
+        `file_text`. None for a file that is absent, not a file, binary or truncated by GitHub."""
+        if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+            raise UsageError(f"{repo!r} is not OWNER/REPO")
+        owner, name = repo.split("/")
+        todo = list(
+            dict.fromkeys((ref, path) for ref, path in wanted if (repo, ref, path) not in self._texts)
+        )
+        for start in range(0, len(todo), CONTENTS_BATCH):
+            chunk = todo[start : start + CONTENTS_BATCH]
+            declared = "".join(f", $e{i}: String!" for i in range(len(chunk)))
+            fields = " ".join(
+                f"f{i}: object(expression: $e{i}) {{ {_BLOB_FIELDS} }}" for i in range(len(chunk))
+            )
+            query = (
+                f"query($owner: String!, $name: String!{declared}) "
+                f"{{ repository(owner: $owner, name: $name) {{ {fields} }} }}"
+            )
+            variables: dict[str, Any] = {"owner": owner, "name": name}
+            variables.update({f"e{i}": f"{ref}:{path}" for i, (ref, path) in enumerate(chunk)})
+            with _translated(f"read {len(chunk)} files of {repo} through GraphQL"):
+                _, data = self._gh.requester.graphql_query(query, variables)
+            found = (data.get("data") or {}).get("repository")
+            if not isinstance(found, dict):
+                raise GitHubError(f"read files of {repo} through GraphQL: no repository in the answer")
+            for i, (ref, path) in enumerate(chunk):
+                self._texts[(repo, ref, path)] = _blob_text(found.get(f"f{i}"))
+        return {(ref, path): self._texts[(repo, ref, path)] for ref, path in wanted}
+
+    def has_text(self, repo: str, ref: str, path: str) -> bool:
+        return (repo, ref, path) in self._texts
 
     def issue_comments(self, repo: str, number: int) -> list[CommentInfo]:
         with _translated(f"list comments of {repo}#{number}"):
@@ -321,6 +369,14 @@ class GitHubClient:
                     )
                 )
         return files
+
+
+def _blob_text(node: Any) -> str | None:
+    if not isinstance(node, dict) or node.get("__typename") != "Blob":
+        return None
+    if node.get("isBinary") or node.get("isTruncated") or not isinstance(node.get("text"), str):
+        return None
+    return str(node["text"])
 
 
 def _pull_info(repo: str, pr: Any, *, full: bool) -> PullInfo:
@@ -423,6 +479,8 @@ class GitHubSource:
         self.run_id = run_id
         self.max_files = max_files
         self._info: PullInfo | None = None
+        self._context: list[str] = []
+        self._position: dict[str, int] = {}
 
     def pull_info(self) -> PullInfo:
         """The PR as first read (cached): drafts, bots, cross-repo and labels are decided on it."""
@@ -443,6 +501,9 @@ class GitHubSource:
                     why="too_many_files",
                 )
             )
+        self._context = [f.path for f in files if f.status != "removed" and f.has_patch]
+        self._position = {p: i for i, p in enumerate(self._context)}
+        self._prefetch(info, self._context[:CONTENTS_BATCH])
         try:
             merge_base = self.client.merge_base(self.repo, info.base_sha, info.head_sha)
         except GitHubError as exc:
@@ -484,8 +545,31 @@ class GitHubSource:
                 raise
         return ci_state(statuses, runs, run_id=self.run_id)
 
+    def _prefetch(self, info: PullInfo, paths: Sequence[str]) -> None:
+        """The base's config file and the first batch of head files in one query: the config is read
+        next, the files if a model wants context. A failed batch leaves the per-file reads to do it."""
+        wanted = [(info.head_sha, p) for p in paths]
+        if (info.base_repo or self.repo).lower() == self.repo.lower():
+            wanted = [(info.base_sha, CONFIG_PATH), *wanted[: CONTENTS_BATCH - 1]]
+        with contextlib.suppress(GitHubError):
+            self.client.file_texts(self.repo, wanted)
+
     def head_sha(self) -> str:
         return self.client.pull(self.repo, self.number).head_sha
 
     def read_file(self, path: str, sha: str) -> str | None:
+        """Head files come in batches: a file not fetched yet brings up to CONTENTS_BATCH - 1 other
+        unread files of the PR with it (those after it first), so a PR costs ceil(files / batch)."""
+        info = self._info
+        position = self._position.get(path)
+        wanted = info is not None and sha == info.head_sha and position is not None
+        if wanted and position is not None and not self.client.has_text(self.repo, sha, path):
+            batch: list[str] = []
+            for later in (*self._context[position:], *self._context[:position]):
+                if len(batch) >= CONTENTS_BATCH:
+                    break
+                if not self.client.has_text(self.repo, sha, later):
+                    batch.append(later)
+            with contextlib.suppress(GitHubError):
+                self.client.file_texts(self.repo, [(sha, p) for p in batch])
         return self.client.file_text(self.repo, path, sha)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from reviewer.diff import parse_patch
 from reviewer.errors import GitError, UsageError
@@ -58,6 +61,87 @@ class Git:
         return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
 
 
+class BlobReader:
+    """One `git cat-file --batch` process for every file read: a process per file costs 2 ms each,
+    seconds on a large change. Thread-safe; the process ends with `close()` or with this object."""
+
+    def __init__(self, git: Git) -> None:
+        self.git = git
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._finalizer: weakref.finalize[..., BlobReader] | None = None
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        cmd = ["git", "-c", f"safe.directory={self.git.cwd}", "cat-file", "--batch"]
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                cwd=self.git.cwd,
+                env=_git_env(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        except FileNotFoundError as exc:
+            raise UsageError("git is not installed or not on PATH") from exc
+        self._finalizer = weakref.finalize(self, _stop, proc)
+        return proc
+
+    def read(self, path: str, sha: str) -> bytes | None:
+        """The blob at `sha:path`; None when absent or not a file (a directory, a submodule)."""
+        if "\n" in path or "\r" in path:
+            proc = self.git.run("cat-file", "blob", f"{sha}:{path}", check=False)
+            return proc.stdout if proc.returncode == 0 else None
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._proc = self._start()
+            stdin, stdout = self._proc.stdin, self._proc.stdout
+            assert stdin is not None and stdout is not None
+            try:
+                stdin.write(f"{sha}:{path}\n".encode())
+                stdin.flush()
+                return _answer(stdout, f"{sha}:{path}")
+            except (BrokenPipeError, OSError, ValueError) as exc:
+                self.close_locked()
+                raise GitError(f"`git cat-file --batch` failed reading {sha[:12]}:{path}: {exc}") from exc
+
+    def close_locked(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()
+        self._proc = None
+
+    def close(self) -> None:
+        with self._lock:
+            self.close_locked()
+
+
+def _answer(stdout: IO[bytes], name: str) -> bytes | None:
+    """One reply of `git cat-file --batch`: `<oid> <type> <size>\\n<content>\\n` or `<name> missing`."""
+    header = stdout.readline()
+    if not header.endswith(b"\n"):
+        raise ValueError("the process ended")
+    fields = header.split()
+    if len(fields) != 3 or not fields[2].isdigit():
+        return None
+    size = int(fields[2])
+    content = stdout.read(size + 1)
+    if len(content) != size + 1:
+        raise ValueError(f"short read for {name}")
+    return content[:-1] if fields[1] == b"blob" else None
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
 def open_repository(path: str | os.PathLike[str]) -> Git:
     """The top level of the repository at PATH, or exit 2 saying PATH is not one."""
     where = Path(path).resolve()
@@ -103,6 +187,7 @@ class LocalSource:
                 " fetch more history (git fetch --unshallow, or actions/checkout with fetch-depth: 0)"
             )
         self.merge_base = proc.stdout.decode().strip()
+        self.blobs = BlobReader(self.git)
 
     def _resolve(self, ref: str, flag: str) -> str:
         sha = self.git.verify(ref)
@@ -178,10 +263,11 @@ class LocalSource:
         return self.git.verify(self.head_ref) or ""
 
     def read_file(self, path: str, sha: str) -> str | None:
-        proc = self.git.run("cat-file", "blob", f"{sha}:{path}", check=False)
-        if proc.returncode != 0:
-            return None
-        return proc.stdout.decode("utf-8", "replace")
+        blob = self.blobs.read(path, sha)
+        return None if blob is None else blob.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        self.blobs.close()
 
 
 def make_local_source(path: str, base: str | None, head: str, notice: Callable[[str], None]) -> LocalSource:

@@ -874,6 +874,8 @@ class FakeGitHub:
                 body = json.loads(raw_body)
             except ValueError:
                 body = {"_unparsed": raw_body.decode("utf-8", "replace")}
+        if method == "POST" and parts.path == self._graphql_path():
+            return self._graphql_request(parts.path, headers, body)
         inside = parts.path == self.prefix or parts.path.startswith(self.prefix + "/")
         path = (parts.path[len(self.prefix) :] or "/") if inside else parts.path
         with self._lock:
@@ -917,6 +919,50 @@ class FakeGitHub:
             reply = _Reply(404, _error(404))
         self._violation(*self.spec.check_response(template, method, reply.status, reply.body))
         return reply
+
+    # --- GraphQL: only `repository { alias: object(expression: $var) { ... on Blob { ... } } }` ---
+
+    def _graphql_path(self) -> str:
+        """Where PyGithub sends GraphQL: the API root without a trailing /v3, plus /graphql."""
+        root = self.prefix[: -len("/v3")] if self.prefix.endswith("/v3") else self.prefix
+        return f"{root}/graphql"
+
+    def _graphql_request(self, path: str, headers: Mapping[str, str], body: Any) -> _Reply:
+        with self._lock:
+            self.requests.append(Recorded("POST", path, {}, body, dict(headers)))
+        failure = self._take_failure("POST", path)
+        if failure is not None:
+            return _Reply(failure.status, failure.body or _error(failure.status), failure.headers)
+        if self._authenticate(headers.get("Authorization", "")) is None:
+            return _Reply(401, _error(401, "Bad credentials"))
+        if not isinstance(body, dict) or not isinstance(body.get("query"), str):
+            self._violation("POST /graphql: the body is not {query, variables}")
+            return _Reply(400, {"message": "Problems parsing JSON"})
+        return _Reply(200, self._graphql_answer(body["query"], body.get("variables") or {}))
+
+    def _graphql_answer(self, query: str, variables: Mapping[str, Any]) -> dict[str, Any]:
+        """GitHub's shapes: a missing object is null; a Blob has text (null when binary)."""
+        repo_args = re.search(r"repository\(owner: \$(\w+), name: \$(\w+)\)", query)
+        if repo_args is None:
+            self._violation(f"POST /graphql: a query the fake does not know: {query[:200]}")
+            return {"errors": [{"message": "the fake knows only repository { object(expression) }"}]}
+        full = f"{variables.get(repo_args.group(1))}/{variables.get(repo_args.group(2))}"
+        if full not in self._repos:
+            message = f"Could not resolve to a Repository with the name '{full}'."
+            return {"data": {"repository": None}, "errors": [{"type": "NOT_FOUND", "message": message}]}
+        found: dict[str, Any] = {}
+        for alias, var in re.findall(r"(\w+): object\(expression: \$(\w+)\)", query):
+            ref, _, path = str(variables.get(var, "")).partition(":")
+            text = self._contents.get((full, ref, path))
+            found[alias] = (
+                None
+                if text is None
+                else {"__typename": "Blob", "text": text, "isBinary": False, "isTruncated": False}
+            )
+        return {"data": {"repository": found}}
+
+    def graphql_requests(self) -> list[Recorded]:
+        return [r for r in list(self.requests) if r.method == "POST" and r.path == self._graphql_path()]
 
     def _violation(self, *problems: str) -> None:
         if problems:
