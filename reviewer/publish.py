@@ -401,6 +401,20 @@ def find_sticky(client: GitHubClient, repo: str, number: int, *, login: str) -> 
     return ours[0] if ours else None
 
 
+def stickies_by_pull(comments: Iterable[tuple[int, CommentInfo]], login: str) -> dict[int, CommentInfo]:
+    """Our sticky comment per PR number, from a repository-wide comment list (scan), decided by
+    the same rule as `find_sticky`."""
+    grouped: dict[int, list[CommentInfo]] = {}
+    for number, comment in comments:
+        grouped.setdefault(number, []).append(comment)
+    found: dict[int, CommentInfo] = {}
+    for number, group in grouped.items():
+        ours = _our_stickies(group, login)
+        if ours:
+            found[number] = ours[0]
+    return found
+
+
 def upsert_sticky(client: GitHubClient, repo: str, number: int, *, body: str, login: str) -> Published:
     """Edit our one comment in place, or create it; then delete our own newer duplicates (a race).
 

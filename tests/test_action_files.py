@@ -48,6 +48,7 @@ DESIGN_INPUTS = {
     "skip-bots": "true",
     "scan-limit": "20",
     "scan-labels": "",
+    "scan-matrix": "false",
 }
 DESIGN_OUTPUTS = {
     "verdict",
