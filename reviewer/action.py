@@ -87,6 +87,7 @@ class ActionSettings:
     scan_limit: int = 20
     scan_labels: tuple[str, ...] = ()
     head_sha: str | None = None
+    max_pr_cost_usd: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSe
     limit_text = inputs.get("scan-limit") or "20"
     if not limit_text.isascii() or not limit_text.isdigit():
         raise UsageError(f"input 'scan-limit': expected a whole number of pull requests, got {limit_text!r}")
+    pr_cap = _non_negative(inputs.get("max-pr-cost-usd") or "5.00", "max-pr-cost-usd")
     labels = tuple(
         label.strip() for label in re.split(r"[\n,]", inputs.get("scan-labels", "")) if label.strip()
     )
@@ -140,7 +142,18 @@ def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSe
         scan_limit=int(limit_text),
         scan_labels=labels,
         head_sha=env.get("GITHUB_SHA") or None,
+        max_pr_cost_usd=pr_cap,
     )
+
+
+def _non_negative(text: str, name: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise UsageError(f"input '{name}': expected an amount in US dollars >= 0, got {text!r}")
+    return value
 
 
 def load_event(path: str | None) -> Mapping[str, Any]:
@@ -289,6 +302,7 @@ def _job(request: RunRequest, number: int, settings: ActionSettings, env: Mappin
         forks_read_only=settings.event_name == "pull_request",
         run_id=settings.run_id,
         scratch=settings.scratch,
+        max_pr_cost_usd=settings.max_pr_cost_usd,
     )
 
 

@@ -167,6 +167,13 @@ def review(path: str, base: str | None, head: str, config_file: str | None, **op
 @click.option("--skip-bots", is_flag=True, help="Skip the PR when a bot opened it.")
 @click.option("--skip-closed", is_flag=True, help="Skip the PR when it is not open.")
 @click.option(
+    "--max-pr-cost-usd",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Cap on the PR's cost over all its runs, from the sticky comment (0 = no cap).",
+)
+@click.option(
     "--skip-reviewed",
     is_flag=True,
     help="No model call when our sticky comment already reviewed this head with the same config.",
@@ -181,6 +188,7 @@ def pr(
     skip_bots: bool,
     skip_closed: bool,
     skip_reviewed: bool,
+    max_pr_cost_usd: float,
     config_file: str | None,
     **opts: Any,
 ) -> None:
@@ -207,6 +215,7 @@ def pr(
         ),
         post_comment=post_comment,
         inline_comments=inline_comments,
+        max_pr_cost_usd=max_pr_cost_usd,
     )
     outcome = review_pull(client, job, warn=_note)
     if outcome.report is not None and outcome.rendered is not None:
@@ -247,6 +256,13 @@ def pr(
 @click.option("--inline-comments", is_flag=True, help="With --review: also post inline review comments.")
 @click.option("--include-drafts", is_flag=True, help="Do not skip draft PRs.")
 @click.option("--include-bots", is_flag=True, help="Do not skip PRs opened by bots.")
+@click.option(
+    "--max-pr-cost-usd",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Cap on each PR's cost over all its runs, from its sticky comment (0 = no cap).",
+)
 @review_options
 @guarded
 def scan(
@@ -259,6 +275,7 @@ def scan(
     inline_comments: bool,
     include_drafts: bool,
     include_bots: bool,
+    max_pr_cost_usd: float,
     config_file: str | None,
     **opts: Any,
 ) -> None:
@@ -291,6 +308,7 @@ def scan(
         skip=SkipRules(drafts=not include_drafts, bots=not include_bots, closed=True, reviewed=True),
         post_comment=post_comment,
         inline_comments=inline_comments,
+        max_pr_cost_usd=max_pr_cost_usd,
     )
     result = run_scan(
         client,

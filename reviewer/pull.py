@@ -9,6 +9,7 @@ inside `source.github`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -80,9 +81,11 @@ class PullJob:
 
     `base_template_dir` is a directory read from the base branch (the Action's `template-dir`);
     otherwise `config.template_dir` names a local directory (`imreview pr --template-dir`).
-    `config` and `templates`, when set, were resolved once for a whole scan (from the default
-    branch) and are used as they are. `forks_read_only`: a cross-repo PR has a read-only token
-    (the `pull_request` event), so nothing is written to it and the summary says so.
+    `max_pr_cost_usd` caps what the PR may cost over all its runs (0: no cap), counted from the
+    cumulative cost our sticky comment records. `config` and `templates`, when set, were
+    resolved once for a whole scan (from the default branch) and are used as they are.
+    `forks_read_only`: a cross-repo PR has a read-only token (the `pull_request` event), so nothing
+    is written to it and the summary says so.
     """
 
     repo: str
@@ -101,6 +104,7 @@ class PullJob:
     scratch: Path | None = None
     config: Config | None = None
     templates: Path | None = None
+    max_pr_cost_usd: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,20 @@ def review_pull(
             job.number, prior.state, prior.comment_url or "", renderer, fail_on=config.fail_on, info=info
         )
 
+    spent_before = (prior.state.total_cost_usd or 0.0) if prior.state is not None else 0.0
+    cap_left = job.max_pr_cost_usd - spent_before if job.max_pr_cost_usd > 0 else None
+    if cap_left is not None and cap_left <= 0:
+        return PrOutcome(
+            number=job.number,
+            verdict="skipped",
+            summary=run_text(
+                renderer, "pr_cost_cap", number=job.number, spent=spent_before, cap=job.max_pr_cost_usd
+            ),
+            reason="pr_cost_cap",
+            title=info.title,
+            url=info.url,
+            comment_url=prior.comment_url or "",
+        )
     change = source.change()
     refused = admit(change, config) if admit is not None else ""
     if refused:
@@ -195,6 +213,8 @@ def review_pull(
             number=job.number, verdict="skipped", summary="", reason=refused, title=info.title, url=info.url
         )
     budget = budget_for(config) if budget_for is not None else Budget(config.limits)
+    if cap_left is not None and cap_left < budget.limits.cost_usd:
+        budget = Budget(dataclasses.replace(budget.limits, cost_usd=cap_left))
     analysis = analyse(
         change, config, budget=budget, read_file=source.read_file, renderer=renderer, warn=warn
     )

@@ -192,10 +192,13 @@ def scan(
 
     states = _sticky_states(client, settings.repo, candidates) if candidates else {}
     to_review: list[PullInfo] = []
+    cap = job.max_pr_cost_usd
     for pull in candidates:
         state = states.get(pull.number)
         if is_same_review(state, head_sha=pull.head_sha, config_digest=digest):
             rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "skipped", "already_reviewed")
+        elif cap > 0 and state is not None and (state.total_cost_usd or 0.0) >= cap:
+            rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "skipped", "pr_cost_cap")
         else:
             to_review.append(pull)
 

@@ -32,6 +32,7 @@ DESIGN_INPUTS = {
     "max-output-tokens": "24000",
     "max-seconds": "600",
     "max-calls": "24",
+    "max-pr-cost-usd": "5.00",
     "max-concurrency": "4",
     "post-comment": "true",
     "inline-comments": "false",

@@ -313,3 +313,41 @@ def test_imreview_scan_lists_by_default_and_prints_the_matrix(gh: FakeGitHub, tm
     bad = run_cli(["scan", "not-a-repo"], cwd=tmp_path, env=env)
     assert bad.returncode == 2 and "OWNER/REPO" in bad.stderr
     assert MATRIX_MAX == 256
+
+
+# --------------------------------------------------------------------------- the per-PR cost cap
+
+
+def test_twenty_pushes_never_take_a_pr_past_max_pr_cost_usd(
+    gh: FakeGitHub, model: FakeModelServer, runner: Runner
+) -> None:
+    from tests.test_action_e2e import event_payload
+
+    cap = 0.5
+    gh.add_pull(REPO, 7, head_sha=sha(0), base_sha=BASE, files=[diff_entry("m.py", patch_for(0))])
+    gh.add_content(REPO, BASE, ".github/imreview.yml", PRICES)
+    model.handler = lambda body: text(
+        '{"findings": [], "exclusions": [], "signals": []}', prompt_tokens=1000, completion_tokens=4000
+    )
+    totals = []
+    for push in range(20):
+        head = sha(push)
+        if push:
+            gh.set_head(REPO, 7, head, files=[diff_entry("m.py", patch_for(push))])
+        run = runner.run(
+            "pull_request",
+            event_payload("pull_request.synchronize", head=head, base=BASE),
+            max_pr_cost_usd=str(cap),
+            **with_model(model),
+        )
+        assert run.code == 0, run.stderr
+        state = marker_state(gh.comments(REPO, 7)[0]["body"])
+        assert state["head"] == head
+        totals.append(state["total_cost_usd"])
+        assert state["total_cost_usd"] <= cap, (push, state)
+    per_run = 1000 * 10 / 1e6 + 4000 * 20 / 1e6
+    assert totals[0] == pytest.approx(per_run)
+    assert max(totals) == pytest.approx(5 * per_run), "reviews continue while a call still fits the cap"
+    assert len(model.requests) == 5, "past the cap no call is made, however often the PR is pushed"
+    assert run.outputs["verdict"] == "incomplete" and "budget" in run.summary
+    assert gh.violations == []
