@@ -7,12 +7,13 @@ written to; the model's output never chooses a target.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from reviewer.config import CONFIG_KEYS, parse_bool, parse_input_value
 from reviewer.errors import GitHubError, UsageError
@@ -31,12 +32,16 @@ from reviewer.pull import (
 from reviewer.render import Renderer
 from reviewer.report import VERDICT_RANK
 
+if TYPE_CHECKING:
+    from reviewer.source.github import GitHubClient
+
 BOOL_INPUTS = {
     "post-comment": True,
     "inline-comments": False,
     "annotations": True,
     "skip-drafts": True,
     "skip-bots": True,
+    "scan-matrix": False,
 }
 CONFIG_INPUT_DEFAULTS = {
     "max-cost-usd": "1.00",
@@ -79,6 +84,19 @@ class ActionSettings:
     template_dir: str | None
     on_error: str
     overrides: Mapping[str, Any]
+    scan_limit: int = 20
+    scan_labels: tuple[str, ...] = ()
+    head_sha: str | None = None
+    max_pr_cost_usd: float = 5.0
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run writes: a run-level summary (scan) before each PR's, and the `matrix` output."""
+
+    outcomes: list[PrOutcome]
+    head: str = ""
+    matrix: str = ""
 
 
 RUNNER_VARIABLES = ("GITHUB_EVENT_NAME", "GITHUB_EVENT_PATH", "GITHUB_REPOSITORY")
@@ -111,6 +129,13 @@ def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSe
         raise UsageError(f"input 'on-error': expected 'warn' or 'fail', got {on_error!r}")
     overrides["on_error"] = on_error
     scratch = Path(env.get("RUNNER_TEMP") or "/tmp") / "imreview"
+    limit_text = inputs.get("scan-limit") or "20"
+    if not limit_text.isascii() or not limit_text.isdigit():
+        raise UsageError(f"input 'scan-limit': expected a whole number of pull requests, got {limit_text!r}")
+    pr_cap = _non_negative(inputs.get("max-pr-cost-usd") or "5.00", "max-pr-cost-usd")
+    labels = tuple(
+        label.strip() for label in re.split(r"[\n,]", inputs.get("scan-labels", "")) if label.strip()
+    )
     return ActionSettings(
         token=inputs.get("github-token") or env.get("GITHUB_TOKEN", "").strip(),
         api_url=(env.get("GITHUB_API_URL") or "https://api.github.com").strip(),
@@ -123,7 +148,21 @@ def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSe
         template_dir=inputs.get("template-dir") or None,
         on_error=on_error,
         overrides=overrides,
+        scan_limit=int(limit_text),
+        scan_labels=labels,
+        head_sha=env.get("GITHUB_SHA") or None,
+        max_pr_cost_usd=pr_cap,
     )
+
+
+def _non_negative(text: str, name: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise UsageError(f"input '{name}': expected an amount in US dollars >= 0, got {text!r}")
+    return value
 
 
 def load_event(path: str | None) -> Mapping[str, Any]:
@@ -159,7 +198,7 @@ def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
     except UsageError as exc:
         return _usage_error(exc, out, summary_path, output_path, env)
     try:
-        outcomes = _dispatch(request, settings, env, out)
+        result = _dispatch(request, settings, env, out)
     except UsageError as exc:  # e.g. the base branch's config file, an empty token: exit 2 naming it
         return _usage_error(exc, out, summary_path, output_path, env)
     except Exception as exc:  # unexpected: say what broke; warn → green step with an ::error
@@ -169,10 +208,13 @@ def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
         write_summary(summary_path, run_text(_plain_renderer(env), "failed", detail=detail))
         write_outputs(output_path, _outputs([_failed(0, detail)], index_path=""))
         return 0 if on_error == "warn" else 3
+    outcomes = result.outcomes
+    if result.head:
+        write_summary(summary_path, result.head)
     for outcome in outcomes:
         write_summary(summary_path, outcome.summary)
     index_path = _write_index(settings.scratch, outcomes) if len(outcomes) > 1 else ""
-    write_outputs(output_path, _outputs(outcomes, index_path=index_path))
+    write_outputs(output_path, _outputs(outcomes, index_path=index_path, matrix=result.matrix))
     for outcome in outcomes:
         if outcome.verdict == "incomplete":
             out.write(
@@ -192,22 +234,17 @@ def _usage_error(
 
 def _dispatch(
     request: RunRequest, settings: ActionSettings, env: Mapping[str, str], out: TextIO
-) -> list[PrOutcome]:
+) -> RunResult:
     renderer = Renderer(language=str(settings.overrides.get("language", "en")))
     if request.kind == "skip":
-        return [skipped_outcome(0, request.reason, renderer)]
-    if request.kind == "scan":
-        reason = renderer.translate(
-            "action.scan_unavailable",
-            "scheduled scans of open pull requests are not available in this version; "
-            "use pull_request or workflow_dispatch with pr-number",
-        )
-        return [skipped_outcome(0, f"{request.reason}: {reason}", renderer)]
+        return RunResult([skipped_outcome(0, request.reason, renderer)])
     if not settings.token:
         raise UsageError("input 'github-token' is empty and GITHUB_TOKEN is not set")
     from reviewer.source.github import GitHubClient
 
     client = GitHubClient(settings.token, settings.api_url)
+    if request.kind == "scan":
+        return _scan(client, request, settings, env, out)
     outcomes = []
     for number in request.numbers:
         try:
@@ -218,7 +255,38 @@ def _dispatch(
             detail = renderer.translate("action.unreadable", number=number, error=str(exc))
             out.write(f"::error title=imreview::{escape_data(detail)}\n")
             outcomes.append(unreadable(number, exc, renderer, on_error=settings.on_error))
-    return outcomes
+    return RunResult(outcomes)
+
+
+def _scan(
+    client: GitHubClient, request: RunRequest, settings: ActionSettings, env: Mapping[str, str], out: TextIO
+) -> RunResult:
+    """Schedule mode: one table for the run, then each reviewed PR's summary; or the fan-out matrix."""
+    from reviewer.scan import ScanSettings, scan, summary
+
+    job = _job(request, 0, settings, env)
+    result = scan(
+        client,
+        ScanSettings(
+            repo=request.repo,
+            job=job,
+            limit=settings.scan_limit,
+            labels=settings.scan_labels,
+            skip_drafts=settings.flags["skip-drafts"],
+            skip_bots=settings.flags["skip-bots"],
+            plan_only=settings.flags["scan-matrix"],
+            config_ref=settings.head_sha,
+        ),
+        warn=echo(out),
+        notices=out,
+        scratch=settings.scratch,
+    )
+    renderer = Renderer(language=str(settings.overrides.get("language", "en")))
+    return RunResult(
+        result.outcomes,
+        head=summary(result, renderer),
+        matrix=result.matrix_json() if settings.flags["scan-matrix"] else "",
+    )
 
 
 def _job(request: RunRequest, number: int, settings: ActionSettings, env: Mapping[str, str]) -> PullJob:
@@ -243,6 +311,7 @@ def _job(request: RunRequest, number: int, settings: ActionSettings, env: Mappin
         forks_read_only=settings.event_name == "pull_request",
         run_id=settings.run_id,
         scratch=settings.scratch,
+        max_pr_cost_usd=settings.max_pr_cost_usd,
     )
 
 
@@ -271,13 +340,13 @@ def _write_index(scratch: Path, outcomes: Sequence[PrOutcome]) -> str:
     return str(path)
 
 
-def _outputs(outcomes: Sequence[PrOutcome], *, index_path: str) -> dict[str, str]:
+def _outputs(outcomes: Sequence[PrOutcome], *, index_path: str, matrix: str = "") -> dict[str, str]:
     """DESIGN 10.4: worst verdict, sums, highest priority, cost empty when unknown."""
-    worst = max(outcomes, key=lambda o: VERDICT_RANK.get(o.verdict, 0))
+    worst = max(outcomes, key=lambda o: VERDICT_RANK.get(o.verdict, 0), default=None)
     costs = [o.cost_usd for o in outcomes]
     priorities = sorted(o.max_priority for o in outcomes if o.max_priority)
     return {
-        "verdict": worst.verdict,
+        "verdict": worst.verdict if worst is not None else "skipped",
         "publish-ready": str(all(o.publish_ready for o in outcomes)).lower(),
         "findings": str(sum(o.findings for o in outcomes)),
         "p1": str(sum(o.p1 for o in outcomes)),
@@ -285,5 +354,5 @@ def _outputs(outcomes: Sequence[PrOutcome], *, index_path: str) -> dict[str, str
         "cost-usd": "" if any(c is None for c in costs) else f"{sum(c or 0.0 for c in costs):.4f}",
         "report-path": index_path or (outcomes[0].report_path if len(outcomes) == 1 else ""),
         "comment-url": "\n".join(o.comment_url for o in outcomes if o.comment_url),
-        "matrix": "",
+        "matrix": matrix,
     }

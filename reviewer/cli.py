@@ -180,6 +180,13 @@ def review(path: str, base: str | None, head: str, config_file: str | None, **op
 @click.option("--skip-bots", is_flag=True, help="Skip the PR when a bot opened it.")
 @click.option("--skip-closed", is_flag=True, help="Skip the PR when it is not open.")
 @click.option(
+    "--max-pr-cost-usd",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Cap on the PR's cost over all its runs, from the sticky comment (0 = no cap).",
+)
+@click.option(
     "--skip-reviewed",
     is_flag=True,
     help="No model call when our sticky comment already reviewed this head with the same config.",
@@ -194,6 +201,7 @@ def pr(
     skip_bots: bool,
     skip_closed: bool,
     skip_reviewed: bool,
+    max_pr_cost_usd: float,
     config_file: str | None,
     **opts: Any,
 ) -> None:
@@ -220,6 +228,7 @@ def pr(
         ),
         post_comment=post_comment,
         inline_comments=inline_comments,
+        max_pr_cost_usd=max_pr_cost_usd,
     )
     outcome = review_pull(client, job, warn=_note)
     if outcome.report is not None and outcome.rendered is not None:
@@ -234,6 +243,107 @@ def pr(
     else:
         write_text(opts["summary_path"], outcome.summary)
     sys.exit(outcome.exit_code)
+
+
+@cli.command()
+@click.argument("repository")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Most PRs reviewed (or planned).",
+)
+@click.option(
+    "--labels", multiple=True, help="Only PRs carrying one of these labels (repeatable, or comma-separated)."
+)
+@click.option(
+    "--review", "do_review", is_flag=True, help="Review the PRs that need it (default: only list them)."
+)
+@click.option(
+    "--matrix", is_flag=True, help='Print the fan-out matrix {"include":[{"pr":N},...]} (at most 256).'
+)
+@click.option(
+    "--post-comment", is_flag=True, help="With --review: create or update each PR's sticky comment."
+)
+@click.option("--inline-comments", is_flag=True, help="With --review: also post inline review comments.")
+@click.option("--include-drafts", is_flag=True, help="Do not skip draft PRs.")
+@click.option("--include-bots", is_flag=True, help="Do not skip PRs opened by bots.")
+@click.option(
+    "--max-pr-cost-usd",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Cap on each PR's cost over all its runs, from its sticky comment (0 = no cap).",
+)
+@review_options
+@guarded
+def scan(
+    repository: str,
+    limit: int,
+    labels: tuple[str, ...],
+    do_review: bool,
+    matrix: bool,
+    post_comment: bool,
+    inline_comments: bool,
+    include_drafts: bool,
+    include_bots: bool,
+    max_pr_cost_usd: float,
+    config_file: str | None,
+    **opts: Any,
+) -> None:
+    """Scan the open PRs of OWNER/REPO: list, review (--review) or plan a fan-out (--matrix).
+
+    Unchanged PRs (our sticky comment already reviewed their head with the same config) cost no
+    model call; cost and seconds are one budget for the whole run, tokens and calls are per PR.
+    """
+    from reviewer.pull import PullJob, SkipRules
+    from reviewer.render import Renderer
+    from reviewer.run import write_text
+    from reviewer.scan import ScanSettings, scan_json, summary
+    from reviewer.scan import scan as run_scan
+    from reviewer.source.github import GitHubClient
+
+    if repository.count("/") != 1 or not all(repository.split("/")):
+        raise UsageError(f"REPOSITORY {repository!r} must look like OWNER/REPO, e.g. octo-org/widgets")
+    if matrix and do_review:
+        raise UsageError("--matrix plans a fan-out and --review reviews here: choose one")
+    token = os.environ.get("GITHUB_TOKEN", "").strip()
+    if not token:
+        raise UsageError("GITHUB_TOKEN is not set: `imreview scan` lists the PRs through the GitHub API")
+    client = GitHubClient(token, os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com")
+    overrides = _overrides(opts)
+    job = PullJob(
+        repo=repository,
+        number=0,
+        overrides=overrides,
+        config_file=config_file,
+        skip=SkipRules(drafts=not include_drafts, bots=not include_bots, closed=True, reviewed=True),
+        post_comment=post_comment,
+        inline_comments=inline_comments,
+        max_pr_cost_usd=max_pr_cost_usd,
+    )
+    result = run_scan(
+        client,
+        ScanSettings(
+            repo=repository,
+            job=job,
+            limit=limit,
+            labels=tuple(part.strip() for raw in labels for part in raw.split(",") if part.strip()),
+            skip_drafts=not include_drafts,
+            skip_bots=not include_bots,
+            plan_only=not do_review,
+        ),
+        warn=_note,
+    )
+    renderer = Renderer(language=str(overrides.get("language", "en")))
+    write_text(opts["json_path"], scan_json(result))
+    if matrix:
+        click.echo(result.matrix_json())
+        write_text(opts["summary_path"] if opts["summary_path"] != "-" else None, summary(result, renderer))
+    else:
+        write_text(opts["summary_path"], summary(result, renderer))
+    sys.exit(max((o.exit_code for o in result.outcomes), default=0))
 
 
 def parse_pr_target(target: str) -> tuple[str, int]:

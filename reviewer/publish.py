@@ -112,11 +112,15 @@ def _ends_with_newline(path: Path) -> bool:
 
 
 def _truncate_summary(text: str, full: int, room: int) -> str:
-    note = (
-        f"\n> **Truncated:** this job summary was cut to fit GitHub's 1 MiB limit "
-        f"({full:,} bytes in full). The report JSON has everything.\n"
-    )
+    note = "\n" + _packaged_text("publish.summary_truncated", full=f"{full:,}") + "\n"
     return fit(text, room, unit="utf8", note=note)[0]
+
+
+def _packaged_text(key: str, **params: Any) -> str:
+    """A publish-time note from the packaged i18n strings (English: the PR's language is not known here)."""
+    from reviewer.render import Renderer
+
+    return Renderer().translate(key, **params)
 
 
 def write_outputs(path: str | Path | None, outputs: Mapping[str, str]) -> None:
@@ -233,7 +237,7 @@ def fit_comment(text: str, limit: int = COMMENT_LIMIT) -> str:
     head, _, last = text.rstrip().rpartition("\n")
     if last.strip().startswith((MARKER_PREFIX, REVIEW_MARKER_PREFIX)):
         body, tail = head, "\n" + last.strip()
-    note = "\n_… truncated to fit GitHub's comment size limit; the job summary has the full review._"
+    note = "\n" + _packaged_text("publish.comment_truncated")
     kept, _ = fit(body, max(limit - utf16_len(tail), 0), unit="utf16", note=note)
     return kept + tail
 
@@ -489,6 +493,20 @@ def find_sticky(client: GitHubClient, repo: str, number: int, *, login: str) -> 
         return None
     ours = _our_stickies(client.issue_comments(repo, number), login, repo=repo, number=number, key=key)
     return ours[0] if ours else None
+
+
+def stickies_by_pull(comments: Iterable[tuple[int, CommentInfo]], login: str) -> dict[int, CommentInfo]:
+    """Our sticky comment per PR number, from a repository-wide comment list (scan), decided by
+    the same rule as `find_sticky`."""
+    grouped: dict[int, list[CommentInfo]] = {}
+    for number, comment in comments:
+        grouped.setdefault(number, []).append(comment)
+    found: dict[int, CommentInfo] = {}
+    for number, group in grouped.items():
+        ours = _our_stickies(group, login)
+        if ours:
+            found[number] = ours[0]
+    return found
 
 
 def upsert_sticky(client: GitHubClient, repo: str, number: int, *, body: str, login: str) -> Published:

@@ -9,6 +9,7 @@ inside `source.github`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from reviewer.report import PRIORITIES, Finding, Published, Report, priority_ran
 
 if TYPE_CHECKING:
     from reviewer.run import Rendered
+    from reviewer.source import Change
     from reviewer.source.github import GitHubClient, GitHubSource, PullInfo
 
 DEFAULT_CONFIG_PATH = ".github/imreview.yml"
@@ -79,8 +81,11 @@ class PullJob:
 
     `base_template_dir` is a directory read from the base branch (the Action's `template-dir`);
     otherwise `config.template_dir` names a local directory (`imreview pr --template-dir`).
-    `forks_read_only`: a cross-repo PR has a read-only token (the `pull_request` event), so
-    nothing is written to it and the summary says so.
+    `max_pr_cost_usd` caps what the PR may cost over all its runs (0: no cap), counted from the
+    cumulative cost our sticky comment records. `config` and `templates`, when set, were
+    resolved once for a whole scan (from the default branch) and are used as they are.
+    `forks_read_only`: a cross-repo PR has a read-only token (the `pull_request` event), so nothing
+    is written to it and the summary says so.
     """
 
     repo: str
@@ -97,6 +102,9 @@ class PullJob:
     forks_read_only: bool = False
     run_id: str | None = None
     scratch: Path | None = None
+    config: Config | None = None
+    templates: Path | None = None
+    max_pr_cost_usd: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -133,12 +141,13 @@ def review_pull(
     warn: Warn,
     notices: TextIO | None = None,
     budget_for: Callable[[Config], Budget] | None = None,
-    pull: PullInfo | None = None,
+    admit: Callable[[Change, Config], str] | None = None,
 ) -> PrOutcome:
     """Review one PR and publish to it as `job` says; never half-published.
 
     `budget_for` gives the PR its budget (a share of a scan's run budget); by default the PR gets
-    its own `config.limits`. `pull` is the PR as a list already showed it (scan), saving a read.
+    its own `config.limits`. `admit` may refuse the PR once its diff is known (a scan's run budget
+    would not fit it): the outcome is then `skipped` with that reason code, and nothing was sent.
     `notices` receives the workflow commands (annotations, notices) when running in Actions.
     """
     from reviewer.review import analyse
@@ -153,7 +162,7 @@ def review_pull(
         skip_code, why = skipped
         return skipped_outcome(job.number, why, plain, reason=skip_code, title=info.title, url=info.url)
 
-    config = repo_config(
+    config = job.config or repo_config(
         client,
         source,
         config_file=job.config_file,
@@ -183,8 +192,29 @@ def review_pull(
             job.number, prior.state, prior.comment_url or "", renderer, fail_on=config.fail_on, info=info
         )
 
+    spent_before = (prior.state.total_cost_usd or 0.0) if prior.state is not None else 0.0
+    cap_left = job.max_pr_cost_usd - spent_before if job.max_pr_cost_usd > 0 else None
+    if cap_left is not None and cap_left <= 0:
+        return PrOutcome(
+            number=job.number,
+            verdict="skipped",
+            summary=run_text(
+                renderer, "pr_cost_cap", number=job.number, spent=spent_before, cap=job.max_pr_cost_usd
+            ),
+            reason="pr_cost_cap",
+            title=info.title,
+            url=info.url,
+            comment_url=prior.comment_url or "",
+        )
     change = source.change()
+    refused = admit(change, config) if admit is not None else ""
+    if refused:
+        return PrOutcome(
+            number=job.number, verdict="skipped", summary="", reason=refused, title=info.title, url=info.url
+        )
     budget = budget_for(config) if budget_for is not None else Budget(config.limits)
+    if cap_left is not None and cap_left < budget.limits.cost_usd:
+        budget = Budget(dataclasses.replace(budget.limits, cost_usd=cap_left))
     analysis = analyse(
         change, config, budget=budget, read_file=source.read_file, renderer=renderer, warn=warn
     )
@@ -260,8 +290,8 @@ def _why(info: PullInfo, rules: SkipRules, *, state: str) -> str | None:
 
 
 def _renderer(client: GitHubClient, job: PullJob, info: PullInfo, config: Config) -> Renderer:
-    template_dir: Path | str | None = config.template_dir
-    if job.base_template_dir:
+    template_dir: Path | str | None = job.templates or config.template_dir
+    if job.base_template_dir and job.templates is None:
         scratch = (job.scratch or Path(os.environ.get("RUNNER_TEMP") or "/tmp") / "imreview") / (
             f"templates-{job.number}"
         )
@@ -364,7 +394,7 @@ def repo_config(
 
 
 def base_templates(
-    client: GitHubClient, repo: str, base_sha: str, template_dir: str, scratch: Path
+    client: GitHubClient, repo: str, base_sha: str | None, template_dir: str, scratch: Path
 ) -> tuple[Path, int]:
     """Copy the template overrides found under `template_dir` at the base sha into `scratch`."""
     found = 0

@@ -74,6 +74,11 @@ def render_bodies(
     state = state_for(report, config, renderer, prior=prior)
     marker = state.marker()
     body = renderer.comment(report.to_dict(), max_findings=config.max_findings)
+    if report.snapshot.source == "github" and state.cost_usd is not None:
+        cost_line = renderer.render(
+            "run.md.j2", kind="cost_line", run=state.cost_usd, total=state.total_cost_usd
+        )
+        body = f"{body.rstrip()}\n\n{cost_line.strip()}\n"
     note = (
         "\n\n"
         + renderer.translate("truncated_comment", "_(comment truncated: the job summary has the rest)_")

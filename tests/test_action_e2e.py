@@ -500,7 +500,7 @@ def test_head_repo_null_is_treated_as_a_fork(gh: FakeGitHub, runner: Runner) -> 
         ),
         ("pull_request", "pull_request.closed", {"state": "closed"}, "action 'closed' is not reviewed"),
         ("push", None, {}, "event 'push' is not reviewed"),
-        ("schedule", "schedule", {}, "not available"),
+        ("schedule", "schedule", {"draft": True}, "draft (skip-drafts)"),
     ],
 )
 def test_runs_that_review_nothing_by_policy_are_skipped_with_the_reason(

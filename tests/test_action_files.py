@@ -32,6 +32,7 @@ DESIGN_INPUTS = {
     "max-output-tokens": "24000",
     "max-seconds": "600",
     "max-calls": "24",
+    "max-pr-cost-usd": "5.00",
     "max-concurrency": "4",
     "max-output-tokens-per-call": "",
     "request-timeout": "",
@@ -50,6 +51,7 @@ DESIGN_INPUTS = {
     "skip-bots": "true",
     "scan-limit": "20",
     "scan-labels": "",
+    "scan-matrix": "false",
 }
 DESIGN_OUTPUTS = {
     "verdict",

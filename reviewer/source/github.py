@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from github import Auth, Github, GithubException, GithubRetry, RateLimitExceededException
@@ -67,6 +68,8 @@ class PullInfo:
     deletions: int | None
     commits: int | None
     mergeable: bool | None
+    created_at: str = ""
+    updated_at: str = ""
 
 
 @dataclass(frozen=True)
@@ -228,6 +231,35 @@ class GitHubClient:
                         break
         return found
 
+    def open_pull_list(self, repo: str) -> list[PullInfo]:
+        """Every open PR, least recently updated first, 100 per request; counts are None."""
+        with _translated(f"list open pull requests of {repo}"):
+            pulls = self._repo(repo).get_pulls(state="open", sort="updated", direction="asc")
+            return [_pull_info(repo, pr, full=False) for pr in pulls]
+
+    def repo_issue_comments(
+        self, repo: str, *, since: datetime | None, max_pages: int
+    ) -> tuple[list[tuple[int, CommentInfo]], bool]:
+        """Comments on every issue and PR of `repo`, most recently updated first, as (number, comment).
+
+        One request per 100 comments, at most `max_pages`; the flag says whether the list is complete.
+        """
+        found: list[tuple[int, CommentInfo]] = []
+        with _translated(f"list the issue comments of {repo}"):
+            listing = (
+                self._repo(repo).get_issues_comments(sort="updated", direction="desc", since=since)
+                if since is not None
+                else self._repo(repo).get_issues_comments(sort="updated", direction="desc")
+            )
+            for page in range(max_pages):
+                items = listing.get_page(page)
+                for comment in items:
+                    number = int(str(comment.issue_url).rstrip("/").rpartition("/")[2])
+                    found.append((number, _comment_info(comment)))
+                if len(items) < 100:
+                    return found, True
+        return found, False
+
     def viewer_login(self) -> str:
         """Whose comments are ours; an Actions token cannot read /user and is github-actions[bot]."""
         if self._viewer is None:
@@ -240,14 +272,21 @@ class GitHubClient:
                 self._viewer = ACTIONS_BOT
         return self._viewer
 
+<<<<<<< HEAD
     def file_text(self, repo: str, path: str, ref: str) -> str | None:
         """A file at `ref`: from an earlier `file_texts` batch when it asked for it, else through the
         contents API; None when absent, a directory, binary or over 1 MB."""
         if (repo, ref, path) in self._texts:
             return self._texts[(repo, ref, path)]
+=======
+    def file_text(self, repo: str, path: str, ref: str | None) -> str | None:
+        """A file at `ref` (None: the default branch) through the contents API; None when absent, a
+        directory, or over 1 MB."""
+>>>>>>> pr-path
         try:
-            with _translated(f"read {path} at {ref} in {repo}"):
-                content = self._repo(repo).get_contents(path, ref=ref)
+            with _translated(f"read {path} at {ref or 'the default branch'} in {repo}"):
+                gh_repo = self._repo(repo)
+                content = gh_repo.get_contents(path, ref=ref) if ref else gh_repo.get_contents(path)
                 if isinstance(content, list) or content.type != "file" or content.encoding != "base64":
                     return None
                 return content.decoded_content.decode("utf-8", errors="replace")
@@ -405,7 +444,13 @@ def _pull_info(repo: str, pr: Any, *, full: bool) -> PullInfo:
         deletions=pr.deletions if full else None,
         commits=pr.commits if full else None,
         mergeable=pr.mergeable if full else None,
+        created_at=_stamp(pr.created_at),
+        updated_at=_stamp(pr.updated_at),
     )
+
+
+def _stamp(value: Any) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(value, datetime) else ""
 
 
 def _comment_info(comment: Any) -> CommentInfo:

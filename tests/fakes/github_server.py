@@ -167,6 +167,7 @@ class _Pull:
     merge_base_sha: str | None
     commits: int
     shas: list[str] = field(default_factory=list)
+    updated_at: str = STAMP
 
 
 @dataclass(frozen=True)
@@ -371,6 +372,7 @@ class FakeGitHub:
         self._failures: list[_Failure] = []
         self._user_ids: dict[str, int] = {ACTIONS_BOT: ACTIONS_BOT_ID}
         self._next_id = 1000
+        self._ticks = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -419,6 +421,12 @@ class FakeGitHub:
             self._next_id += 1
             return self._next_id
 
+    def _now(self) -> str:
+        """A fake clock: every event is one second after the last, so `updated_at` orders strictly."""
+        with self._lock:
+            self._ticks += 1
+            return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_735_689_600 + self._ticks))
+
     def _user_id(self, login: str) -> int:
         with self._lock:
             if login not in self._user_ids:
@@ -461,8 +469,10 @@ class FakeGitHub:
         changed_files: int | None = None,
         merge_base_sha: str | None = None,
         commits: int = 1,
+        updated_at: str | None = None,
     ) -> dict[str, Any]:
-        """Add (or replace) a PR; `head_repo` defaults to `repo`, None is a deleted fork."""
+        """Add (or replace) a PR; `head_repo` defaults to `repo`, None is a deleted fork.
+        `updated_at` defaults to the fake clock's next tick."""
         if repo not in self._repos:
             self.add_repo(repo)
         pull = _Pull(
@@ -487,6 +497,7 @@ class FakeGitHub:
             merge_base_sha=merge_base_sha,
             commits=commits,
             shas=[head_sha],
+            updated_at=updated_at or self._now(),
         )
         with self._lock:
             self._pulls[(repo, number)] = pull
@@ -500,8 +511,19 @@ class FakeGitHub:
             pull = self._pulls[(repo, number)]
             pull.head_sha = sha
             pull.shas.append(sha)
+            pull.updated_at = self._now()
             if files is not None:
                 pull.files = [self._complete_entry(repo, sha, f) for f in files]
+
+    def add_comment(
+        self, repo: str, number: int, body: str, *, login: str = ACTIONS_BOT, kind: str = "Bot"
+    ) -> int:
+        """Store an issue comment as if `login` had posted it (no request is recorded)."""
+        comment_id = self._new_id()
+        with self._lock:
+            data = self._comment_json(repo, number, comment_id, body, self._user(login, kind))
+            self._comments[comment_id] = (repo, number, data)
+        return comment_id
 
     def add_content(self, repo: str, ref: str, path: str, text: str) -> None:
         with self._lock:
@@ -810,6 +832,7 @@ class FakeGitHub:
     def _comment_json(
         self, repo: str, number: int, comment_id: int, body: str, user: dict[str, Any]
     ) -> dict[str, Any]:
+        stamp = self._now()
         return {
             "id": comment_id,
             "node_id": f"IC_{comment_id}",
@@ -817,8 +840,8 @@ class FakeGitHub:
             "html_url": f"{WEB}/{repo}/pull/{number}#issuecomment-{comment_id}",
             "body": body,
             "user": user,
-            "created_at": STAMP,
-            "updated_at": STAMP,
+            "created_at": stamp,
+            "updated_at": stamp,
             "issue_url": self._api(f"/repos/{repo}/issues/{number}"),
             "author_association": "CONTRIBUTOR" if user["type"] == "User" else "NONE",
             "performed_via_github_app": None,
@@ -984,6 +1007,7 @@ class FakeGitHub:
             ("GET", f"{r}/pulls/{{pull_number}}/files"): self._list_files,
             ("GET", f"{r}/pulls/{{pull_number}}/reviews"): self._list_reviews,
             ("POST", f"{r}/pulls/{{pull_number}}/reviews"): self._create_review,
+            ("GET", f"{r}/issues/comments"): self._list_repo_comments,
             ("GET", f"{r}/issues/{{issue_number}}/comments"): self._list_comments,
             ("POST", f"{r}/issues/{{issue_number}}/comments"): self._create_comment,
             ("GET", f"{r}/issues/comments/{{comment_id}}"): self._get_comment,
@@ -1037,7 +1061,10 @@ class FakeGitHub:
         with self._lock:
             pulls = sorted(
                 (p for (r, _n), p in self._pulls.items() if r == full and state in (p.state, "all")),
-                key=lambda p: -p.number,
+                key=(lambda p: (p.updated_at, p.number))
+                if query.get("sort") == "updated"
+                else (lambda p: p.number),
+                reverse=query.get("direction", "desc") != "asc",
             )
             items = [self._pull_json(p, simple=True) for p in pulls]
         chunk, links = self._paginate(items, query, request_path)
@@ -1205,6 +1232,19 @@ class FakeGitHub:
         chunk, links = self._paginate(self.comments(pull.repo, pull.number), query, request_path)
         return _Reply(200, chunk, links)
 
+    def _list_repo_comments(
+        self, *, owner: str, repo: str, query: Mapping[str, str], request_path: str, **_: Any
+    ) -> _Reply:
+        full = self._repo(owner, repo)
+        since = query.get("since", "")
+        with self._lock:
+            items = [copy.deepcopy(c) for r, _n, c in self._comments.values() if r == full]
+        items = [c for c in items if c["updated_at"] >= since]
+        key = "updated_at" if query.get("sort") == "updated" else "created_at"
+        items.sort(key=lambda c: (c[key], c["id"]), reverse=query.get("direction", "asc") == "desc")
+        chunk, links = self._paginate(items, query, request_path)
+        return _Reply(200, chunk, links)
+
     def _check_comment_body(self, body: Any) -> str:
         text = body["body"]
         if _utf16_len(text) > BODY_LIMIT:
@@ -1255,7 +1295,7 @@ class FakeGitHub:
         with self._lock:
             data = self._stored_comment(owner, repo, comment_id)[2]
             data["body"] = text
-            data["updated_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            data["updated_at"] = self._now()
             return _Reply(200, copy.deepcopy(data))
 
     def _delete_comment(self, *, owner: str, repo: str, comment_id: str, **_: Any) -> _Reply:

@@ -1,0 +1,414 @@
+"""`imreview scan` and the Action's `schedule` mode: open PRs → reviews inside one run budget, or a
+fan-out matrix.
+
+Cheap triage first, then reviews (platform facts C6: `GITHUB_TOKEN` has 1,000 requests an hour):
+the open PRs are listed 100 per request, drafts, bots and unlabelled PRs are dropped from the list
+itself, and the sticky states of the rest come from one repository-wide comment listing (100 per
+request), so an unchanged PR costs no request of its own, no contents read and no model call.
+Config and templates are read once, from the default branch, for the whole run: every PR is judged
+and reviewed with the same config hash. Reviews go oldest-updated first; cost and seconds are
+shared by the run, tokens and calls stay per PR. A PR whose estimated cost no longer fits what the
+run has left is deferred (listed, never half-reviewed), as are PRs past `scan-limit`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TextIO
+
+from reviewer.budget import MARGIN_PERCENT, Budget
+from reviewer.config import Config, build_config, config_hash, env_layer, load_config_file, parse_config_text
+from reviewer.errors import GitHubError, Retryable
+from reviewer.events import is_bot
+from reviewer.plan import skip_reason as plan_skip_reason
+from reviewer.publish import StickyState, stickies_by_pull
+from reviewer.pull import (
+    PrOutcome,
+    PullJob,
+    base_templates,
+    is_same_review,
+    review_pull,
+    unreadable,
+    viewer_login,
+)
+from reviewer.render import Renderer
+
+if TYPE_CHECKING:
+    from reviewer.source import Change
+    from reviewer.source.github import GitHubClient, PullInfo
+
+MATRIX_MAX = 256
+"""GitHub runs at most 256 jobs from one matrix."""
+COMMENT_PAGES = 10
+"""Repository-wide comment pages read for sticky states (1,000 comments); past that, a PR's own
+comments are read when it comes up for review."""
+PROMPT_OVERHEAD_TOKENS = 2_500
+"""System prompt, review instructions and response schema of one call, counted at 3 characters a
+token (measured: about 1,850 for the packaged English templates)."""
+TOKENS_PER_CALL_ESTIMATE = 8_000
+Status = Literal["reviewed", "skipped", "deferred", "failed", "planned"]
+
+
+@dataclass(frozen=True)
+class ScanSettings:
+    """What to scan. `job` is the template every PR's `PullJob` is made from (its number is replaced).
+
+    `plan_only`: review nothing; the PRs that need a review become the matrix (a fan-out job, or
+    the list `imreview scan` prints without `--review`). `config_ref` is where config and templates
+    are read (the run's commit; None: the default branch).
+    """
+
+    repo: str
+    job: PullJob
+    limit: int = 20
+    labels: tuple[str, ...] = ()
+    skip_drafts: bool = True
+    skip_bots: bool = True
+    plan_only: bool = False
+    config_ref: str | None = None
+
+
+@dataclass(frozen=True)
+class ScanRow:
+    """One open PR in the run's table. `reason` is a machine code; `outcome` is set when reviewed."""
+
+    number: int
+    title: str
+    url: str
+    status: Status
+    reason: str = ""
+    outcome: PrOutcome | None = None
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    repo: str
+    rows: tuple[ScanRow, ...]
+    matrix: tuple[int, ...]
+    cost_usd: float | None
+    seconds: float
+    cost_limit: float
+    seconds_limit: float
+
+    @property
+    def outcomes(self) -> list[PrOutcome]:
+        """The PRs reviewed in this run (or found unreadable): what the step outputs aggregate."""
+        return [r.outcome for r in self.rows if r.outcome is not None and r.status in ("reviewed", "failed")]
+
+    def matrix_json(self) -> str:
+        return json.dumps({"include": [{"pr": n} for n in self.matrix]}, separators=(",", ":"))
+
+
+class RunBudget:
+    """Cost and seconds shared by every PR of a run; each PR gets what is left as its own limits."""
+
+    def __init__(
+        self, cost_usd: float, seconds: float, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.cost_usd = cost_usd
+        self.seconds = seconds
+        self._clock = clock
+        self._started = clock()
+        self.spent = 0.0
+        self.cost_known = True
+        self.longest_pr_seconds = 0.0
+
+    def cost_left(self) -> float:
+        return max(self.cost_usd - self.spent, 0.0)
+
+    def seconds_left(self) -> float:
+        return max(self.seconds - (self._clock() - self._started), 0.0)
+
+    def elapsed(self) -> float:
+        return self._clock() - self._started
+
+    def share(self, config: Config) -> Budget:
+        limits = dataclasses.replace(config.limits, cost_usd=self.cost_left(), seconds=self.seconds_left())
+        return Budget(limits)
+
+    def record(self, cost_usd: float | None, seconds: float) -> None:
+        if cost_usd is None:
+            self.cost_known = False
+        else:
+            self.spent += cost_usd
+        self.longest_pr_seconds = max(self.longest_pr_seconds, seconds)
+
+
+def estimated_cost(change: Change, config: Config, price: tuple[float, float] | None) -> float | None:
+    """What a full review of `change` would reserve at most: its reviewable diff (3 characters a
+    token, line numbers included) plus the prompt of each call, the answers' `max_tokens`, the 15%
+    reservation margin; capped by the PR's own token limits. None when the price is unknown."""
+    if price is None:
+        return None
+    chars = 0
+    for file in change.files:
+        if plan_skip_reason(file, include=config.include, exclude=config.exclude) is not None:
+            continue
+        chars += len(file.path) + 40
+        chars += sum(len(line.text) + 10 for hunk in file.hunks for line in hunk.lines)
+    if chars == 0:
+        return 0.0
+    diff_tokens = chars // 3
+    calls = max(1, math.ceil(diff_tokens / TOKENS_PER_CALL_ESTIMATE))
+    context_tokens = (len(change.snapshot.title) + len(change.body)) // 3
+    input_tokens = min(
+        config.limits.input_tokens, diff_tokens + calls * (PROMPT_OVERHEAD_TOKENS + context_tokens)
+    )
+    output_tokens = min(config.limits.output_tokens, calls * config.max_output_tokens_per_call)
+    return (input_tokens * price[0] + output_tokens * price[1]) * MARGIN_PERCENT / 100
+
+
+def scan(
+    client: GitHubClient,
+    settings: ScanSettings,
+    *,
+    warn: Callable[[str], None],
+    notices: TextIO | None = None,
+    scratch: Path | None = None,
+) -> ScanResult:
+    """Triage every open PR, then review (or plan a matrix of) those that need it."""
+    job = settings.job
+    config = _run_config(client, settings)
+    renderer, templates = _run_renderer(client, settings, config, scratch)
+    job = dataclasses.replace(job, config=config, templates=templates)
+    digest = config_hash(config, renderer.templates_digest())
+
+    rows: dict[int, ScanRow] = {}
+    candidates: list[PullInfo] = []
+    for pull in client.open_pull_list(settings.repo):
+        reason = _triage(pull, settings)
+        if reason:
+            rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "skipped", reason)
+        else:
+            candidates.append(pull)
+
+    states = _sticky_states(client, settings.repo, candidates) if candidates else {}
+    to_review: list[PullInfo] = []
+    cap = job.max_pr_cost_usd
+    for pull in candidates:
+        state = states.get(pull.number)
+        if is_same_review(state, head_sha=pull.head_sha, config_digest=digest):
+            rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "skipped", "already_reviewed")
+        elif cap > 0 and state is not None and (state.total_cost_usd or 0.0) >= cap:
+            rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "skipped", "pr_cost_cap")
+        else:
+            to_review.append(pull)
+
+    run = RunBudget(config.limits.cost_usd, config.limits.seconds)
+    matrix: list[int] = []
+    if settings.plan_only:
+        cap = min(max(settings.limit, 0), MATRIX_MAX)
+        for pull in to_review:
+            if len(matrix) < cap:
+                matrix.append(pull.number)
+                rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "planned", "matrix")
+            else:
+                over = "matrix_cap" if len(matrix) >= MATRIX_MAX else "over_limit"
+                rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "deferred", over)
+    else:
+        price = _price(config, warn)
+        reviewed = 0
+        for pull in to_review:
+            if reviewed >= settings.limit:
+                rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "deferred", "over_limit")
+                continue
+            started = run.elapsed()
+            row = _review_one(client, job, pull, run, price, warn, notices)
+            run.record(row.outcome.cost_usd if row.outcome else 0.0, run.elapsed() - started)
+            if row.status == "reviewed":
+                reviewed += 1
+            rows[pull.number] = row
+    ordered = sorted(rows.values(), key=lambda r: _ROW_ORDER[r.status])
+    return ScanResult(
+        repo=settings.repo,
+        rows=tuple(ordered),
+        matrix=tuple(matrix),
+        cost_usd=round(run.spent, 6) if run.cost_known else None,
+        seconds=round(run.elapsed(), 1),
+        cost_limit=config.limits.cost_usd,
+        seconds_limit=config.limits.seconds,
+    )
+
+
+def scan_json(result: ScanResult) -> str:
+    """`imreview scan --json`: the run's rows, totals and matrix (schema `imreview.scan/v1`)."""
+    data = {
+        "schema": "imreview.scan/v1",
+        "repo": result.repo,
+        "cost_usd": result.cost_usd,
+        "seconds": result.seconds,
+        "limits": {"cost_usd": result.cost_limit, "seconds": result.seconds_limit},
+        "matrix": {"include": [{"pr": n} for n in result.matrix]},
+        "pulls": [
+            {
+                "number": r.number,
+                "title": r.title,
+                "url": r.url,
+                "status": r.status,
+                "reason": r.reason,
+                "verdict": r.outcome.verdict if r.outcome is not None else None,
+                "findings": r.outcome.findings if r.outcome is not None else None,
+                "cost_usd": r.outcome.cost_usd if r.outcome is not None else None,
+                "comment_url": (r.outcome.comment_url or None) if r.outcome is not None else None,
+            }
+            for r in result.rows
+        ],
+    }
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def summary(result: ScanResult, renderer: Renderer) -> str:
+    """The run's table (templates/run.md.j2, kind `scan`): a row per open PR, then the totals."""
+    rows = [
+        {
+            "number": r.number,
+            "title": r.title,
+            "url": r.url,
+            "status": r.status,
+            "reason": r.reason,
+            "verdict": r.outcome.verdict if r.outcome is not None and r.status == "reviewed" else "",
+            "findings": r.outcome.findings if r.outcome is not None else 0,
+            "cost": r.outcome.cost_usd if r.outcome is not None else None,
+            "comment_url": r.outcome.comment_url if r.outcome is not None else "",
+        }
+        for r in result.rows
+    ]
+    totals = {status: sum(1 for r in result.rows if r.status == status) for status in _ROW_ORDER}
+    return (
+        renderer.render(
+            "run.md.j2",
+            kind="scan",
+            repo=result.repo,
+            rows=rows,
+            totals=totals,
+            matrix=list(result.matrix),
+            cost=result.cost_usd,
+            cost_limit=result.cost_limit,
+            seconds=result.seconds,
+            seconds_limit=result.seconds_limit,
+        ).strip("\n")
+        + "\n"
+    )
+
+
+_ROW_ORDER = {"reviewed": 0, "failed": 1, "planned": 2, "deferred": 3, "skipped": 4}
+
+
+def _triage(pull: PullInfo, settings: ScanSettings) -> str:
+    if settings.skip_drafts and pull.draft:
+        return "draft"
+    if settings.skip_bots and is_bot(pull.author, pull.author_type):
+        return "bot"
+    if settings.labels and not set(settings.labels) & set(pull.labels):
+        return "label"
+    return ""
+
+
+def _sticky_states(client: GitHubClient, repo: str, pulls: Sequence[PullInfo]) -> dict[int, StickyState]:
+    """The sticky state of each PR from one repository-wide listing; a sticky is never older than
+    its PR, so comments last updated before the oldest PR was opened are not read."""
+    login = viewer_login(client)
+    opened = [when for when in (_when(p.created_at) for p in pulls) if when is not None]
+    since = min(opened) if len(opened) == len(pulls) and opened else None
+    comments, _ = client.repo_issue_comments(repo, since=since, max_pages=COMMENT_PAGES)
+    wanted = {p.number for p in pulls}
+    found = stickies_by_pull(((n, c) for n, c in comments if n in wanted), login)
+    states = {n: StickyState.parse(c.body) for n, c in found.items()}
+    return {n: s for n, s in states.items() if s is not None}
+
+
+def _when(stamp: str) -> datetime | None:
+    try:
+        return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+def _review_one(
+    client: GitHubClient,
+    job: PullJob,
+    pull: PullInfo,
+    run: RunBudget,
+    price: tuple[float, float] | None,
+    warn: Callable[[str], None],
+    notices: TextIO | None,
+) -> ScanRow:
+    def admit(change: Change, config: Config) -> str:
+        if run.seconds_left() <= 0 or run.seconds_left() < run.longest_pr_seconds:
+            return "seconds"
+        if config.limits.cost_usd <= 0 or run.cost_left() <= 0:
+            return "budget"
+        needed = estimated_cost(change, config, price)
+        if needed is not None and needed > run.cost_left():
+            return "budget"
+        return ""
+
+    try:
+        outcome = review_pull(
+            client,
+            dataclasses.replace(job, number=pull.number),
+            warn=warn,
+            notices=notices,
+            budget_for=run.share,
+            admit=admit,
+        )
+    except Retryable as exc:
+        warn(f"imreview: #{pull.number} deferred: {exc}")
+        return ScanRow(pull.number, pull.title, pull.url, "deferred", "rate_limited")
+    except GitHubError as exc:
+        renderer = Renderer(language=str(job.overrides.get("language", "en")))
+        outcome = unreadable(pull.number, exc, renderer, on_error=str(job.overrides.get("on_error", "warn")))
+        return ScanRow(pull.number, pull.title, pull.url, "failed", "unreadable", outcome)
+    if outcome.report is not None:
+        return ScanRow(pull.number, pull.title, pull.url, "reviewed", "", outcome)
+    if outcome.reason in DEFER_REASONS:
+        return ScanRow(pull.number, pull.title, pull.url, "deferred", outcome.reason)
+    return ScanRow(pull.number, pull.title, pull.url, "skipped", outcome.reason, outcome)
+
+
+DEFER_REASONS = frozenset({"budget", "seconds", "rate_limited"})
+
+
+def _run_config(client: GitHubClient, settings: ScanSettings) -> Config:
+    job = settings.job
+    if job.config is not None:
+        return job.config
+    if job.config_file:
+        file_layer = load_config_file(job.config_file, required=True)
+    else:
+        text = client.file_text(settings.repo, job.config_path, settings.config_ref)
+        file_layer = parse_config_text(text, job.config_path) if text is not None else {}
+    return build_config(
+        file_layer=file_layer,
+        env=env_layer(job.env if job.env is not None else os.environ),
+        overrides=job.overrides,
+    )
+
+
+def _run_renderer(
+    client: GitHubClient, settings: ScanSettings, config: Config, scratch: Path | None
+) -> tuple[Renderer, Path | None]:
+    job = settings.job
+    template_dir = job.templates or (Path(config.template_dir) if config.template_dir else None)
+    if job.base_template_dir:
+        where = (scratch or job.scratch or Path("/tmp/imreview")) / "templates-scan"
+        template_dir, _ = base_templates(
+            client, settings.repo, settings.config_ref, job.base_template_dir, where
+        )
+    return Renderer(language=config.language, template_dir=template_dir), template_dir
+
+
+def _price(config: Config, warn: Callable[[str], None]) -> tuple[float, float] | None:
+    if not config.model:
+        return None
+    from reviewer.llm import ModelClient
+
+    return ModelClient(config, Budget(config.limits), warn=warn).price(config.model)
