@@ -26,6 +26,7 @@ import yaml
 from jinja2.sandbox import SandboxedEnvironment
 
 from reviewer.errors import ConfigError, TemplateError, UsageError
+from reviewer.links import blob_url, files_url
 from reviewer.report import SCHEMA_ID
 
 DEFAULT_LANGUAGE = "en"
@@ -375,6 +376,8 @@ class Renderer:
             plural=self.plural,
             num=self.num,
             usd=self.usd,
+            blob_url=blob_url,
+            files_url=files_url,
         )
 
     @staticmethod

@@ -53,6 +53,7 @@ class UnitOutcome:
     status: str  # ok | budget | unparsed | model_error | replan (the server's window was smaller)
     answer: fnd.ModelAnswer | None = None
     detail: str = ""
+    kind: str = ""  # for model_error: unreachable | auth | unknown_model | error (llm.failure_kind)
 
 
 @dataclass(frozen=True)
@@ -121,9 +122,9 @@ def analyse(
         missing = client.credentials_missing()
         if missing:
             unsent_default = "no_credentials"
-            gaps.append(
-                Gap(what=renderer.gap_text("no_credentials", keys=", ".join(missing)), why="no_credentials")
-            )
+            what = renderer.gap_text("no_credentials_keys", keys=", ".join(missing), model=config.model)
+            gaps.append(Gap(what=what, why="no_credentials"))
+            warnings(what)
             client = None
 
     def safe_read(path: str, sha: str) -> str | None:
@@ -148,14 +149,7 @@ def analyse(
     unsent = {o.unit_id: _coverage_reason(o.status) for o in outcomes if o.status != "ok"}
     cov = coverage(plan, files, reviewed_units=ok_units, unsent_reason=unsent, default_unsent=unsent_default)
     gaps += _coverage_gaps(cov, renderer, skip_whys={g.why for g in gaps}, window=window)
-    gaps += [
-        Gap(
-            what=f"{renderer.gap_text(o.status)}: {o.detail}" if o.detail else renderer.gap_text(o.status),
-            why=o.status,
-        )
-        for o in outcomes
-        if o.status in ("unparsed", "model_error")
-    ]
+    gaps += _failure_gaps(outcomes, renderer, warnings)
 
     by_path = {f.path: f for f in files}
     index = LineIndex.build(files)
@@ -416,8 +410,11 @@ def _review_units(
         except BudgetExhausted as exc:
             return UnitOutcome(unit.id, "budget", detail=exc.limit)
         except ModelError as exc:
+            from reviewer.llm import failure_kind
+
             status = "unparsed" if isinstance(exc, AnswerUnparsed) else "model_error"
-            return UnitOutcome(unit.id, status, detail=_short(str(exc)))
+            kind = failure_kind(exc) if status == "model_error" else ""
+            return UnitOutcome(unit.id, status, detail=_short(str(exc)), kind=kind)
         except Exception as exc:  # a worker must never take the run down
             return UnitOutcome(unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"))
         return UnitOutcome(unit.id, "ok", answer=_confined(answer, {part.path for part in unit.parts}))
@@ -440,6 +437,33 @@ def _confined(answer: fnd.ModelAnswer, shown: set[str]) -> fnd.ModelAnswer:
 def _short(text: str, limit: int = 300) -> str:
     text = rules.redact(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _failure_gaps(outcomes: Sequence[UnitOutcome], renderer: Renderer, warn: Warn) -> list[Gap]:
+    """One gap per distinct model failure, not one per unit: a dead endpoint is one loud line (also a
+    warning, so it reaches stderr) whose `why` names it (`model_unreachable`, `model_auth`, ...)."""
+    gaps = [
+        Gap(
+            what=f"{renderer.gap_text(o.status)}: {o.detail}" if o.detail else renderer.gap_text(o.status),
+            why=o.status,
+        )
+        for o in outcomes
+        if o.status == "unparsed"
+    ]
+    groups: dict[str, list[UnitOutcome]] = {}
+    for o in outcomes:
+        if o.status == "model_error":
+            why = f"model_{o.kind}" if o.kind in ("unreachable", "auth", "unknown_model") else "model_error"
+            groups.setdefault(why, []).append(o)
+    for why, items in groups.items():
+        calls = renderer.translate("count.calls", n=len(items), default="{n} calls")
+        text = f"{renderer.gap_text(why)} ({calls})"
+        details = list(dict.fromkeys(o.detail for o in items if o.detail))
+        if details:
+            text += f": {details[0]}"
+        gaps.append(Gap(what=text, why=why))
+        warn(text)
+    return gaps
 
 
 def _coverage_reason(status: str) -> str:
