@@ -8,13 +8,14 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reviewer import findings as fnd
-from reviewer import gate, rules
+from reviewer import gate, progress, rules
 from reviewer.budget import Budget
 from reviewer.config import Config
 from reviewer.diff import DiffFile, LineIndex
@@ -109,7 +110,9 @@ def analyse(
     files = change.files
     head = change.snapshot.head.sha
     gaps: list[Gap] = list(change.gaps)
-    rule_result = rules.run_rules(files, messages=renderer.messages("rules."))
+    reporter = progress.current()
+    with reporter.stage("deterministic checks"):
+        rule_result = rules.run_rules(files, messages=renderer.messages("rules."))
 
     client: ModelClient | None = None
     unsent_default = "budget"
@@ -136,15 +139,17 @@ def analyse(
             return None
 
     planner = _Planner(config, client, renderer, change, files, lambda path: safe_read(path, head))
-    plan = planner.plan(budget)
+    with reporter.stage("plan"):
+        plan = planner.plan(budget)
     window = planner.window
     if client is not None and any(x.reason == "budget" for x in plan.unplaced):
         budget.mark_exhausted()
     outcomes: list[UnitOutcome] = []
     if client is not None and plan.units:
-        plan, outcomes, window = _review_all(
-            client, plan, planner, config, renderer, change, budget, warnings
-        )
+        with reporter.stage(f"model review ({len(plan.units)} units)"):
+            plan, outcomes, window = _review_all(
+                client, plan, planner, config, renderer, change, budget, warnings
+            )
     ok_units = {o.unit_id for o in outcomes if o.status == "ok"}
     unsent = {o.unit_id: _coverage_reason(o.status) for o in outcomes if o.status != "ok"}
     cov = coverage(plan, files, reviewed_units=ok_units, unsent_reason=unsent, default_unsent=unsent_default)
@@ -169,9 +174,10 @@ def analyse(
     )
     if client is not None:
         shown = {f.path for f in cov.files if f.status in ("reviewed", "partial")}
-        anchored, refuted = _verify(
-            client, anchored, renderer, change, safe_read, warnings, reviewed_paths=shown
-        )
+        with reporter.stage("verify"):
+            anchored, refuted = _verify(
+                client, anchored, renderer, change, safe_read, warnings, reviewed_paths=shown
+            )
         exclusions += refuted
 
     budget_report = budget.report()
@@ -387,8 +393,21 @@ def _review_units(
     budget, so the order of completion changes timing, never what is covered. After a
     context-exceeded answer no further unit is sent: the rest is re-planned."""
     too_long = threading.Event()
+    reporter = progress.current()  # read here: worker threads do not inherit the context
+    finished = [0]
+    lock = threading.Lock()
 
     def one(unit: Unit) -> UnitOutcome:
+        start = time.monotonic()
+        outcome = reviewed(unit)
+        with lock:
+            finished[0] += 1
+            done = finished[0]
+        paths = ", ".join(dict.fromkeys(part.path for part in unit.parts))
+        reporter.unit(done, len(units), paths, outcome.status, time.monotonic() - start)
+        return outcome
+
+    def reviewed(unit: Unit) -> UnitOutcome:
         if too_long.is_set():
             return UnitOutcome(unit.id, "replan")
         nonce = unit.nonce or unit_nonce()
