@@ -8,6 +8,7 @@ by marker before trying again (DESIGN 6, platform facts D2).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -30,6 +31,18 @@ ACTIONS_BOT = "github-actions[bot]"
 FILES_LIMIT = 3000
 _FAILED = frozenset({"failure", "error", "timed_out", "cancelled", "action_required", "startup_failure"})
 _PASSED = frozenset({"success", "neutral", "skipped"})
+_USER_PROBE_403 = re.compile(r"Request GET \S*/user failed with 403\b")
+
+
+class _ExpectedUserProbe(logging.Filter):
+    """An Actions or App token always gets 403 on GET /user, which `viewer_login` expects and handles;
+    PyGithub's retry logs it anyway, so every job log would show a "failure" that is not one."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _USER_PROBE_403.search(record.getMessage())
+
+
+logging.getLogger("github.GithubRetry").addFilter(_ExpectedUserProbe())
 
 
 @dataclass(frozen=True)
