@@ -134,7 +134,8 @@ def _note(message: str) -> None:
 def _progress(opts: Mapping[str, Any]) -> AbstractContextManager[Any]:
     from reviewer import progress
 
-    return progress.use(progress.for_environment(quiet=opts["quiet"], verbose=opts["verbose"]))
+    # Log groups belong to `imreview action`; here stdout carries the summary, so progress stays on stderr.
+    return progress.use(progress.for_environment({}, quiet=opts["quiet"], verbose=opts["verbose"]))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

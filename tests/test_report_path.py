@@ -10,6 +10,7 @@ path the Action put in its outputs, from the host workspace as its working direc
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -37,7 +38,9 @@ def gh() -> Iterator[FakeGitHub]:
         yield server
 
 
-def run_in_container(tmp: Path, gh: FakeGitHub, event: str, payload: dict, **inputs: str) -> dict[str, str]:
+def run_in_container(
+    tmp: Path, gh: FakeGitHub, event: str, payload: dict, *, stdout: list[str] | None = None, **inputs: str
+) -> dict[str, str]:
     host_workspace = tmp / "host" / "work" / "widgets" / "widgets"
     host_workspace.mkdir(parents=True, exist_ok=True)
     container = tmp / "container"
@@ -75,6 +78,8 @@ def run_in_container(tmp: Path, gh: FakeGitHub, event: str, payload: dict, **inp
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+    if stdout is not None:
+        stdout.append(proc.stdout)
     shutil.rmtree(container)  # the container is gone; only the host workspace remains
     return runner_outputs((files / "output").read_text(encoding="utf-8"))
 
@@ -114,3 +119,15 @@ def test_the_index_of_several_reports_resolves_on_the_host_too(tmp_path: Path, g
         for e in index["reports"]
     ]
     assert numbers == [7, 8]
+
+
+def test_in_actions_each_stage_is_a_log_group_with_its_time(tmp_path: Path, gh: FakeGitHub) -> None:
+    logs: list[str] = []
+    run_in_container(tmp_path, gh, "pull_request", event_payload("pull_request.opened"), stdout=logs)
+    lines = logs[0].splitlines()
+    opened = [line for line in lines if line.startswith("::group::")]
+    assert [g.removeprefix("::group::imreview: ") for g in opened][:2] == ["deterministic checks", "plan"]
+    assert len(opened) == lines.count("::endgroup::"), "every group is closed"
+    for i, line in enumerate(lines):
+        if line == "::endgroup::":
+            assert re.fullmatch(r"imreview: .+ took \d+\.\d s", lines[i - 1]), lines[i - 1]
