@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from reviewer import progress
 from reviewer.config import CONFIG_KEYS, parse_bool, parse_input_value
 from reviewer.errors import GitHubError, UsageError
 from reviewer.events import RunRequest, plan_run, read_inputs
@@ -31,6 +32,7 @@ from reviewer.pull import (
 )
 from reviewer.render import Renderer
 from reviewer.report import VERDICT_RANK
+from reviewer.report_files import ReportDir, report_dir
 
 if TYPE_CHECKING:
     from reviewer.source.github import GitHubClient
@@ -79,6 +81,7 @@ class ActionSettings:
     event_name: str
     run_id: str | None
     scratch: Path
+    reports: ReportDir
     flags: Mapping[str, bool]
     config_path: str
     template_dir: str | None
@@ -143,6 +146,7 @@ def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSe
         event_name=env.get("GITHUB_EVENT_NAME", "").strip(),
         run_id=env.get("GITHUB_RUN_ID") or None,
         scratch=scratch,
+        reports=report_dir(env, scratch),
         flags=flags,
         config_path=inputs.get("config-path") or ".github/imreview.yml",
         template_dir=inputs.get("template-dir") or None,
@@ -198,7 +202,8 @@ def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
     except UsageError as exc:
         return _usage_error(exc, out, summary_path, output_path, env)
     try:
-        result = _dispatch(request, settings, env, out)
+        with progress.use(progress.for_environment(env, out=out)):
+            result = _dispatch(request, settings, env, out)
     except UsageError as exc:  # e.g. the base branch's config file, an empty token: exit 2 naming it
         return _usage_error(exc, out, summary_path, output_path, env)
     except Exception as exc:  # unexpected: say what broke; warn → green step with an ::error
@@ -213,7 +218,7 @@ def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
         write_summary(summary_path, result.head)
     for outcome in outcomes:
         write_summary(summary_path, outcome.summary)
-    index_path = _write_index(settings.scratch, outcomes) if len(outcomes) > 1 else ""
+    index_path = _write_index(settings.reports, outcomes) if len(outcomes) > 1 else ""
     write_outputs(output_path, _outputs(outcomes, index_path=index_path, matrix=result.matrix))
     for outcome in outcomes:
         if outcome.verdict == "incomplete":
@@ -312,6 +317,7 @@ def _job(request: RunRequest, number: int, settings: ActionSettings, env: Mappin
         run_id=settings.run_id,
         scratch=settings.scratch,
         max_pr_cost_usd=settings.max_pr_cost_usd,
+        reports=settings.reports,
     )
 
 
@@ -327,17 +333,14 @@ def _plain_renderer(env: Mapping[str, str]) -> Renderer:
         return Renderer()
 
 
-def _write_index(scratch: Path, outcomes: Sequence[PrOutcome]) -> str:
-    scratch.mkdir(parents=True, exist_ok=True)
-    path = scratch / "index.json"
+def _write_index(reports: ReportDir, outcomes: Sequence[PrOutcome]) -> str:
     index = {
         "schema": "imreview.index/v1",
         "reports": [
             {"number": o.number, "verdict": o.verdict, "report_path": o.report_path or None} for o in outcomes
         ],
     }
-    path.write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
-    return str(path)
+    return reports.save("index.json", json.dumps(index, indent=2) + "\n")
 
 
 def _outputs(outcomes: Sequence[PrOutcome], *, index_path: str, matrix: str = "") -> dict[str, str]:

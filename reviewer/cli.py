@@ -11,6 +11,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -75,6 +76,13 @@ def review_options(func: F) -> F:
         click.option("--template-dir", type=click.Path(file_okay=False), help="Template overrides."),
         click.option("--include", multiple=True, help="Only review paths matching this glob (repeatable)."),
         click.option("--exclude", multiple=True, help="Never review paths matching this glob (repeatable)."),
+        click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr."),
+        click.option(
+            "--verbose",
+            "-v",
+            is_flag=True,
+            help="Progress lines and stage timings on stderr, even when piped.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -135,6 +143,13 @@ def _note(message: str) -> None:
     click.echo(message, err=True)
 
 
+def _progress(opts: Mapping[str, Any]) -> AbstractContextManager[Any]:
+    from reviewer import progress
+
+    # Log groups belong to `imreview action`; here stdout carries the summary, so progress stays on stderr.
+    return progress.use(progress.for_environment({}, quiet=opts["quiet"], verbose=opts["verbose"]))
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="imreview")
 def cli() -> None:
@@ -161,14 +176,15 @@ def review(path: str, base: str | None, head: str, config_file: str | None, **op
         where = f"{source.base_ref}:{CONFIG_PATH}"
         file_layer = parse_config_text(text, where) if text is not None else {}
     config = build_config(file_layer=file_layer, env=env_layer(os.environ), overrides=_overrides(opts))
-    code = review_and_report(
-        source,
-        config,
-        summary_path=opts["summary_path"],
-        json_path=opts["json_path"],
-        comment_path=opts["comment_path"],
-        warn=_note,
-    )
+    with _progress(opts):
+        code = review_and_report(
+            source,
+            config,
+            summary_path=opts["summary_path"],
+            json_path=opts["json_path"],
+            comment_path=opts["comment_path"],
+            warn=_note,
+        )
     sys.exit(code)
 
 
@@ -230,7 +246,8 @@ def pr(
         inline_comments=inline_comments,
         max_pr_cost_usd=max_pr_cost_usd,
     )
-    outcome = review_pull(client, job, warn=_note)
+    with _progress(opts):
+        outcome = review_pull(client, job, warn=_note)
     if outcome.report is not None and outcome.rendered is not None:
         write_report_files(
             outcome.report,

@@ -843,3 +843,25 @@ def _exact_tokenizer(model: str) -> bool:
         return True
     except Exception:
         return False
+
+
+def failure_kind(error: BaseException) -> str:
+    """What a failed model call means to the user, from its cause chain: `unreachable` (no
+    connection to the endpoint), `auth` (key refused), `unknown_model` (404), else `error`."""
+    litellm = _litellm()
+    import openai
+
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
+            return "auth"
+        if isinstance(current, litellm.NotFoundError):
+            return "unknown_model"
+        if isinstance(current, openai.APITimeoutError):
+            return "error"
+        if isinstance(current, (openai.APIConnectionError, ConnectionError)):
+            return "unreachable"
+        current = current.__cause__ or current.__context__
+    return "error"

@@ -35,6 +35,7 @@ from reviewer.publish import (
 )
 from reviewer.render import Renderer
 from reviewer.report import PRIORITIES, Finding, Published, Report, priority_rank
+from reviewer.report_files import ReportDir
 
 if TYPE_CHECKING:
     from reviewer.run import Rendered
@@ -105,6 +106,7 @@ class PullJob:
     config: Config | None = None
     templates: Path | None = None
     max_pr_cost_usd: float = 0.0
+    reports: ReportDir | None = None  # report JSON; the Action's goes under the workspace
 
 
 @dataclass(frozen=True)
@@ -236,11 +238,9 @@ def review_pull(
     if job.annotations and notices is not None:
         dropped = annotate(list(report.findings[: config.max_findings]), notices).dropped
     report_path = ""
-    if job.scratch is not None:
-        job.scratch.mkdir(parents=True, exist_ok=True)
-        path = job.scratch / f"report-{job.number}.json"
-        path.write_text(report_json(report), encoding="utf-8")
-        report_path = str(path)
+    reports = job.reports or (ReportDir(job.scratch) if job.scratch is not None else None)
+    if reports is not None:
+        report_path = reports.save(f"report-{job.number}.json", report_json(report))
     code = gate.exit_code(
         verdict_=report.verdict, findings=report.findings, fail_on=config.fail_on, on_error=config.on_error
     )

@@ -29,6 +29,7 @@ from jinja2.bccache import Bucket
 from jinja2.sandbox import SandboxedEnvironment
 
 from reviewer.errors import ConfigError, TemplateError, UsageError
+from reviewer.links import blob_url, files_url
 from reviewer.report import SCHEMA_ID
 from reviewer.rules import redact
 
@@ -474,6 +475,8 @@ class Renderer:
             plural=self.plural,
             num=self.num,
             usd=self.usd,
+            blob_url=blob_url,
+            files_url=files_url,
         )
 
     def _cache_dir(self) -> Path | None:

@@ -8,13 +8,14 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reviewer import findings as fnd
-from reviewer import gate, rules, verify
+from reviewer import gate, progress, rules, verify
 from reviewer.budget import Budget
 from reviewer.config import Config
 from reviewer.diff import DiffFile, LineIndex
@@ -52,6 +53,7 @@ class UnitOutcome:
     answer: fnd.ModelAnswer | None = None
     detail: str = ""
     dropped: tuple[fnd.Dropped, ...] = ()
+    kind: str = ""  # for model_error: unreachable | auth | unknown_model | error (llm.failure_kind)
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,9 @@ def analyse(
     files = change.files
     head = change.snapshot.head.sha
     gaps: list[Gap] = list(change.gaps)
-    rule_result = rules.run_rules(files, messages=renderer.messages("rules."))
+    reporter = progress.current()
+    with reporter.stage("deterministic checks"):
+        rule_result = rules.run_rules(files, messages=renderer.messages("rules."))
 
     client: ModelClient | None = None
     unsent_default = "budget"
@@ -132,9 +136,9 @@ def analyse(
         missing = client.credentials_missing()
         if missing:
             unsent_default = "no_credentials"
-            gaps.append(
-                Gap(what=renderer.gap_text("no_credentials", keys=", ".join(missing)), why="no_credentials")
-            )
+            what = renderer.gap_text("no_credentials_keys", keys=", ".join(missing), model=config.model)
+            gaps.append(Gap(what=what, why="no_credentials"))
+            warnings(what)
             client = None
 
     def safe_read(path: str, sha: str) -> str | None:
@@ -147,27 +151,22 @@ def analyse(
 
     read_head = (lambda path: safe_read(path, head)) if client is not None else None
     planner = _Planner(config, client, renderer, change, files, read_head)
-    plan = planner.plan(budget)
+    with reporter.stage("plan"):
+        plan = planner.plan(budget)
     window = planner.window
     if client is not None and any(x.reason == "budget" for x in plan.unplaced):
         budget.mark_exhausted()
     outcomes: list[UnitOutcome] = []
     if client is not None and plan.units:
-        plan, outcomes, window = _review_all(
-            client, plan, planner, config, renderer, change, budget, warnings
-        )
+        with reporter.stage(f"model review ({len(plan.units)} units)"):
+            plan, outcomes, window = _review_all(
+                client, plan, planner, config, renderer, change, budget, warnings
+            )
     ok_units = {o.unit_id for o in outcomes if o.status == "ok"}
     unsent = {o.unit_id: _coverage_reason(o.status) for o in outcomes if o.status != "ok"}
     cov = coverage(plan, files, reviewed_units=ok_units, unsent_reason=unsent, default_unsent=unsent_default)
     gaps += _coverage_gaps(cov, renderer, skip_whys={g.why for g in gaps}, window=window)
-    gaps += [
-        Gap(
-            what=f"{renderer.gap_text(o.status)}: {o.detail}" if o.detail else renderer.gap_text(o.status),
-            why=o.status,
-        )
-        for o in outcomes
-        if o.status in ("unparsed", "model_error")
-    ]
+    gaps += _failure_gaps(outcomes, renderer, warnings)
 
     for why, items in fnd.group_dropped(d for o in outcomes for d in o.dropped).items():
         details = "; ".join(_short(d.detail, 160) for d in items[:3])
@@ -200,15 +199,16 @@ def analyse(
     anchored, exclusions = list(checked.findings), [*exclusions, *checked.refuted]
     if client is not None:
         shown = {f.path for f in cov.files if f.status in ("reviewed", "partial")}
-        rechecked = verify.recheck(
-            client,
-            anchored,
-            renderer=renderer,
-            read_head=lambda path: safe_read(path, head),
-            redact=rules.redact,
-            warn=warnings,
-            reviewed_paths=shown,
-        )
+        with reporter.stage("verify"):
+            rechecked = verify.recheck(
+                client,
+                anchored,
+                renderer=renderer,
+                read_head=lambda path: safe_read(path, head),
+                redact=rules.redact,
+                warn=warnings,
+                reviewed_paths=shown,
+            )
         anchored, exclusions = list(rechecked.findings), [*exclusions, *rechecked.refuted]
 
     budget_report = budget.report()
@@ -426,8 +426,21 @@ def _review_units(
     context-exceeded answer no further unit is sent: the rest is re-planned."""
     too_long = threading.Event()
     pr_paths = frozenset(f.path for f in change.files)
+    reporter = progress.current()  # read here: worker threads do not inherit the context
+    finished = [0]
+    lock = threading.Lock()
 
     def one(unit: Unit) -> UnitOutcome:
+        start = time.monotonic()
+        outcome = reviewed(unit)
+        with lock:
+            finished[0] += 1
+            done = finished[0]
+        paths = ", ".join(dict.fromkeys(part.path for part in unit.parts))
+        reporter.unit(done, len(units), paths, outcome.status, time.monotonic() - start)
+        return outcome
+
+    def reviewed(unit: Unit) -> UnitOutcome:
         if too_long.is_set():
             return UnitOutcome(unit.id, "replan")
         nonce = unit.nonce or unit_nonce()
@@ -461,8 +474,11 @@ def _review_units(
         except BudgetExhausted as exc:
             return UnitOutcome(unit.id, "budget", detail=exc.limit)
         except ModelError as exc:
+            from reviewer.llm import failure_kind
+
             status = "unparsed" if isinstance(exc, AnswerUnparsed) else "model_error"
-            return UnitOutcome(unit.id, status, detail=_short(str(exc)), dropped=tuple(dropped))
+            kind = failure_kind(exc) if status == "model_error" else ""
+            return UnitOutcome(unit.id, status, detail=_short(str(exc)), dropped=tuple(dropped), kind=kind)
         except Exception as exc:  # a worker must never take the run down
             return UnitOutcome(unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"))
         return UnitOutcome(
@@ -490,6 +506,33 @@ def _confined(answer: fnd.ModelAnswer, shown: set[str]) -> fnd.ModelAnswer:
 def _short(text: str, limit: int = 300) -> str:
     text = rules.redact(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _failure_gaps(outcomes: Sequence[UnitOutcome], renderer: Renderer, warn: Warn) -> list[Gap]:
+    """One gap per distinct model failure, not one per unit: a dead endpoint is one loud line (also a
+    warning, so it reaches stderr) whose `why` names it (`model_unreachable`, `model_auth`, ...)."""
+    gaps = [
+        Gap(
+            what=f"{renderer.gap_text(o.status)}: {o.detail}" if o.detail else renderer.gap_text(o.status),
+            why=o.status,
+        )
+        for o in outcomes
+        if o.status == "unparsed"
+    ]
+    groups: dict[str, list[UnitOutcome]] = {}
+    for o in outcomes:
+        if o.status == "model_error":
+            why = f"model_{o.kind}" if o.kind in ("unreachable", "auth", "unknown_model") else "model_error"
+            groups.setdefault(why, []).append(o)
+    for why, items in groups.items():
+        calls = renderer.translate("count.calls", n=len(items), default="{n} calls")
+        text = f"{renderer.gap_text(why)} ({calls})"
+        details = list(dict.fromkeys(o.detail for o in items if o.detail))
+        if details:
+            text += f": {details[0]}"
+        gaps.append(Gap(what=text, why=why))
+        warn(text)
+    return gaps
 
 
 def _coverage_reason(status: str) -> str:

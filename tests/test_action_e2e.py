@@ -47,6 +47,8 @@ OURS = (
     re.compile(r"::add-mask::.*"),
     re.compile(r"::(warning|notice) file=[^:]+,line=\d+(,endLine=\d+)?,title=[^:]*::.*"),
     re.compile(r"::(error|warning|notice) title=imreview[^:]*::.*"),
+    re.compile(r"::group::imreview: [^\n]*"),
+    re.compile(r"::endgroup::"),
 )
 STOP = re.compile(r"::stop-commands::([0-9a-f]{32})")
 

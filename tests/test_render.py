@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -176,7 +177,9 @@ def test_summary_of_findings_is_complete(en) -> None:
         assert text in out
     assert "the lock cannot deadlock — \\_refresh never calls get()" in out, "a leading _ is escaped"
     assert "**MERGE** `retry.py:backoff()` → `http.py:_sleep()` — same formula" in out
-    assert "| vendor/schema.json | skipped | generated | 0/5 |" in out
+    anchor = "diff-" + hashlib.sha256(b"vendor/schema.json").hexdigest()
+    files_view = f"https://github.com/octo-org/widgets/pull/42/files#{anchor}"
+    assert f"| [vendor/schema.json]({files_view}) | skipped | generated | 0/5 |" in out
     assert "| head unchanged at publish | ✔ | a1b2c3d |" in out
     assert "$0.0700 of $1.0000" in out and "18,240 / 200,000 input tokens" in out
     assert "[open](https://github.com/o/r/pull/42#issuecomment-7)" in out
@@ -195,19 +198,22 @@ def test_summary_of_a_clean_review_says_what_was_examined(en) -> None:
 
 def test_an_incomplete_review_leads_with_why_and_is_never_called_clean(en) -> None:
     files = (*FILES[:1], FileCoverage("src/big.py", "listed", "budget", 4, 0))
-    gaps = (Gap(en.gap_text("budget"), "budget", "src/big.py"), Gap(en.gap_text("no_model"), "no_model"))
+    gaps = (
+        Gap(en.gap_text("budget"), "budget", "src/big.py"),
+        Gap(en.gap_text("model_error"), "model_error"),
+    )
     report = build("incomplete", findings=(), files=files, gaps=gaps, cost=None)
     out = en.summary(report)
     lines = out.splitlines()
     # the headline names the budget with its numbers (issue 6 item 6)
     assert lines[0] == (
         "# imreview — incomplete: budget reached (18,240 of 200,000 input tokens, 3 of 24 calls), "
-        "no model configured"
+        "model errors"
     )
     assert lines[2].startswith("**Incomplete — this is not a clean review.** 1 of 2 reviewable files")
     assert "clean" not in lines[0] + lines[2].replace("not a clean review", "")
     assert "**Clean" not in out
-    assert "LLM review not run: no model configured" in out
+    assert "Not reviewed: the model call failed after retries and fallbacks" in out
     assert "cost unknown of $1.0000" in out and "The cost is unknown" in out
     comment = en.comment(report, max_findings=6)
     assert comment.startswith("### imreview — incomplete: budget reached")

@@ -9,6 +9,7 @@ by marker before trying again (DESIGN 6, platform facts D2).
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -40,6 +41,18 @@ cannot read /user, which answers 403 and makes PyGithub log an error line."""
 _BLOB_FIELDS = "__typename ... on Blob { text isBinary isTruncated }"
 _FAILED = frozenset({"failure", "error", "timed_out", "cancelled", "action_required", "startup_failure"})
 _PASSED = frozenset({"success", "neutral", "skipped"})
+_USER_PROBE_403 = re.compile(r"Request GET \S*/user failed with 403\b")
+
+
+class _ExpectedUserProbe(logging.Filter):
+    """An Actions or App token always gets 403 on GET /user, which `viewer_login` expects and handles;
+    PyGithub's retry logs it anyway, so every job log would show a "failure" that is not one."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _USER_PROBE_403.search(record.getMessage())
+
+
+logging.getLogger("github.GithubRetry").addFilter(_ExpectedUserProbe())
 
 
 @dataclass(frozen=True)
@@ -272,17 +285,11 @@ class GitHubClient:
                 self._viewer = ACTIONS_BOT
         return self._viewer
 
-<<<<<<< HEAD
-    def file_text(self, repo: str, path: str, ref: str) -> str | None:
-        """A file at `ref`: from an earlier `file_texts` batch when it asked for it, else through the
-        contents API; None when absent, a directory, binary or over 1 MB."""
-        if (repo, ref, path) in self._texts:
-            return self._texts[(repo, ref, path)]
-=======
     def file_text(self, repo: str, path: str, ref: str | None) -> str | None:
-        """A file at `ref` (None: the default branch) through the contents API; None when absent, a
-        directory, or over 1 MB."""
->>>>>>> pr-path
+        """A file at `ref` (None: the default branch): from an earlier `file_texts` batch when it
+        asked for it, else through the contents API; None when absent, a directory, binary or over 1 MB."""
+        if ref is not None and (repo, ref, path) in self._texts:
+            return self._texts[(repo, ref, path)]
         try:
             with _translated(f"read {path} at {ref or 'the default branch'} in {repo}"):
                 gh_repo = self._repo(repo)

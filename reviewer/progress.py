@@ -1,0 +1,125 @@
+"""Progress while a review runs: `::group::` per stage in Actions, a line per unit on a terminal.
+
+The pipeline calls the hooks of the reporter in use (`current()`); the entry points choose one with
+`use(...)`. The default reporter says nothing, so library callers and tests stay quiet. Progress goes
+to stderr locally (stdout carries the summary) and to the log in Actions, never into the report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import TextIO
+
+
+class Progress:
+    """Says nothing; the base of every reporter, and the default."""
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """A named stage of one review (`plan`, `model review`, ...), timed."""
+        yield
+
+    def unit(self, done: int, total: int, what: str, outcome: str, seconds: float) -> None:
+        """One review unit (one model call's worth of hunks) finished."""
+
+
+class ActionsProgress(Progress):
+    """A collapsible log group per stage, its time as the group's last line."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.monotonic()
+        self._write(f"::group::imreview: {name}\n")
+        try:
+            yield
+        finally:
+            self._write(f"imreview: {name} took {time.monotonic() - start:.1f} s\n::endgroup::\n")
+
+    def unit(self, done: int, total: int, what: str, outcome: str, seconds: float) -> None:
+        self._write(f"imreview: unit {done}/{total} {outcome} in {seconds:.1f} s ({_plain(what)})\n")
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            self._out.write(text)
+            self._out.flush()
+
+
+class TerminalProgress(Progress):
+    """A line per finished unit on stderr; with `verbose`, stage timings too."""
+
+    def __init__(self, err: TextIO, *, verbose: bool = False) -> None:
+        self._err = err
+        self._verbose = verbose
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            if self._verbose:
+                self._write(f"imreview: {name}: {time.monotonic() - start:.1f} s")
+
+    def unit(self, done: int, total: int, what: str, outcome: str, seconds: float) -> None:
+        self._write(f"imreview: [{done}/{total}] {outcome} {_plain(what)} ({seconds:.1f} s)")
+
+    def _write(self, line: str) -> None:
+        with self._lock:
+            self._err.write(line + "\n")
+            self._err.flush()
+
+
+def for_environment(
+    env: Mapping[str, str] | None = None,
+    *,
+    quiet: bool = False,
+    verbose: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> Progress:
+    """The reporter for where we run: nothing when quiet; log groups in Actions; unit lines when
+    stderr is a terminal (or always with `verbose`)."""
+    env = os.environ if env is None else env
+    if quiet:
+        return Progress()
+    if env.get("GITHUB_ACTIONS") == "true":
+        return ActionsProgress(out or sys.stdout)
+    stream = err or sys.stderr
+    if verbose or stream.isatty():
+        return TerminalProgress(stream, verbose=verbose)
+    return Progress()
+
+
+_SILENT = Progress()
+_CURRENT: contextvars.ContextVar[Progress | None] = contextvars.ContextVar("imreview_progress", default=None)
+
+
+def current() -> Progress:
+    """The reporter in use (read it on the calling thread; worker threads get it passed in)."""
+    return _CURRENT.get() or _SILENT
+
+
+@contextlib.contextmanager
+def use(reporter: Progress) -> Iterator[Progress]:
+    token = _CURRENT.set(reporter)
+    try:
+        yield reporter
+    finally:
+        _CURRENT.reset(token)
+
+
+def _plain(text: str, limit: int = 160) -> str:
+    """File names come from the PR: one line, no workflow-command prefix, capped."""
+    line = " ".join(text.split()).replace("::", ": :")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
