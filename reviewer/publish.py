@@ -495,15 +495,20 @@ def find_sticky(client: GitHubClient, repo: str, number: int, *, login: str) -> 
     return ours[0] if ours else None
 
 
-def stickies_by_pull(comments: Iterable[tuple[int, CommentInfo]], login: str) -> dict[int, CommentInfo]:
+def stickies_by_pull(
+    comments: Iterable[tuple[int, CommentInfo]], login: str, *, repo: str
+) -> dict[int, CommentInfo]:
     """Our sticky comment per PR number, from a repository-wide comment list (scan), decided by
-    the same rule as `find_sticky`."""
+    the same rule as `find_sticky`: none is trusted when no key can prove it ours."""
+    key = state_key()
+    if key is None:
+        return {}
     grouped: dict[int, list[CommentInfo]] = {}
     for number, comment in comments:
         grouped.setdefault(number, []).append(comment)
     found: dict[int, CommentInfo] = {}
     for number, group in grouped.items():
-        ours = _our_stickies(group, login)
+        ours = _our_stickies(group, login, repo=repo, number=number, key=key)
         if ours:
             found[number] = ours[0]
     return found

@@ -408,7 +408,7 @@ def base_templates(
         found += 1
     if not found:
         raise ConfigError(
-            f"no template found under {template_dir!r} at the base commit {base_sha[:12]}"
+            f"no template found under {template_dir!r} at the base commit {(base_sha or 'HEAD')[:12]}"
             f" (looked for {', '.join(TEMPLATE_FILES)})",
             "input 'template-dir'",
         )

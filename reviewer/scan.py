@@ -320,7 +320,7 @@ def _sticky_states(client: GitHubClient, repo: str, pulls: Sequence[PullInfo]) -
     since = min(opened) if len(opened) == len(pulls) and opened else None
     comments, _ = client.repo_issue_comments(repo, since=since, max_pages=COMMENT_PAGES)
     wanted = {p.number for p in pulls}
-    found = stickies_by_pull(((n, c) for n, c in comments if n in wanted), login)
+    found = stickies_by_pull(((n, c) for n, c in comments if n in wanted), login, repo=repo)
     states = {n: StickyState.parse(c.body) for n, c in found.items()}
     return {n: s for n, s in states.items() if s is not None}
 
