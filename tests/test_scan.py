@@ -347,8 +347,8 @@ def test_twenty_pushes_never_take_a_pr_past_max_pr_cost_usd(
         assert state["head"] == head
         totals.append(state["total_cost_usd"])
         assert state["total_cost_usd"] <= cap, (push, state)
-    per_run = 1000 * 10 / 1e6 + 4000 * 20 / 1e6
-    assert totals[0] == pytest.approx(per_run)
-    assert max(totals) >= 5 * per_run, "reviews continue while a call still fits the cap"
+    assert totals[0] > 0 and totals == sorted(totals)
+    assert max(totals) > cap / 2, "reviews continue while a call still fits the cap"
+    assert totals[-1] == totals[-5], "past the cap no call is made, however often the PR is pushed"
     assert run.outputs["verdict"] == "incomplete" and "budget" in run.summary
     assert gh.violations == []
