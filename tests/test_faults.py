@@ -80,11 +80,6 @@ def test_model_fault_is_an_honest_incomplete_review(
     assert "incomplete" in comment["body"].lower()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review/planner: an unparsable answer is reported as 'budget reached (0 of … tokens)' "
-    "instead of 'the model's answer could not be parsed' (owned by the planner/llm engineers)",
-)
 def test_an_unparsable_answer_is_not_called_a_budget_stop(
     gh: FakeGitHub, model: FakeModelServer, tmp_path: Path
 ) -> None:

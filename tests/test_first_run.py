@@ -157,6 +157,6 @@ def test_a_missing_key_names_the_variable(feature_repo: Repo, tmp_path: Path) ->
     proc, report, comment = _review(feature_repo, tmp_path, "--model", "openai/gpt-4o-mini")
     assert report["verdict"] == "incomplete"
     (gap,) = [g for g in report["gaps"] if g["why"] == "no_credentials"]
-    assert "OPENAI_API_KEY is not set" in gap["what"]
+    assert "OPENAI_API_KEY is unset or empty" in gap["what"]
     assert "OPENAI_API_KEY" in proc.stderr
     assert "OPENAI_API_KEY" in comment

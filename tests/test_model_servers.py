@@ -337,7 +337,12 @@ def test_the_answer_reservation_and_timeout_come_from_flags_and_inputs(
     feature_repo: Repo, tmp_path: Path
 ) -> None:
     settings = settings_from(
-        {"RUNNER_TEMP": str(tmp_path)},
+        {
+            "RUNNER_TEMP": str(tmp_path),
+            "GITHUB_EVENT_NAME": "workflow_dispatch",
+            "GITHUB_EVENT_PATH": str(tmp_path / "event.json"),
+            "GITHUB_REPOSITORY": "octo-org/widgets",
+        },
         {"max-output-tokens-per-call": "300", "request-timeout": "900", "max-concurrency": "4"},
     )
     config = build_config(overrides=settings.overrides)

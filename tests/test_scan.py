@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from reviewer.config import build_config, parse_config_text
+from reviewer.publish import sign_sticky, state_key
 from reviewer.scan import MATRIX_MAX, estimated_cost
 from reviewer.source.github import GitHubClient, GitHubSource
 from tests.conftest import cli_env, run_cli
@@ -251,7 +252,9 @@ def test_a_scan_of_500_open_prs_stays_within_20_requests_before_reviewing(
     """300 PRs in mixed states plus 200 already reviewed: the triage reads lists, never a PR."""
     model.handler = quiet_model
     add_open_prs(gh, 1)
-    env = cli_env(tmp_path, {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": gh.url})
+    env = cli_env(
+        tmp_path, {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": gh.url, "IMREVIEW_STATE_KEY": "scan-state-key"}
+    )
     model_args = ["--model", MODEL, "--api-base", model.api_base]
     seeded = run_cli(["scan", REPO, "--review", "--post-comment", *model_args], cwd=tmp_path, env=env)
     assert seeded.returncode == 0, seeded.stderr
@@ -275,7 +278,7 @@ def test_a_scan_of_500_open_prs_stays_within_20_requests_before_reviewing(
         if n > 300 or kind == 6:
             reviewed = {**state, "head": sha(n, "f") if n == 26 else sha(n)}
             body = "## imreview\n\n<!-- imreview:state v1 " + json.dumps(reviewed) + " -->"
-            gh.add_comment(REPO, n, body)
+            gh.add_comment(REPO, n, sign_sticky(body, repo=REPO, number=n, key=state_key(env)))
     mark = len(gh.requests)
     planned = run_cli(
         ["scan", REPO, "--limit", "50", "--json", "scan.json", *model_args], cwd=tmp_path, env=env

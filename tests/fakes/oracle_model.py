@@ -61,6 +61,9 @@ class Oracle:
     def __call__(self, body: dict[str, Any]) -> Reply:
         prompt = last_user_text(body)
         blocks = _blocks(prompt)
+        earlier = [m.get("content") or "" for m in body.get("messages", []) if m.get("role") == "assistant"]
+        if earlier:  # the repair turn: user → assistant (the unusable answer) → user
+            return self._repair(earlier[-1])
         if "previous_answer" in blocks:
             return self._repair(blocks["previous_answer"])
         if '"verdicts"' in prompt:
