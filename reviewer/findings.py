@@ -406,7 +406,7 @@ def anchor(
         if finding.line is not None and finding.line in lines:
             return _with_range(finding, finding.line, index, "as_stated")
         return dataclasses.replace(finding, anchored=False, anchor_reason="line_not_commentable")
-    text_at = _line_texts(files[finding.path], finding.side)
+    text_at = line_texts(files[finding.path], finding.side)
     matches = [
         n for n in lines if first in _norm(text_at.get(n, "")) or first in _norm(redact(text_at.get(n, "")))
     ]
@@ -417,7 +417,8 @@ def anchor(
     return _with_range(finding, best, index, "as_stated" if best == finding.line else "moved_by_quote")
 
 
-def _line_texts(file: DiffFile, side: str) -> dict[int, str]:
+def line_texts(file: DiffFile, side: str) -> dict[int, str]:
+    """The text of every line of `file` on one side of the diff, by its line number there."""
     texts: dict[int, str] = {}
     for hunk in file.hunks:
         for line in hunk.lines:

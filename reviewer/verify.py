@@ -62,17 +62,6 @@ def _quote_line(quote: str) -> str:
     return _norm(_DIFF_PREFIX.sub("", first, count=1))
 
 
-def _side_texts(file: DiffFile, side: str) -> dict[int, str]:
-    texts: dict[int, str] = {}
-    for hunk in file.hunks:
-        for line in hunk.lines:
-            if side == "LEFT" and line.kind == "-" and line.old is not None:
-                texts[line.old] = line.text
-            elif side == "RIGHT" and line.kind != "-" and line.new is not None:
-                texts[line.new] = line.text
-    return texts
-
-
 def _code_of(suggestion: str) -> str:
     text = suggestion.strip()
     fenced = _FENCED.match(text)
@@ -117,7 +106,7 @@ def _refutation(
     quote = _quote_line(finding.quote)
     if not quote:
         return None
-    diff_texts = _side_texts(file, finding.side)
+    diff_texts = fnd.line_texts(file, finding.side)
     whole = (read_base if finding.side == "LEFT" else read_head)(finding.path)
     haystack = list(diff_texts.values()) + (whole.splitlines() if whole is not None else [])
     found = any(quote in _norm(line) or quote in _norm(redact(line)) for line in haystack)
