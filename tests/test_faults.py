@@ -92,10 +92,9 @@ def test_model_timeout_is_incomplete_and_warn_keeps_the_step_green(
     gh: FakeGitHub, model: FakeModelServer, tmp_path: Path
 ) -> None:
     model.handler = _always(delayed(20))
-    started = time.monotonic()
     run = _run(gh, tmp_path, model, max_seconds="4", on_error="warn")
     _honest(run, gh, verdict="incomplete", code=0)
-    assert time.monotonic() - started < 60
+    assert len(model.requests) <= 3  # the 4 s budget cut the calls short: no 20 s answer was waited for
 
 
 def test_429_with_retry_after_then_an_answer_is_a_complete_review(
