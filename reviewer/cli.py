@@ -89,6 +89,16 @@ def review_options(func: F) -> F:
     return func
 
 
+max_pr_cost_option = click.option(
+    "--max-pr-cost-usd",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Cap on a PR's cost over all its runs, kept in its sticky comment (0 = no cap).",
+)
+"""Shared by `pr` and `scan`: the per-PR cumulative cost cap (DESIGN section 3)."""
+
+
 def _overrides(opts: Mapping[str, Any]) -> dict[str, Any]:
     keys = (
         "model",
@@ -195,13 +205,7 @@ def review(path: str, base: str | None, head: str, config_file: str | None, **op
 @click.option("--skip-drafts", is_flag=True, help="Skip the PR when it is a draft (off: it was named).")
 @click.option("--skip-bots", is_flag=True, help="Skip the PR when a bot opened it.")
 @click.option("--skip-closed", is_flag=True, help="Skip the PR when it is not open.")
-@click.option(
-    "--max-pr-cost-usd",
-    type=click.FloatRange(min=0),
-    default=5.0,
-    show_default=True,
-    help="Cap on the PR's cost over all its runs, from the sticky comment (0 = no cap).",
-)
+@max_pr_cost_option
 @click.option(
     "--skip-reviewed",
     is_flag=True,
@@ -286,13 +290,7 @@ def pr(
 @click.option("--inline-comments", is_flag=True, help="With --review: also post inline review comments.")
 @click.option("--include-drafts", is_flag=True, help="Do not skip draft PRs.")
 @click.option("--include-bots", is_flag=True, help="Do not skip PRs opened by bots.")
-@click.option(
-    "--max-pr-cost-usd",
-    type=click.FloatRange(min=0),
-    default=5.0,
-    show_default=True,
-    help="Cap on each PR's cost over all its runs, from its sticky comment (0 = no cap).",
-)
+@max_pr_cost_option
 @review_options
 @guarded
 def scan(
