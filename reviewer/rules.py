@@ -111,6 +111,26 @@ _TOKEN_GATES: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = tuple(
 )
 
 
+_TOKEN_WORDS = re.compile(
+    r"a(?:kia|sia|bia|cca|iza|ws)|gh[pousr]_|github_pat_|glpat-|xox|_live_|sk-|npm_|pypi-|sg\.|://|private key"
+)
+"""In lowercased ASCII text, a literal that every token format (and the key header) contains."""
+_NAME_WORDS = ("pass", "pwd", "secret", "token", "key", "credential")
+"""Every credential name contains one of these: a cheap test before `_CREDENTIAL_NAME`."""
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{40}")
+
+
+def may_hold_secret(text: str) -> bool:
+    """False only when `redact` leaves `text` as it is and no secret check can fire on any of its
+    lines. Substring tests instead of one regex scan per pattern: nearly all text holds no secret."""
+    if not text.isascii():
+        return True
+    low = text.lower()
+    if _TOKEN_WORDS.search(low) or _BASE64_RUN.search(text):
+        return True
+    return any(word in low for word in _NAME_WORDS) and _CREDENTIAL_NAME.search(low) is not None
+
+
 def _may_name_credential(text: str) -> bool:
     """False only when `_GENERIC` cannot match: it needs one of the credential names. ASCII text
     lowercased matches them exactly as IGNORECASE would; other text takes the full regex."""
@@ -366,6 +386,8 @@ def _mask_key_bodies(text: str) -> str:
 def redact(text: str) -> str:
     """Cut every secret-shaped token to its first 4 characters + `…` (private key bodies too).
     Idempotent; used on every output and on everything sent to the model."""
+    if not may_hold_secret(text):
+        return text
     text = _mask_key_bodies(text)
     for _, pattern, quick in _TOKEN_GATES:
         if quick.search(text):
@@ -488,6 +510,8 @@ def _secrets(file: DiffFile, prose: _Prose) -> Iterator[_Hit]:
     name = PurePosixPath(file.path).name
     bare_ok = category(file.path) == "config" or name.startswith(".env") or name.endswith(".env")
     added = {line.new: line for line in file.added_lines() if line.new is not None}
+    if not may_hold_secret("\n".join(line.text for line in added.values())):
+        return
     for number, line in added.items():
         header = _BEGIN_KEY.search(line.text)
         if header and _key_follows(line.text[header.end() :], added.get(number + 1)):
