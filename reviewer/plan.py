@@ -434,6 +434,49 @@ class _Cost:
     cost: float
 
 
+class _FreeRoom:
+    """Each unit's free diff tokens in a max-tree, so first fit finds the earliest unit with room
+    in O(log units) instead of asking every unit: without a model a large PR fills hundreds."""
+
+    def __init__(self) -> None:
+        self._size = 1
+        self._tree = [-1, -1]
+        self._count = 0
+
+    def append(self, free: int) -> None:
+        if self._count == self._size:
+            leaves = self._tree[self._size :]
+            self._size *= 2
+            self._tree = [-1] * self._size + leaves + [-1] * (self._size - len(leaves))
+            for i in range(self._size - 1, 0, -1):
+                self._tree[i] = max(self._tree[2 * i], self._tree[2 * i + 1])
+        self._count += 1
+        self.set(self._count - 1, free)
+
+    def set(self, index: int, free: int) -> None:
+        i = index + self._size
+        self._tree[i] = free
+        while i > 1:
+            i //= 2
+            self._tree[i] = max(self._tree[2 * i], self._tree[2 * i + 1])
+
+    def first(self, at_least: int, start: int) -> int | None:
+        """The smallest index >= start whose free room is at least `at_least`, or None."""
+        tree, size = self._tree, self._size
+
+        def down(node: int, lo: int, hi: int) -> int | None:
+            if hi <= start or tree[node] < at_least:
+                return None
+            if node >= size:
+                return lo
+            mid = (lo + hi) // 2
+            found = down(2 * node, lo, mid)
+            return found if found is not None else down(2 * node + 1, mid, hi)
+
+        found = down(1, 0, size)
+        return found if found is not None and found < self._count else None
+
+
 class _Packer:
     """Units under construction and what they hold of the allowance, so a part is only placed
     where both its call (window) and the whole plan (budget) still have room."""
@@ -454,6 +497,8 @@ class _Packer:
         self.units: list[_Open] = []
         self._next: _Open | None = None
         self._sums: tuple[int, int, float] = (0, 0, 0.0)
+        self._free = _FreeRoom()
+        self._call_rooms: dict[int, int] = {}
 
     def cost(self, overhead: int, tokens: int) -> _Cost:
         a = self.allowance
@@ -500,22 +545,44 @@ class _Packer:
         return self._next
 
     def add(self, options: Sequence[tuple[UnitPart, int]], risk: float) -> bool:
-        """First fit: the earliest unit that takes the part (its richest option that fits), else a new one."""
-        for unit in [*self.units, self.fresh()]:
-            new = unit is self._next
-            for part, tokens in options:
-                total = unit.tokens + tokens + (SEPARATOR_TOKENS if unit.parts else 0)
-                if self.fits_call(unit.overhead, total) and self.fits_budget(unit, total, new):
-                    held, out, cost = self._totals(skip=None if new else unit)
-                    c = self.cost(unit.overhead, total)
-                    self._sums = (held + c.held_in, out + c.answer, cost + c.cost)
-                    unit.parts.append((part, risk, tokens))
-                    unit.tokens = total
-                    if new:
-                        self.units.append(unit)
-                        self._next = None
-                    return True
+        """First fit: the earliest unit that takes the part (its richest option that fits), else a new one.
+
+        A unit whose free room cannot hold even the smallest option (with its separator) fails
+        `fits_call` for every option, so the free-room tree skips it without asking."""
+        need = min(tokens for _, tokens in options) + SEPARATOR_TOKENS
+        index = self._free.first(need, 0)
+        while index is not None:
+            if self._place(index, options, risk):
+                return True
+            index = self._free.first(need, index + 1)
+        return self._place(len(self.units), options, risk)
+
+    def _place(self, index: int, options: Sequence[tuple[UnitPart, int]], risk: float) -> bool:
+        """Unit `index` (the fresh one when it equals len(units)) takes its richest option that fits."""
+        new = index == len(self.units)
+        unit = self.fresh() if new else self.units[index]
+        for part, tokens in options:
+            total = unit.tokens + tokens + (SEPARATOR_TOKENS if unit.parts else 0)
+            if self.fits_call(unit.overhead, total) and self.fits_budget(unit, total, new):
+                held, out, cost = self._totals(skip=None if new else unit)
+                c = self.cost(unit.overhead, total)
+                self._sums = (held + c.held_in, out + c.answer, cost + c.cost)
+                unit.parts.append((part, risk, tokens))
+                unit.tokens = total
+                if new:
+                    self.units.append(unit)
+                    self._next = None
+                    self._free.append(self.unit_tokens - total)
+                else:
+                    self._free.set(index, self.unit_tokens - total)
+                return True
         return False
+
+    def call_room(self, overhead: int) -> int:
+        """The most diff tokens one call with this overhead can carry, whatever the budget."""
+        if overhead not in self._call_rooms:
+            self._call_rooms[overhead] = _call_room(self, overhead)
+        return self._call_rooms[overhead]
 
     def room(self, unit: _Open) -> int:
         """The most diff tokens `unit` (or the fresh one) can still take."""
@@ -602,7 +669,7 @@ def make_plan(
         header = _file_header(f)
         plain = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, ())])))
         plain_tokens = count_tokens(plain.text)
-        call_room = _call_room(packer, packer.fresh().overhead)
+        call_room = packer.call_room(packer.fresh().overhead)
         if plain_tokens > call_room:
             for part, tokens in _slices(f, hunk, call_room, count_tokens, redact, unplaced):
                 if not packer.add([(part, tokens)], risk):
