@@ -10,6 +10,7 @@ no I/O.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -219,7 +220,7 @@ class Plan:
         return sum(u.input_tokens for u in self.units)
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=1 << 16)
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """A gitignore-like glob: `*`/`?` stay inside one path segment, `**` crosses them, a pattern
     without `/` matches at any depth, and a pattern that names a directory covers what is under it."""
@@ -260,14 +261,20 @@ def matches_any(path: str, patterns: Sequence[str]) -> bool:
     return any(glob_regex(p).match(path) for p in patterns if p.strip())
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def pure_path(path: str) -> PurePosixPath:
+    """Parsed once per path: the rules and the planner ask about every file's name and folders."""
+    return PurePosixPath(path)
+
+
 def skip_reason(file: DiffFile, *, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> str | None:
     """Why policy leaves this file out of the model's view, or None. Secret files win over everything."""
     names = [file.path] + ([file.old_path] if file.old_path else [])
-    if any(_SECRET_NAME.match(PurePosixPath(p).name) for p in names):
+    if any(_SECRET_NAME.match(pure_path(p).name) for p in names):
         return "secret_file"
     if matches_any(file.path, exclude) or (include and not matches_any(file.path, include)):
         return "excluded"
-    pure = PurePosixPath(file.path)
+    pure = pure_path(file.path)
     name = pure.name
     if file.binary or pure.suffix.lower() in _BINARY_EXT:
         return "binary"
@@ -279,24 +286,29 @@ def skip_reason(file: DiffFile, *, include: Sequence[str] = (), exclude: Sequenc
         return "generated"
     if _MINIFIED_NAME.search(name):
         return "minified"
-    head = [
-        line.text
-        for hunk in file.hunks
-        for line in hunk.lines
-        if line.kind != "-" and line.new is not None and line.new <= _GENERATED_HEAD_LINES
-    ]
-    if any(_GENERATED_MARK.match(text) for text in head):
-        return "generated"
-    lengths = [len(line.text) for line in file.added_lines() if line.text.strip()]
+    for hunk in file.hunks:
+        if hunk.new_start > _GENERATED_HEAD_LINES:
+            continue
+        for line in hunk.lines:
+            if line.kind == "-" or line.new is None:
+                continue
+            if line.new > _GENERATED_HEAD_LINES:
+                break
+            if _GENERATED_MARK.match(line.text):
+                return "generated"
+    added = file.added_lines()
+    if max((len(line.text) for line in added), default=0) < _MINIFIED_LONGEST:
+        return None
+    lengths = [len(line.text) for line in added if line.text.strip()]
     if lengths and max(lengths) >= _MINIFIED_LONGEST and sum(lengths) / len(lengths) >= _MINIFIED_AVG_LINE:
         return "minified"
     return None
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=1 << 16)
 def category(path: str) -> str:
     """source, test, config or docs; CI workflows count as source."""
-    pure = PurePosixPath(path)
+    pure = pure_path(path)
     dirs = {part.lower() for part in pure.parts[:-1]}
     if path.startswith(".github/workflows/"):
         return "source"
@@ -310,7 +322,7 @@ def category(path: str) -> str:
     return "source"
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=1 << 16)
 def sensitive(path: str) -> bool:
     return bool(_SENSITIVE.search(_CAMEL.sub("_", path).lower()))
 
@@ -463,6 +475,13 @@ class _FreeRoom:
     def first(self, at_least: int, start: int) -> int | None:
         """The smallest index >= start whose free room is at least `at_least`, or None."""
         tree, size = self._tree, self._size
+        if start == 0:
+            if tree[1] < at_least:
+                return None
+            node = 1
+            while node < size:
+                node = 2 * node if tree[2 * node] >= at_least else 2 * node + 1
+            return node - size if node - size < self._count else None
 
         def down(node: int, lo: int, hi: int) -> int | None:
             if hi <= start or tree[node] < at_least:
@@ -498,6 +517,9 @@ class _Packer:
         self._next: _Open | None = None
         self._sums: tuple[int, int, float] = (0, 0, 0.0)
         self._free = _FreeRoom()
+        a = allowance
+        self._unlimited = a.calls is None and a.input_tokens is None and a.output_tokens is None
+        self._unlimited &= a.cost_usd is None or a.price is None
         self._call_rooms: dict[int, int] = {}
 
     def cost(self, overhead: int, tokens: int) -> _Cost:
@@ -527,6 +549,8 @@ class _Packer:
 
     def fits_budget(self, unit: _Open, tokens: int, new: bool) -> bool:
         a = self.allowance
+        if self._unlimited:
+            return True
         if new and a.calls is not None and len(self.units) + 1 > a.calls:
             return False
         held, out, cost = self._totals(skip=None if new else unit)
@@ -564,9 +588,10 @@ class _Packer:
         for part, tokens in options:
             total = unit.tokens + tokens + (SEPARATOR_TOKENS if unit.parts else 0)
             if self.fits_call(unit.overhead, total) and self.fits_budget(unit, total, new):
-                held, out, cost = self._totals(skip=None if new else unit)
-                c = self.cost(unit.overhead, total)
-                self._sums = (held + c.held_in, out + c.answer, cost + c.cost)
+                if not self._unlimited:
+                    held, out, cost = self._totals(skip=None if new else unit)
+                    c = self.cost(unit.overhead, total)
+                    self._sums = (held + c.held_in, out + c.answer, cost + c.cost)
                 unit.parts.append((part, risk, tokens))
                 unit.tokens = total
                 if new:
@@ -925,8 +950,7 @@ def coverage(
                 covered.setdefault(key, set()).update(rng)
             else:
                 reason = (unsent_reason or {}).get(u.id, default_unsent)
-                for i in rng:
-                    why.setdefault(key, {})[i] = reason
+                why.setdefault(key, {}).update(dict.fromkeys(rng, reason))
             if p.lines is not None and rng:
                 start, end = p.span or span(p.path, p.hunk_index, (rng.start, rng.stop))
                 sliced.setdefault(p.path, []).append(SliceCoverage(p.hunk_index, start, end, done))
@@ -962,12 +986,12 @@ def coverage(
             got = covered.get(key, set())
             seen_any = seen_any or bool(got)
             lines_reviewed += sum(1 for i in got if hunk.lines[i].kind != " ")
-            gaps = [i for i in range(len(hunk.lines)) if i not in got]
+            gaps = [i for i in range(len(hunk.lines)) if i not in got] if got else range(len(hunk.lines))
             if not gaps:
                 hunks_done += 1
                 continue
             reasons = why.get(key, {})
-            missing.extend(dict.fromkeys(reasons.get(i, "budget") for i in gaps))
+            missing.extend(dict.fromkeys(map(reasons.get, gaps, itertools.repeat("budget"))))
         slices = tuple(sorted(sliced.get(f.path, ()), key=lambda s: (s.hunk, s.start, s.end, not s.reviewed)))
         if not missing:
             entries.append(FileCoverage(f.path, "reviewed", None, total, total, slices))
