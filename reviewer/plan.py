@@ -778,6 +778,8 @@ def _largest_slice(
         p = UnitPart(f.path, hunk.index, text, None if whole else (start, end), _span(hunk, start, end))
         return p, count_tokens(text)
 
+    if start < stop and part(start + 1)[1] > cap:
+        return None  # not even one line: no need to count the larger slices (counts grow with lines)
     lo, hi = start, stop
     best: tuple[UnitPart, int] | None = None
     while lo < hi:

@@ -208,6 +208,10 @@ def review_pull(
             url=info.url,
             comment_url=prior.comment_url or "",
         )
+    if config.model:
+        from reviewer.llm import preload_litellm
+
+        preload_litellm()  # seconds of import, overlapped with reading the diff from GitHub
     change = source.change()
     refused = admit(change, config) if admit is not None else ""
     if refused:
