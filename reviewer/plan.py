@@ -669,9 +669,10 @@ def make_plan(
         else:
             reviewable.append(f)
 
+    risks = {(f.path, h.index): hunk_risk(f.path, h) for f in reviewable for h in f.hunks}
     ranked = sorted(
         (
-            (hunk_risk(f.path, h), f, h)
+            (risks[(f.path, h.index)], f, h)
             for f in reviewable
             for h in f.hunks
             if only is None or (f.path, h.index) in only
@@ -711,7 +712,7 @@ def make_plan(
             unplaced += _fill(packer, _Piece(risk, f, hunk, 0, len(hunk.lines)), count_tokens, redact)
 
     units = _finish(packer, measure, unplaced)
-    file_risk = {f.path: max((hunk_risk(f.path, h) for h in f.hunks), default=-1.0) for f in reviewable}
+    file_risk = {f.path: max((risks[(f.path, h.index)] for h in f.hunks), default=-1.0) for f in reviewable}
     return Plan(
         units=units,
         skipped=tuple(sorted(skipped, key=lambda s: s.path)),
