@@ -227,7 +227,7 @@ def bench_github(work: Path, sizes: Sequence[int], log: Callable[[str], None]) -
 # --- target 5: the first model request after reading GitHub and importing litellm -------------------
 
 
-class _TimedList(list):  # type: ignore[type-arg]
+class _TimedList(list[Any]):
     """The fake GitHub's request log, with the monotonic time each request arrived."""
 
     def __init__(self) -> None:
@@ -312,7 +312,7 @@ def bench_parallel(runs: int, work: Path, log: Callable[[str], None]) -> list[st
     from tests.fakes.model_server import FakeModelServer, text
 
     latency, units, workers = 2.0, 16, 4
-    repo = build_repo(work, PrShape("par", files=300, modified=10, added=30))
+    repo = build_repo(work, PrShape("par", files=600, modified=10, added=30))  # more than 16 calls hold
     env = bench_env(work)
     spans: list[float] = []
     counts = []
@@ -338,6 +338,10 @@ def bench_parallel(runs: int, work: Path, log: Callable[[str], None]) -> list[st
             model.api_base,
             "--max-calls",
             str(units),
+            "--max-input-tokens",
+            "2000000",  # the calls, not the default token budgets, decide how many units there are
+            "--max-output-tokens",
+            "200000",
             "--max-concurrency",
             str(workers),
             "--max-seconds",
@@ -364,6 +368,15 @@ def bench_parallel(runs: int, work: Path, log: Callable[[str], None]) -> list[st
         f"| {units} units, {latency:.0f} s latency, `--max-concurrency {workers}` | {span:.2f} s |"
         f" {ideal:.0f} s | {limit:.1f} s | {verdict} | {min(spans):.2f}–{max(spans):.2f} s |"
     ]
+
+
+def rows_or_failure(make: Callable[[], list[str]], columns: int) -> list[str]:
+    """A section that misbehaves leaves one row saying why; the other sections are still written."""
+    try:
+        return make()
+    except SystemExit as exc:
+        why = str(exc).replace("\n", " ")[:300].replace("|", "/")
+        return [f"| failed: {why} |" + " |" * (columns - 1)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -400,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             out += [
                 "| Command | Wall | CPU | Note |",
                 "|---|---:|---:|---|",
-                *bench_help(args.runs, work),
+                *rows_or_failure(lambda: bench_help(args.runs, work), 4),
                 "",
             ]
             log(f"help done ({load()})")
@@ -411,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
                 "| PR | Wall | CPU (imreview) | `git diff` wall | CPU beyond git diff | Peak RSS"
                 " | CPU per file | Report |",
                 "|---|---:|---:|---:|---:|---:|---:|---|",
-                *bench_local(args.runs, work, args.sizes, log),
+                *rows_or_failure(lambda: bench_local(args.runs, work, args.sizes, log), 8),
                 "",
             ]
         if "github" in only:
@@ -420,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
                 "",
                 "| PR files | Requests | Per endpoint | Verdict |",
                 "|---:|---:|---|---|",
-                *bench_github(work, args.pr_sizes, log),
+                *rows_or_failure(lambda: bench_github(work, args.pr_sizes, log), 4),
                 "",
             ]
         if "first-call" in only:
@@ -430,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
                 "| PR | First request (from start) | Last GitHub read before it | litellm import"
                 " | Import waited for | First request after max(GitHub, import) | ≤ 1.5 s | Range |",
                 "|---|---:|---:|---:|---:|---:|---|---:|",
-                *bench_first_call(args.runs, work, 300, log),
+                *rows_or_failure(lambda: bench_first_call(args.runs, work, 300, log), 8),
                 "",
             ]
         if "parallel" in only:
@@ -440,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                 "",
                 "| Shape | Span (median) | Ideal | Target | | Range |",
                 "|---|---:|---:|---:|---|---:|",
-                *bench_parallel(args.runs, work, log),
+                *rows_or_failure(lambda: bench_parallel(args.runs, work, log), 6),
                 "",
             ]
     text_out = "\n".join(out)
