@@ -83,9 +83,11 @@ class _Preload:
         self.failed = False
 
     def start(self) -> None:
+        """Not a daemon: a run that ends before it needs the model (an empty diff, an error) waits
+        for the import at exit rather than have the interpreter shut down under a running import."""
         with self._lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="imreview-import-litellm", daemon=True)
+                self._thread = threading.Thread(target=self._run, name="imreview-import-litellm")
                 self._thread.start()
 
     def _run(self) -> None:
