@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reviewer.errors import BudgetExhausted
-from reviewer.report import BudgetReport, CallRecord, Overrun, Usage
+from reviewer.report import BudgetReport, CallRecord, Overrun, Startup, Usage
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,7 @@ class Budget:
         self._by_phase = {phase: _Spent() for phase in PHASES}
         self._exhausted = False
         self._ledger: list[CallRecord] = []
+        self._startup = Startup()
 
     def reserve(
         self,
@@ -214,6 +215,15 @@ class Budget:
         if self._open.pop(r.id, None) is None:
             raise ValueError(f"reservation {r.id} was already settled or cancelled")
 
+    def started_model(self, *, import_seconds: float | None, waited: float) -> None:
+        """The review waited `waited` seconds for the model library to import before it could
+        start: `max-seconds` counts from when it can, so the clock moves on by that much."""
+        with self._lock:
+            self._started += max(waited, 0.0)
+            wait = round(self._startup.import_wait_seconds + max(waited, 0.0), 2)
+            total = round(import_seconds, 2) if import_seconds is not None else self._startup.import_seconds
+            self._startup = Startup(import_seconds=total, import_wait_seconds=wait)
+
     def mark_exhausted(self) -> None:
         """Record that work was left undone for lack of budget without a refused reservation."""
         with self._lock:
@@ -241,6 +251,7 @@ class Budget:
                 by_phase={phase: spent.usage(spent.seconds) for phase, spent in self._by_phase.items()},
                 calls=tuple(self._ledger),
                 overrun=overruns(self.limits, used),
+                startup=self._startup,
             )
 
 

@@ -287,7 +287,7 @@ def _hunks(lines: Sequence[str]) -> list[Hunk]:
             line = lines[i]
             i += 1
             kind = line[:1]
-            text = line[1:].rstrip("\n").rstrip("\r")
+            text = line[1:].rstrip("\r\n")  # one line: at most one "\n", at its end
             if kind == "+":
                 body.append(DiffLine("+", None, new, text))
                 new += 1

@@ -59,8 +59,7 @@ _NO_CREDENTIALS = re.compile(r"missing credentials|api_key client option must be
 _OFFLINE_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "LITELLM_OFFLINE_MODE": "true"}
 
 
-@functools.cache
-def _litellm() -> ModuleType:
+def _import_litellm() -> ModuleType:
     """litellm, imported offline: the bundled cost map, no tokenizer downloads, no debug banners."""
     for name, value in _OFFLINE_ENV.items():
         os.environ.setdefault(name, value)
@@ -70,6 +69,65 @@ def _litellm() -> ModuleType:
     if hasattr(litellm, "disable_hf_tokenizer_download"):
         litellm.disable_hf_tokenizer_download = True
     return litellm
+
+
+class _Preload:
+    """litellm's import (seconds on a 2-core runner) in a background thread, started while the PR
+    is still being read, so the review does not wait for it after; `wait` joins it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._done = threading.Event()
+        self.seconds: float | None = None
+        self.failed = False
+
+    def start(self) -> None:
+        """Not a daemon: a run that ends before it needs the model (an empty diff, an error) waits
+        for the import at exit rather than have the interpreter shut down under a running import."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="imreview-import-litellm")
+                self._thread.start()
+
+    def _run(self) -> None:
+        started = time.perf_counter()
+        try:
+            _import_litellm()
+        except BaseException:  # `_litellm` imports again in the caller's thread and raises there
+            self.failed = True
+        finally:
+            self.seconds = time.perf_counter() - started
+            self._done.set()
+
+    def wait(self) -> float:
+        """Seconds the caller waited for the import to finish (starting it if nobody had)."""
+        started = time.perf_counter()
+        self.start()
+        self._done.wait()
+        return time.perf_counter() - started
+
+
+_PRELOAD = _Preload()
+
+
+def preload_litellm() -> None:
+    """Start importing litellm in the background (the PR path calls this before reading the diff)."""
+    _PRELOAD.start()
+
+
+def litellm_ready() -> tuple[float | None, float]:
+    """Block until litellm is imported: (seconds the import took, seconds this call waited)."""
+    waited = _PRELOAD.wait()
+    return _PRELOAD.seconds, waited
+
+
+@functools.cache
+def _litellm() -> ModuleType:
+    """litellm once imported (see `_Preload`); a background import that failed (a concurrent import
+    of a shared dependency, say) is retried here, so an error surfaces where the model is needed."""
+    _PRELOAD.wait()
+    return _import_litellm()
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ no I/O.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -219,7 +220,7 @@ class Plan:
         return sum(u.input_tokens for u in self.units)
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=1 << 16)
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """A gitignore-like glob: `*`/`?` stay inside one path segment, `**` crosses them, a pattern
     without `/` matches at any depth, and a pattern that names a directory covers what is under it."""
@@ -260,14 +261,20 @@ def matches_any(path: str, patterns: Sequence[str]) -> bool:
     return any(glob_regex(p).match(path) for p in patterns if p.strip())
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def pure_path(path: str) -> PurePosixPath:
+    """Parsed once per path: the rules and the planner ask about every file's name and folders."""
+    return PurePosixPath(path)
+
+
 def skip_reason(file: DiffFile, *, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> str | None:
     """Why policy leaves this file out of the model's view, or None. Secret files win over everything."""
     names = [file.path] + ([file.old_path] if file.old_path else [])
-    if any(_SECRET_NAME.match(PurePosixPath(p).name) for p in names):
+    if any(_SECRET_NAME.match(pure_path(p).name) for p in names):
         return "secret_file"
     if matches_any(file.path, exclude) or (include and not matches_any(file.path, include)):
         return "excluded"
-    pure = PurePosixPath(file.path)
+    pure = pure_path(file.path)
     name = pure.name
     if file.binary or pure.suffix.lower() in _BINARY_EXT:
         return "binary"
@@ -279,24 +286,29 @@ def skip_reason(file: DiffFile, *, include: Sequence[str] = (), exclude: Sequenc
         return "generated"
     if _MINIFIED_NAME.search(name):
         return "minified"
-    head = [
-        line.text
-        for hunk in file.hunks
-        for line in hunk.lines
-        if line.kind != "-" and line.new is not None and line.new <= _GENERATED_HEAD_LINES
-    ]
-    if any(_GENERATED_MARK.match(text) for text in head):
-        return "generated"
-    lengths = [len(line.text) for line in file.added_lines() if line.text.strip()]
+    for hunk in file.hunks:
+        if hunk.new_start > _GENERATED_HEAD_LINES:
+            continue
+        for line in hunk.lines:
+            if line.kind == "-" or line.new is None:
+                continue
+            if line.new > _GENERATED_HEAD_LINES:
+                break
+            if _GENERATED_MARK.match(line.text):
+                return "generated"
+    added = file.added_lines()
+    if max((len(line.text) for line in added), default=0) < _MINIFIED_LONGEST:
+        return None
+    lengths = [len(line.text) for line in added if line.text.strip()]
     if lengths and max(lengths) >= _MINIFIED_LONGEST and sum(lengths) / len(lengths) >= _MINIFIED_AVG_LINE:
         return "minified"
     return None
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=1 << 16)
 def category(path: str) -> str:
     """source, test, config or docs; CI workflows count as source."""
-    pure = PurePosixPath(path)
+    pure = pure_path(path)
     dirs = {part.lower() for part in pure.parts[:-1]}
     if path.startswith(".github/workflows/"):
         return "source"
@@ -310,7 +322,7 @@ def category(path: str) -> str:
     return "source"
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=1 << 16)
 def sensitive(path: str) -> bool:
     return bool(_SENSITIVE.search(_CAMEL.sub("_", path).lower()))
 
@@ -434,6 +446,56 @@ class _Cost:
     cost: float
 
 
+class _FreeRoom:
+    """Each unit's free diff tokens in a max-tree, so first fit finds the earliest unit with room
+    in O(log units) instead of asking every unit: without a model a large PR fills hundreds."""
+
+    def __init__(self) -> None:
+        self._size = 1
+        self._tree = [-1, -1]
+        self._count = 0
+
+    def append(self, free: int) -> None:
+        if self._count == self._size:
+            leaves = self._tree[self._size :]
+            self._size *= 2
+            self._tree = [-1] * self._size + leaves + [-1] * (self._size - len(leaves))
+            for i in range(self._size - 1, 0, -1):
+                self._tree[i] = max(self._tree[2 * i], self._tree[2 * i + 1])
+        self._count += 1
+        self.set(self._count - 1, free)
+
+    def set(self, index: int, free: int) -> None:
+        i = index + self._size
+        self._tree[i] = free
+        while i > 1:
+            i //= 2
+            self._tree[i] = max(self._tree[2 * i], self._tree[2 * i + 1])
+
+    def first(self, at_least: int, start: int) -> int | None:
+        """The smallest index >= start whose free room is at least `at_least`, or None."""
+        tree, size = self._tree, self._size
+        if start == 0:
+            if tree[1] < at_least:
+                return None
+            node = 1
+            while node < size:
+                node = 2 * node if tree[2 * node] >= at_least else 2 * node + 1
+            return node - size if node - size < self._count else None
+
+        def down(node: int, lo: int, hi: int) -> int | None:
+            if hi <= start or tree[node] < at_least:
+                return None
+            if node >= size:
+                return lo
+            mid = (lo + hi) // 2
+            found = down(2 * node, lo, mid)
+            return found if found is not None else down(2 * node + 1, mid, hi)
+
+        found = down(1, 0, size)
+        return found if found is not None and found < self._count else None
+
+
 class _Packer:
     """Units under construction and what they hold of the allowance, so a part is only placed
     where both its call (window) and the whole plan (budget) still have room."""
@@ -454,6 +516,11 @@ class _Packer:
         self.units: list[_Open] = []
         self._next: _Open | None = None
         self._sums: tuple[int, int, float] = (0, 0, 0.0)
+        self._free = _FreeRoom()
+        a = allowance
+        self._unlimited = a.calls is None and a.input_tokens is None and a.output_tokens is None
+        self._unlimited &= a.cost_usd is None or a.price is None
+        self._call_rooms: dict[int, int] = {}
 
     def cost(self, overhead: int, tokens: int) -> _Cost:
         a = self.allowance
@@ -482,6 +549,8 @@ class _Packer:
 
     def fits_budget(self, unit: _Open, tokens: int, new: bool) -> bool:
         a = self.allowance
+        if self._unlimited:
+            return True
         if new and a.calls is not None and len(self.units) + 1 > a.calls:
             return False
         held, out, cost = self._totals(skip=None if new else unit)
@@ -500,22 +569,45 @@ class _Packer:
         return self._next
 
     def add(self, options: Sequence[tuple[UnitPart, int]], risk: float) -> bool:
-        """First fit: the earliest unit that takes the part (its richest option that fits), else a new one."""
-        for unit in [*self.units, self.fresh()]:
-            new = unit is self._next
-            for part, tokens in options:
-                total = unit.tokens + tokens + (SEPARATOR_TOKENS if unit.parts else 0)
-                if self.fits_call(unit.overhead, total) and self.fits_budget(unit, total, new):
+        """First fit: the earliest unit that takes the part (its richest option that fits), else a new one.
+
+        A unit whose free room cannot hold even the smallest option (with its separator) fails
+        `fits_call` for every option, so the free-room tree skips it without asking."""
+        need = min(tokens for _, tokens in options) + SEPARATOR_TOKENS
+        index = self._free.first(need, 0)
+        while index is not None:
+            if self._place(index, options, risk):
+                return True
+            index = self._free.first(need, index + 1)
+        return self._place(len(self.units), options, risk)
+
+    def _place(self, index: int, options: Sequence[tuple[UnitPart, int]], risk: float) -> bool:
+        """Unit `index` (the fresh one when it equals len(units)) takes its richest option that fits."""
+        new = index == len(self.units)
+        unit = self.fresh() if new else self.units[index]
+        for part, tokens in options:
+            total = unit.tokens + tokens + (SEPARATOR_TOKENS if unit.parts else 0)
+            if self.fits_call(unit.overhead, total) and self.fits_budget(unit, total, new):
+                if not self._unlimited:
                     held, out, cost = self._totals(skip=None if new else unit)
                     c = self.cost(unit.overhead, total)
                     self._sums = (held + c.held_in, out + c.answer, cost + c.cost)
-                    unit.parts.append((part, risk, tokens))
-                    unit.tokens = total
-                    if new:
-                        self.units.append(unit)
-                        self._next = None
-                    return True
+                unit.parts.append((part, risk, tokens))
+                unit.tokens = total
+                if new:
+                    self.units.append(unit)
+                    self._next = None
+                    self._free.append(self.unit_tokens - total)
+                else:
+                    self._free.set(index, self.unit_tokens - total)
+                return True
         return False
+
+    def call_room(self, overhead: int) -> int:
+        """The most diff tokens one call with this overhead can carry, whatever the budget."""
+        if overhead not in self._call_rooms:
+            self._call_rooms[overhead] = _call_room(self, overhead)
+        return self._call_rooms[overhead]
 
     def room(self, unit: _Open) -> int:
         """The most diff tokens `unit` (or the fresh one) can still take."""
@@ -577,9 +669,10 @@ def make_plan(
         else:
             reviewable.append(f)
 
+    risks = {(f.path, h.index): hunk_risk(f.path, h) for f in reviewable for h in f.hunks}
     ranked = sorted(
         (
-            (hunk_risk(f.path, h), f, h)
+            (risks[(f.path, h.index)], f, h)
             for f in reviewable
             for h in f.hunks
             if only is None or (f.path, h.index) in only
@@ -602,7 +695,7 @@ def make_plan(
         header = _file_header(f)
         plain = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, ())])))
         plain_tokens = count_tokens(plain.text)
-        call_room = _call_room(packer, packer.fresh().overhead)
+        call_room = packer.call_room(packer.fresh().overhead)
         if plain_tokens > call_room:
             for part, tokens in _slices(f, hunk, call_room, count_tokens, redact, unplaced):
                 if not packer.add([(part, tokens)], risk):
@@ -619,7 +712,7 @@ def make_plan(
             unplaced += _fill(packer, _Piece(risk, f, hunk, 0, len(hunk.lines)), count_tokens, redact)
 
     units = _finish(packer, measure, unplaced)
-    file_risk = {f.path: max((hunk_risk(f.path, h) for h in f.hunks), default=-1.0) for f in reviewable}
+    file_risk = {f.path: max((risks[(f.path, h.index)] for h in f.hunks), default=-1.0) for f in reviewable}
     return Plan(
         units=units,
         skipped=tuple(sorted(skipped, key=lambda s: s.path)),
@@ -686,6 +779,8 @@ def _largest_slice(
         p = UnitPart(f.path, hunk.index, text, None if whole else (start, end), _span(hunk, start, end))
         return p, count_tokens(text)
 
+    if start < stop and part(start + 1)[1] > cap:
+        return None  # not even one line: no need to count the larger slices (counts grow with lines)
     lo, hi = start, stop
     best: tuple[UnitPart, int] | None = None
     while lo < hi:
@@ -858,8 +953,7 @@ def coverage(
                 covered.setdefault(key, set()).update(rng)
             else:
                 reason = (unsent_reason or {}).get(u.id, default_unsent)
-                for i in rng:
-                    why.setdefault(key, {})[i] = reason
+                why.setdefault(key, {}).update(dict.fromkeys(rng, reason))
             if p.lines is not None and rng:
                 start, end = p.span or span(p.path, p.hunk_index, (rng.start, rng.stop))
                 sliced.setdefault(p.path, []).append(SliceCoverage(p.hunk_index, start, end, done))
@@ -895,12 +989,12 @@ def coverage(
             got = covered.get(key, set())
             seen_any = seen_any or bool(got)
             lines_reviewed += sum(1 for i in got if hunk.lines[i].kind != " ")
-            gaps = [i for i in range(len(hunk.lines)) if i not in got]
+            gaps = [i for i in range(len(hunk.lines)) if i not in got] if got else range(len(hunk.lines))
             if not gaps:
                 hunks_done += 1
                 continue
             reasons = why.get(key, {})
-            missing.extend(dict.fromkeys(reasons.get(i, "budget") for i in gaps))
+            missing.extend(dict.fromkeys(map(reasons.get, gaps, itertools.repeat("budget"))))
         slices = tuple(sorted(sliced.get(f.path, ()), key=lambda s: (s.hunk, s.start, s.end, not s.reviewed)))
         if not missing:
             entries.append(FileCoverage(f.path, "reviewed", None, total, total, slices))

@@ -484,14 +484,22 @@ def _our_stickies(
     return sorted(ours, key=lambda c: c.id)
 
 
-def find_sticky(client: GitHubClient, repo: str, number: int, *, login: str) -> CommentInfo | None:
+def find_sticky(
+    client: GitHubClient,
+    repo: str,
+    number: int,
+    *,
+    login: str,
+    comments: Sequence[CommentInfo] | None = None,
+) -> CommentInfo | None:
     """Our sticky comment, when it is provably ours (its state may make a run skip review or carry
     costs forward); a copy of the marker by anyone else, or any comment when there is no key, is None.
-    Several → the lowest id."""
+    Several → the lowest id. `comments`: the PR's comments as this run already listed them."""
     key = state_key()
     if key is None:
         return None
-    ours = _our_stickies(client.issue_comments(repo, number), login, repo=repo, number=number, key=key)
+    listed = client.issue_comments(repo, number) if comments is None else comments
+    ours = _our_stickies(listed, login, repo=repo, number=number, key=key)
     return ours[0] if ours else None
 
 
@@ -514,10 +522,20 @@ def stickies_by_pull(
     return found
 
 
-def upsert_sticky(client: GitHubClient, repo: str, number: int, *, body: str, login: str) -> Published:
+def upsert_sticky(
+    client: GitHubClient,
+    repo: str,
+    number: int,
+    *,
+    body: str,
+    login: str,
+    comments: Sequence[CommentInfo] | None = None,
+) -> Published:
     """Edit our one comment in place, or create it; then delete our own newer duplicates (a race).
 
-    The list is read before any write, so a retried job edits rather than posts twice.
+    The list is read before any write, so a retried job edits rather than posts twice; `comments`
+    is that list when this run already read it (one request fewer). A comment created meanwhile by
+    a concurrent job is still found: after creating, the list is read again and the newer copy goes.
     """
     key = state_key()
     body = sign_sticky(body, repo=repo, number=number, key=key)
@@ -530,7 +548,8 @@ def upsert_sticky(client: GitHubClient, repo: str, number: int, *, body: str, lo
             reason="too_long",
         )
     try:
-        ours = _our_stickies(client.issue_comments(repo, number), login, repo=repo, number=number, key=key)
+        listed = client.issue_comments(repo, number) if comments is None else comments
+        ours = _our_stickies(listed, login, repo=repo, number=number, key=key)
         if ours:
             info = client.edit_issue_comment(repo, ours[0].id, body)
             return _sticky_done(client, repo, "updated the sticky comment", info, ours[1:], reason="updated")

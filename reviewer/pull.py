@@ -40,7 +40,7 @@ from reviewer.report_files import ReportDir
 if TYPE_CHECKING:
     from reviewer.run import Rendered
     from reviewer.source import Change
-    from reviewer.source.github import GitHubClient, GitHubSource, PullInfo
+    from reviewer.source.github import CommentInfo, GitHubClient, GitHubSource, PullInfo
 
 DEFAULT_CONFIG_PATH = ".github/imreview.yml"
 TEMPLATE_FILES = (
@@ -154,9 +154,9 @@ def review_pull(
     """
     from reviewer.review import analyse
     from reviewer.run import finish, report_json, summary_text
-    from reviewer.source.github import GitHubSource
+    from reviewer.source.github import REVIEW_FILES_LIMIT, GitHubSource
 
-    source = GitHubSource(client, job.repo, job.number, run_id=job.run_id)
+    source = GitHubSource(client, job.repo, job.number, run_id=job.run_id, max_files=REVIEW_FILES_LIMIT)
     info = source.pull_info()
     plain = Renderer(language=str(job.overrides.get("language", "en")))
     skipped = _policy_skip(info, job.skip)
@@ -208,6 +208,10 @@ def review_pull(
             url=info.url,
             comment_url=prior.comment_url or "",
         )
+    if config.model:
+        from reviewer.llm import preload_litellm
+
+        preload_litellm()  # seconds of import, overlapped with reading the diff from GitHub
     change = source.change()
     refused = admit(change, config) if admit is not None else ""
     if refused:
@@ -443,10 +447,12 @@ def prior_review(
     head_sha: str,
     config: Config,
     renderer: Renderer,
+    comments: Sequence[CommentInfo] | None = None,
 ) -> PriorReview:
-    """The state our sticky comment holds; `same` means a rerun may skip the model."""
+    """The state our sticky comment holds; `same` means a rerun may skip the model. `comments`:
+    the PR's comments as this run listed them (None: list them here)."""
     try:
-        sticky = find_sticky(client, repo, number, login=login)
+        sticky = find_sticky(client, repo, number, login=login, comments=comments)
     except GitHubError:
         return PriorReview(None, None, False)
     state = StickyState.parse(sticky.body) if sticky else None
@@ -467,13 +473,15 @@ def pr_publisher(
     post_comment: bool,
     inline_comments: bool,
     warn: Warn,
+    comments: Sequence[CommentInfo] | None = None,
 ) -> Publisher:
-    """The PR sinks in order: sticky comment, then the inline review; a 403 stops further writes."""
+    """The PR sinks in order: sticky comment, then the inline review; a 403 stops further writes.
+    `comments` (the PR's comments as listed at the start) spares the sticky comment a second listing."""
 
     def publish(report: Report, comment: str, index: LineIndex) -> Sequence[Published]:
         results: list[Published] = []
         if post_comment:
-            results.append(upsert_sticky(client, repo, number, body=comment, login=login))
+            results.append(upsert_sticky(client, repo, number, body=comment, login=login, comments=comments))
         read_only = any(not r.ok and r.reason == READ_ONLY for r in results)
         if inline_comments and not read_only:
             published = _published_findings(report.findings, config.max_findings)
@@ -527,8 +535,19 @@ def prepare_writing(
     if not (post_comment or inline_comments):
         return NO_WRITING
     login = viewer_login(client)
+    try:
+        comments: list[CommentInfo] | None = client.issue_comments(repo, number)
+    except GitHubError:
+        comments = None
     prior = prior_review(
-        client, repo, number, login=login, head_sha=head_sha, config=config, renderer=renderer
+        client,
+        repo,
+        number,
+        login=login,
+        head_sha=head_sha,
+        config=config,
+        renderer=renderer,
+        comments=comments,
     )
     publisher = pr_publisher(
         client,
@@ -540,6 +559,7 @@ def prepare_writing(
         post_comment=post_comment,
         inline_comments=inline_comments,
         warn=warn,
+        comments=comments,
     )
     return PrWriting(prior, publisher)
 

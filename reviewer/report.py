@@ -175,6 +175,16 @@ class Overrun:
 
 
 @dataclass(frozen=True)
+class Startup:
+    """Importing the model library (litellm) before the first call: `import_seconds` it took in all
+    (None: no model call was prepared), `import_wait_seconds` the part the review waited for after
+    reading the PR. The rest ran while GitHub was read; none of it counts against `max-seconds`."""
+
+    import_seconds: float | None = None
+    import_wait_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
 class BudgetReport:
     limits: Mapping[str, Any]
     used: Usage
@@ -182,6 +192,7 @@ class BudgetReport:
     by_phase: Mapping[str, Usage]
     calls: tuple[CallRecord, ...] = ()
     overrun: tuple[Overrun, ...] = ()
+    startup: Startup = Startup()
 
 
 @dataclass(frozen=True)

@@ -280,8 +280,11 @@ def conclude(
 
 
 def _default_client(config: Config, budget: Budget, warn: Warn) -> ModelClient:
-    from reviewer.llm import ModelClient
+    """The model client, once litellm is imported; the wait for the import is not review time."""
+    from reviewer.llm import ModelClient, litellm_ready
 
+    import_seconds, waited = litellm_ready()
+    budget.started_model(import_seconds=import_seconds, waited=waited)
     return ModelClient(config, budget, warn=warn)
 
 

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from types import MappingProxyType
 
 from reviewer.diff import DiffFile, DiffLine, Hunk
-from reviewer.plan import category, skip_reason
+from reviewer.plan import category, pure_path, skip_reason
 from reviewer.report import Finding, Priority, Signal, finding_id
 
 MIN_DUPLICATE_LINES = 6
@@ -111,6 +111,26 @@ _TOKEN_GATES: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = tuple(
 )
 
 
+_SECRET_WORDS = re.compile(
+    r"a(?:kia|sia|bia|cca|iza|ws)|gh[pousr]_|github_pat_|glpat-|xox|_live_|s(?:k-|g\.|ecret)|npm_"
+    r"|p(?:ypi-|ass|wd)|://|token|key|credential"
+)
+"""In lowercased ASCII text, a literal that every token format, the key header (`key`) and every
+credential name (`pass`, `pwd`, `secret`, `token`, `key`, `credential`) contains."""
+_BASE64_AS_A = str.maketrans(dict.fromkeys(string.ascii_letters + string.digits + "+/", "a"))
+_BASE64_RUN = "a" * 40
+"""A PEM-width base64 run, found as a run of `a` once every base64 character is mapped to `a`
+(str.translate and `in` are 20x faster than a regex scan)."""
+
+
+def may_hold_secret(text: str) -> bool:
+    """False only when `redact` leaves `text` as it is and no secret check can fire on any of its
+    lines: one cheap scan first, as nearly all text holds no secret."""
+    if not text.isascii():
+        return True
+    return _SECRET_WORDS.search(text.lower()) is not None or _BASE64_RUN in text.translate(_BASE64_AS_A)
+
+
 def _may_name_credential(text: str) -> bool:
     """False only when `_GENERIC` cannot match: it needs one of the credential names. ASCII text
     lowercased matches them exactly as IGNORECASE would; other text takes the full regex."""
@@ -129,6 +149,8 @@ _DOTTED_NAME = re.compile(r"\.[A-Za-z_]")
 _CONFLICT_OPEN = re.compile(r"^<<<<<<<(?: .*)?$")
 _CONFLICT_MID = re.compile(r"^=======\s*$")
 _CONFLICT_CLOSE = re.compile(r"^>>>>>>>(?: .*)?$")
+_CONFLICT_LITERALS = re.compile(r"^(?:<<<<<<<|=======|>>>>>>>)", re.MULTILINE)
+"""An added line that starts like a conflict marker: without one, no hunk of the file is walked."""
 
 _BLOCKS = (
     "Outside an interactive debugging session the process stops and waits for input, hanging servers and "
@@ -248,6 +270,8 @@ class _Debugger:
     suffixes: frozenset[str]
     pattern: re.Pattern[str]
     key: str
+    needles: tuple[str, ...]
+    """Literals every match contains: a file whose added text has none is not scanned line by line."""
 
 
 _DEBUGGERS: tuple[_Debugger, ...] = (
@@ -257,21 +281,25 @@ _DEBUGGERS: tuple[_Debugger, ...] = (
             r"^\s*(?:breakpoint\(\s*\)|(?:pdb|ipdb|pudb)\.set_trace\(|__import__\([\"'](?:pdb|ipdb)[\"']\))"
         ),
         "rules.debugger.py_breakpoint",
+        ("breakpoint", "set_trace", "__import__"),
     ),
     _Debugger(
         frozenset({".py", ".pyw"}),
         re.compile(r"^\s*(?:import\s+(?:pdb|ipdb|pudb)\b|from\s+(?:pdb|ipdb|pudb)\s+import\b)"),
         "rules.debugger.py_import",
+        ("pdb", "pudb"),
     ),
     _Debugger(
         frozenset({".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".vue", ".svelte"}),
         re.compile(r"^\s*debugger\s*;?\s*(?://.*)?$"),
         "rules.debugger.js_statement",
+        ("debugger",),
     ),
     _Debugger(
         frozenset({".rb", ".erb", ".rake"}),
         re.compile(r"^\s*(?:binding\.(?:pry|irb)|byebug|debugger)\s*(?:#.*)?$"),
         "rules.debugger.rb_breakpoint",
+        ("binding.", "byebug", "debugger"),
     ),
 )
 
@@ -366,6 +394,8 @@ def _mask_key_bodies(text: str) -> str:
 def redact(text: str) -> str:
     """Cut every secret-shaped token to its first 4 characters + `…` (private key bodies too).
     Idempotent; used on every output and on everything sent to the model."""
+    if not may_hold_secret(text):
+        return text
     text = _mask_key_bodies(text)
     for _, pattern, quick in _TOKEN_GATES:
         if quick.search(text):
@@ -483,10 +513,12 @@ def _secret(
     )
 
 
-def _secrets(file: DiffFile, prose: _Prose) -> Iterator[_Hit]:
+def _secrets(file: DiffFile, added_text: str, prose: _Prose) -> Iterator[_Hit]:
     generic_ok = category(file.path) != "test"
-    name = PurePosixPath(file.path).name
+    name = pure_path(file.path).name
     bare_ok = category(file.path) == "config" or name.startswith(".env") or name.endswith(".env")
+    if not may_hold_secret(added_text):
+        return
     added = {line.new: line for line in file.added_lines() if line.new is not None}
     for number, line in added.items():
         header = _BEGIN_KEY.search(line.text)
@@ -513,11 +545,17 @@ def _secrets(file: DiffFile, prose: _Prose) -> Iterator[_Hit]:
             break
 
 
-def _debuggers(file: DiffFile, prose: _Prose) -> Iterator[_Hit]:
-    pure = PurePosixPath(file.path)
+def _debuggers(file: DiffFile, added_text: str, prose: _Prose) -> Iterator[_Hit]:
+    pure = pure_path(file.path)
     if {p.lower() for p in pure.parts[:-1]} & _FIXTURE_DIRS:
         return
-    checks = [d for d in _DEBUGGERS if pure.suffix.lower() in d.suffixes]
+    checks = [
+        d
+        for d in _DEBUGGERS
+        if pure.suffix.lower() in d.suffixes and any(needle in added_text for needle in d.needles)
+    ]
+    if not checks:
+        return
     for line in file.added_lines():
         for check in checks:
             if line.new is not None and check.pattern.match(line.text):
@@ -580,7 +618,7 @@ def _runs(files: Sequence[DiffFile]) -> list[list[tuple[str, str, int]]]:
     for file in sorted(files, key=lambda f: f.path):
         for hunk in file.hunks:
             run: list[tuple[str, str, int]] = []
-            for line in [*hunk.lines, DiffLine(" ", None, None, "")]:
+            for line in hunk.lines:
                 if line.kind == "+" and line.new is not None:
                     norm = " ".join(line.text.split())
                     if _ALNUM.search(norm):
@@ -589,6 +627,8 @@ def _runs(files: Sequence[DiffFile]) -> list[list[tuple[str, str, int]]]:
                     if len(run) >= MIN_DUPLICATE_LINES:
                         runs.append(run)
                     run = []
+            if len(run) >= MIN_DUPLICATE_LINES:
+                runs.append(run)
     return runs
 
 
@@ -598,8 +638,9 @@ def _duplicates(files: Sequence[DiffFile], prose: _Prose) -> tuple[Signal, ...]:
     seen: dict[tuple[str, ...], tuple[int, int]] = {}
     diagonals: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
     for ri, run in enumerate(runs):
+        texts = [text for text, _, _ in run]
         for off in range(len(run) - size + 1):
-            key = tuple(text for text, _, _ in run[off : off + size])
+            key = tuple(texts[off : off + size])
             if len(set(key)) < 3:
                 continue
             if key not in seen:
@@ -643,11 +684,13 @@ def run_rules(files: Sequence[DiffFile], *, messages: Mapping[str, str] | None =
     hits: list[_Hit] = []
     code: list[DiffFile] = []
     for file in files:
-        for hunk in file.hunks:
-            hits.extend(_conflicts(file.path, hunk, prose))
-        hits.extend(_secrets(file, prose))
+        added_text = "\n".join(line.text for line in file.added_lines())
+        if _CONFLICT_LITERALS.search(added_text):
+            for hunk in file.hunks:
+                hits.extend(_conflicts(file.path, hunk, prose))
+        hits.extend(_secrets(file, added_text, prose))
         if skip_reason(file) not in _POLICY_SKIPS:
-            hits.extend(_debuggers(file, prose))
+            hits.extend(_debuggers(file, added_text, prose))
             if category(file.path) == "source":
                 code.append(file)
     return RuleResult(findings=_findings(hits, prose), signals=_duplicates(code, prose))

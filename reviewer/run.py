@@ -178,6 +178,10 @@ def review_and_report(
     """The local flow (`imreview review`): review, gate, write files, return the exit code."""
     renderer = Renderer(language=config.language, template_dir=config.template_dir)
     change = source.change()
+    if config.model:
+        from reviewer.llm import preload_litellm
+
+        preload_litellm()  # overlaps the deterministic checks; after the diff, so an empty one exits at once
     analysis = analyse(
         change, config, budget=Budget(config.limits), read_file=source.read_file, renderer=renderer, warn=warn
     )

@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 DEFAULT_API_URL = "https://api.github.com"
 ACTIONS_BOT = "github-actions[bot]"
 FILES_LIMIT = 3000
+"""GitHub's own cap on a PR's files list."""
+REVIEW_FILES_LIMIT = 400
+"""Files one PR review reads from the files list: 4 requests of 100. With the other reads and the
+sticky comment a run stays within 15 requests, however large the PR (issue 9); a larger PR is
+reviewed on its first 400 files and says so (`too_many_files`). Its budget could not cover more:
+the default allows 24 model calls."""
 CONTENTS_BATCH = 250
 """Files per GraphQL query: one query answers a PR of up to this many files (issue 9: a constant
 number of requests per PR, where the contents API costs one request per file)."""
@@ -402,9 +408,9 @@ class GitHubClient:
         """The PR files list (GitHub stops at 3000), parsed; a file without a patch is listed."""
         files: list[DiffFile] = []
         with _translated(f"list files of {repo}#{number}"):
+            if limit <= 0:
+                return files
             for f in self._repo(repo).get_pull(number).get_files():
-                if len(files) >= limit:
-                    break
                 files.append(
                     parse_github_file(
                         filename=f.filename,
@@ -414,6 +420,8 @@ class GitHubClient:
                         changes=f.changes,
                     )
                 )
+                if len(files) >= limit:
+                    break  # before the paginator asks for a page we will not read
         return files
 
 
@@ -546,13 +554,16 @@ class GitHubSource:
         gaps: list[Gap] = []
         total = info.changed_files or 0
         if total > len(files):
-            gaps.append(
-                Gap(
-                    what=f"GitHub listed {len(files)} of the {total} changed files; the other "
-                    f"{total - len(files)} were not reviewed",
-                    why="too_many_files",
-                )
+            capped = len(files) >= self.max_files and self.max_files < min(total, FILES_LIMIT)
+            what = (
+                f"imreview read the first {len(files)} of the {total} changed files (at most"
+                f" {self.max_files} per review, to keep a run to a few API requests); the other"
+                f" {total - len(files)} were not reviewed"
+                if capped
+                else f"GitHub listed {len(files)} of the {total} changed files; the other "
+                f"{total - len(files)} were not reviewed"
             )
+            gaps.append(Gap(what=what, why="too_many_files"))
         self._context = [f.path for f in files if f.status != "removed" and f.has_patch]
         self._position = {p: i for i, p in enumerate(self._context)}
         self._prefetch(info, self._context[:CONTENTS_BATCH])
