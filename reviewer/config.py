@@ -49,6 +49,7 @@ class Config:
     max_concurrency: int = 4
     max_findings: int = 6
     context_window: int | None = None
+    context_share: float = 0.3
     fail_on: str = "never"
     on_error: str = "warn"
     prices: Mapping[str, Prices] = field(default_factory=dict)
@@ -147,6 +148,22 @@ class _Float:
         except ValueError:
             raise _Invalid(f"expected a number, got {_show(raw)}") from None
         return self.check(value)
+
+
+@dataclass(frozen=True)
+class _Share:
+    """A fraction of a call: from 0 (none) up to `maximum`."""
+
+    maximum: float
+
+    def check(self, value: object) -> float:
+        number = _Float(0).check(value)
+        if number > self.maximum:
+            raise _Invalid(f"must be at most {self.maximum:g} (a share of each call), got {value}")
+        return number
+
+    def parse(self, raw: str) -> object:
+        return self.check(_Float(0).parse(raw))
 
 
 @dataclass(frozen=True)
@@ -355,6 +372,7 @@ _KEYS: tuple[ConfigKey, ...] = (
     _mirrored("max_concurrency", _Int(1)),
     _mirrored("max_findings", _Int(0)),
     _file_only("context_window", _Int(1, nullable=True)),
+    _file_only("context_share", _Share(0.9)),
     _mirrored("fail_on", _Choice(("never", "P1", "P2", "P3"))),
     _file_only("prices", _PriceTable()),
 )
@@ -597,6 +615,7 @@ _HASHED_FIELDS = (
     "max_output_tokens_per_call",
     "max_findings",
     "context_window",
+    "context_share",
     "prices",
 )
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from reviewer.config import Config
+from reviewer.context import Corpus
 from reviewer.diff import PatchError, parse_patch
 from reviewer.errors import UsageError
 from reviewer.render import Renderer, new_nonce
@@ -207,6 +208,9 @@ class PatchSource:
     def read_file(self, path: str, sha: str) -> str | None:
         return None
 
+    def context_corpus(self) -> Corpus | None:
+        return None
+
 
 # --- scoring ----------------------------------------------------------------------------------
 
@@ -336,7 +340,13 @@ def review_item(item: Item, config: Config, *, warn: Warn) -> tuple[Report, floa
     source = source_for(item, warn)
     change = source.change()
     analysis = analyse(
-        change, config, budget=Budget(config.limits), read_file=source.read_file, renderer=renderer, warn=warn
+        change,
+        config,
+        budget=Budget(config.limits),
+        read_file=source.read_file,
+        renderer=renderer,
+        warn=warn,
+        corpus=source.context_corpus,
     )
     report = conclude(analysis, current_head=source.head_sha(), outputs=(), renderer=renderer)
     return report, time.monotonic() - started

@@ -14,9 +14,10 @@ import itertools
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from reviewer import context as ctx
 from reviewer.diff import DiffFile, Hunk
 from reviewer.report import Coverage, CoverageStatus, FileCoverage, SliceCoverage
 
@@ -160,8 +161,10 @@ class UnitPart:
 class Unit:
     """Hunks (or slices) for one model call, decided before any call.
 
-    `tokens` counts the diff text; `input_tokens` the whole request as it will be sent (prompt with
-    this unit's `nonce`, schema); `answer_tokens` is the `max_tokens` reserved for its answer."""
+    `tokens` counts the diff text and the repository context; `input_tokens` the whole request as it
+    will be sent (prompt with this unit's `nonce`, schema, `context_text`); `answer_tokens` is the
+    `max_tokens` reserved for its answer. `context` is what `context_text` shows (already redacted),
+    `context_tokens` its count, never more than `context_share` of what the unit could hold."""
 
     id: int
     parts: tuple[UnitPart, ...]
@@ -170,6 +173,9 @@ class Unit:
     nonce: str = ""
     input_tokens: int = 0
     answer_tokens: int = 0
+    context: tuple[ctx.Snippet, ...] = ()
+    context_text: str = ""
+    context_tokens: int = 0
 
     @property
     def text(self) -> str:
@@ -422,10 +428,17 @@ def _held(tokens: int, margin_percent: int) -> int:
 
 @dataclass
 class _Open:
+    """`tokens` is everything the unit's text holds: its parts plus `ctx_tokens`, the room held for
+    context (at most `ctx_limit`, the share of what the unit could hold when it opened); `ctx` is the
+    token count of each context snippet its parts asked for."""
+
     nonce: str
     overhead: int
     parts: list[tuple[UnitPart, float, int]]
     tokens: int = 0
+    ctx_limit: int = 0
+    ctx_tokens: int = 0
+    ctx: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -507,12 +520,20 @@ class _Packer:
         nonce: Callable[[int], str],
         overhead: Callable[[str], int],
         first_id: int,
+        context_share: float = 0.0,
     ) -> None:
         self.allowance = allowance
         self.unit_tokens = unit_tokens
         self._nonce = nonce
         self._overhead = overhead
         self.first_id = first_id
+        self.context_share = context_share
+        self._context_total = 0
+        self.context_frame = 0
+        """What a context block costs beyond its snippets (its heading and delimiters in the prompt)."""
+        self._context_cap = (
+            int(context_share * allowance.input_tokens) if allowance.input_tokens is not None else None
+        )
         self.units: list[_Open] = []
         self._next: _Open | None = None
         self._sums: tuple[int, int, float] = (0, 0, 0.0)
@@ -566,34 +587,74 @@ class _Packer:
         if self._next is None:
             nonce = self._nonce(self.first_id + len(self.units))
             self._next = _Open(nonce=nonce, overhead=self._overhead(nonce), parts=[])
+            if self.context_share > 0:
+                self._next.ctx_limit = int(self.context_share * self.room(self._next))
         return self._next
 
-    def add(self, options: Sequence[tuple[UnitPart, int]], risk: float) -> bool:
-        """First fit: the earliest unit that takes the part (its richest option that fits), else a new one.
+    def _context_room(self, unit: _Open, wanted: Mapping[tuple[str, int], int]) -> int:
+        """The context room `unit` holds once it also serves `wanted`: the snippets asked for (best
+        first) that fit the unit's share, all units' context together within the share of the input
+        budget (a unit opened early must not keep a share of budget that later went to the diff).
+        Room for a snippet that cannot fit is never held."""
+        if not wanted:
+            return unit.ctx_tokens
+        limit = unit.ctx_limit
+        if self._context_cap is not None:
+            limit = min(limit, unit.ctx_tokens + max(0, self._context_cap - self._context_total))
+        room = 0
+        for tokens in {**unit.ctx, **wanted}.values():
+            extra = tokens + SEPARATOR_TOKENS + (0 if room else self.context_frame)
+            if room + extra <= limit:
+                room += extra
+        return max(room, unit.ctx_tokens)
+
+    def add(
+        self,
+        options: Sequence[tuple[UnitPart, int]],
+        risk: float,
+        context: Mapping[tuple[str, int], int] | None = None,
+    ) -> bool:
+        """First fit: the earliest unit that takes the part (its richest option that fits, with room
+        for the context it asks for, else without), else a new one.
 
         A unit whose free room cannot hold even the smallest option (with its separator) fails
         `fits_call` for every option, so the free-room tree skips it without asking."""
         need = min(tokens for _, tokens in options) + SEPARATOR_TOKENS
         index = self._free.first(need, 0)
         while index is not None:
-            if self._place(index, options, risk):
+            if self._place(index, options, risk, context or {}):
                 return True
             index = self._free.first(need, index + 1)
-        return self._place(len(self.units), options, risk)
+        return self._place(len(self.units), options, risk, context or {})
 
-    def _place(self, index: int, options: Sequence[tuple[UnitPart, int]], risk: float) -> bool:
-        """Unit `index` (the fresh one when it equals len(units)) takes its richest option that fits."""
+    def _place(
+        self,
+        index: int,
+        options: Sequence[tuple[UnitPart, int]],
+        risk: float,
+        context: Mapping[tuple[str, int], int],
+    ) -> bool:
+        """Unit `index` (the fresh one when it equals len(units)) takes its richest option that fits,
+        with room for the context the part asks for when that fits too."""
         new = index == len(self.units)
         unit = self.fresh() if new else self.units[index]
+        grown = self._context_room(unit, context)
         for part, tokens in options:
-            total = unit.tokens + tokens + (SEPARATOR_TOKENS if unit.parts else 0)
-            if self.fits_call(unit.overhead, total) and self.fits_budget(unit, total, new):
+            diff = unit.tokens - unit.ctx_tokens + tokens + (SEPARATOR_TOKENS if unit.parts else 0)
+            for room in dict.fromkeys((grown, unit.ctx_tokens)):
+                total = diff + room
+                if not (self.fits_call(unit.overhead, total) and self.fits_budget(unit, total, new)):
+                    continue
                 if not self._unlimited:
                     held, out, cost = self._totals(skip=None if new else unit)
                     c = self.cost(unit.overhead, total)
                     self._sums = (held + c.held_in, out + c.answer, cost + c.cost)
                 unit.parts.append((part, risk, tokens))
                 unit.tokens = total
+                if room == grown and context:
+                    unit.ctx.update(context)
+                self._context_total += room - unit.ctx_tokens
+                unit.ctx_tokens = room
                 if new:
                     self.units.append(unit)
                     self._next = None
@@ -637,9 +698,11 @@ def make_plan(
     allowance: Allowance | None = None,
     nonce: Callable[[int], str] = lambda i: "",
     overhead: Callable[[str], int] = lambda nonce: 0,
-    measure: Callable[[str, str], int] | None = None,
+    measure: Callable[[str, str, str], int] | None = None,
     only: Collection[tuple[str, int]] | None = None,
     first_id: int = 0,
+    context: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None = None,
+    context_share: float = 0.0,
 ) -> Plan:
     """Filter, rank, and decide for the whole allowance at once which hunks go into which call.
 
@@ -647,12 +710,14 @@ def make_plan(
     limit); a hunk too big for one call is cut at line boundaries into overlapping slices; context
     back to the enclosing definition shrinks before a hunk is left out; a hunk the budget cannot
     take whole fills what is left with its first lines, and less risky hunks only get what is left
-    after that. `unit_tokens` caps a unit's
-    diff text; `overhead(nonce)` is what a request costs without its diff and `measure(nonce, text)`
-    (when given) counts the finished request, so the plan holds what will be sent. `only` restricts
-    the plan to those hunks (re-planning after a context-exceeded answer) and `first_id` numbers
-    its units. `read_file(path)` returns the head text (None when unavailable) and is called at
-    most once per file, only for hunks that want context.
+    after that. `unit_tokens` caps a unit's diff text; `overhead(nonce)` is what a request costs
+    without its diff and `measure(nonce, text, context_text)` (when given) counts the finished
+    request, so the plan holds what will be sent. `only` restricts the plan to those hunks
+    (re-planning after a context-exceeded answer) and `first_id` numbers its units. `read_file(path)`
+    returns the head text (None when unavailable) and is called at most once per file, only for
+    hunks that want context. `context(file, hunk)` gives a hunk's repository context
+    (reviewer.context), ranked; each unit holds what its hunks ask for, up to `context_share` of
+    what it could hold when it opened, so the diff always keeps the rest.
     """
     if unit_tokens <= 0:
         raise ValueError(f"unit_tokens must be a positive number of tokens, got {unit_tokens}")
@@ -689,7 +754,24 @@ def make_plan(
             heads[f.path] = None if text is None else text.splitlines()
         return heads[f.path]
 
-    packer = _Packer(allowance, unit_tokens, nonce, overhead, first_id)
+    share = max(0.0, min(context_share, 0.9)) if context is not None else 0.0
+    packer = _Packer(allowance, unit_tokens, nonce, overhead, first_id, share)
+    if share and measure is not None:
+        sample = packer.fresh().nonce
+        packer.context_frame = max(0, measure(sample, "", "~") - measure(sample, "", ""))
+    wanted: dict[tuple[str, int], tuple[ctx.Snippet, ...]] = {}
+    snippet_tokens: dict[tuple[str, int], int] = {}
+
+    def context_of(f: DiffFile, hunk: Hunk) -> dict[tuple[str, int], int]:
+        if context is None or not share or category(f.path) not in ("source", "test"):
+            return {}
+        snippets = tuple(ctx.rank(context(f, hunk)))
+        wanted[(f.path, hunk.index)] = snippets
+        for s in snippets:
+            if s.key not in snippet_tokens:
+                snippet_tokens[s.key] = count_tokens(redact(s.text()))
+        return {s.key: snippet_tokens[s.key] for s in snippets}
+
     unplaced: list[Unplaced] = []
     for risk, f, hunk in ranked:
         header = _file_header(f)
@@ -708,10 +790,11 @@ def make_plan(
         for shrunk in _shrinking(extension):
             rich = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, shrunk)])))
             options.insert(-1, (rich, count_tokens(rich.text)))
-        if not packer.add(options, risk):
+        if not packer.add(options, risk, context_of(f, hunk)):
             unplaced += _fill(packer, _Piece(risk, f, hunk, 0, len(hunk.lines)), count_tokens, redact)
 
-    units = _finish(packer, measure, unplaced)
+    shown = _Context(wanted, count_tokens, redact, packer.context_frame)
+    units = _finish(packer, measure, unplaced, shown)
     file_risk = {f.path: max((risks[(f.path, h.index)] for h in f.hunks), default=-1.0) for f in reviewable}
     return Plan(
         units=units,
@@ -850,21 +933,53 @@ WHOLE_HUNK = (0, 1 << 30)
 """An Unplaced range that stands for every line of its hunk."""
 
 
+@dataclass(frozen=True)
+class _Context:
+    """What each hunk asked for, and how a unit's share of it is chosen and written."""
+
+    wanted: Mapping[tuple[str, int], Sequence[ctx.Snippet]]
+    count_tokens: Callable[[str], int]
+    redact: Callable[[str], str]
+    frame: int = 0
+
+    def choose(self, parts: Sequence[UnitPart], room: int) -> tuple[tuple[ctx.Snippet, ...], str, int]:
+        """The best-ranked snippets for these parts that fit `room` tokens with the block's frame:
+        (snippets, text, tokens of the text)."""
+        room -= self.frame
+        if room <= 0:
+            return (), "", 0
+        groups = [self.wanted.get((p.path, p.hunk_index), ()) for p in parts]
+        chosen = list(ctx.select(ctx.merge(groups), room, self.count_tokens, self.redact))
+        while chosen:
+            text = ctx.render(chosen, self.redact)
+            tokens = self.count_tokens(text)
+            if tokens <= room:
+                return tuple(chosen), text, tokens
+            chosen.pop()
+        return (), "", 0
+
+
 def _finish(
-    packer: _Packer, measure: Callable[[str, str], int] | None, unplaced: list[Unplaced]
+    packer: _Packer,
+    measure: Callable[[str, str, str], int] | None,
+    unplaced: list[Unplaced],
+    context: _Context,
 ) -> tuple[Unit, ...]:
     """Count each finished request as it will be sent; a unit the exact count no longer fits (a
-    token merge at a part join) gives up its least risky part."""
+    token merge at a part join) gives up its context first (its least ranked snippets), then its
+    least risky part."""
     a = packer.allowance
     units: list[Unit] = []
     held_total = 0
     for u in packer.units:
         parts = list(u.parts)
+        room = u.ctx_tokens
         while parts:
             ordered = _ordered([(p, r) for p, r, _ in parts])
             text = "\n\n".join(p.text for p in ordered)
-            tokens = sum(t for _, _, t in parts) + SEPARATOR_TOKENS * (len(parts) - 1)
-            counted = measure(u.nonce, text) if measure else u.overhead + tokens
+            snippets, context_text, context_tokens = context.choose(ordered, room)
+            tokens = sum(t for _, _, t in parts) + SEPARATOR_TOKENS * (len(parts) - 1) + context_tokens
+            counted = measure(u.nonce, text, context_text) if measure else u.overhead + tokens
             held_in = _held(counted, a.margin_percent)
             answer = answer_tokens(tokens, a)
             fits_window = a.window is None or held_in + answer <= a.window
@@ -879,10 +994,16 @@ def _finish(
                         nonce=u.nonce,
                         input_tokens=counted,
                         answer_tokens=answer,
+                        context=snippets,
+                        context_text=context_text,
+                        context_tokens=context_tokens,
                     )
                 )
                 held_total += held_in
                 break
+            if snippets:
+                room = context_tokens + context.frame - 1
+                continue
             dropped = min(parts, key=lambda item: item[1])
             parts.remove(dropped)
             part = dropped[0]

@@ -222,7 +222,13 @@ def review_pull(
     if cap_left is not None and cap_left < budget.limits.cost_usd:
         budget = Budget(dataclasses.replace(budget.limits, cost_usd=cap_left))
     analysis = analyse(
-        change, config, budget=budget, read_file=source.read_file, renderer=renderer, warn=warn
+        change,
+        config,
+        budget=budget,
+        read_file=source.read_file,
+        renderer=renderer,
+        warn=warn,
+        corpus=source.context_corpus,
     )
     report, rendered = finish(
         analysis, source, config, renderer, publisher=writing.publisher, prior=prior.state

@@ -242,6 +242,8 @@ class PlanSummary:
     input_tokens_planned: int
     input_tokens_available: int | None
     window_assumed: int | None = None
+    context_files: tuple[str, ...] = ()
+    """Files of the repository shown as context (definitions used, call sites) in answered calls."""
 
 
 @dataclass(frozen=True)

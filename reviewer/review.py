@@ -14,11 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from reviewer import context as ctx
 from reviewer import findings as fnd
 from reviewer import gate, progress, rules, verify
 from reviewer.budget import Budget
 from reviewer.config import Config
-from reviewer.diff import DiffFile, LineIndex
+from reviewer.diff import DiffFile, Hunk, LineIndex
 from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
 from reviewer.plan import LEGEND, Allowance, Plan, Unit, coverage, make_plan
 from reviewer.report import (
@@ -111,10 +112,12 @@ def analyse(
     renderer: Renderer,
     warn: Warn,
     client_factory: Callable[[Config, Budget, Warn], ModelClient] | None = None,
+    corpus: Callable[[], ctx.Corpus | None] | None = None,
 ) -> Analysis:
     """Run every stage up to the gate; never raises for model trouble (it becomes gaps).
 
-    `budget` is the caller's: one PR's own, or a PR's share of a scan's run budget.
+    `budget` is the caller's: one PR's own, or a PR's share of a scan's run budget. `corpus` opens
+    the head of the repository for context (`Source.context_corpus`), only when a model will be called.
     """
     warnings = _Warnings(warn)
     change = _redacted(change)
@@ -150,7 +153,8 @@ def analyse(
             return None
 
     read_head = (lambda path: safe_read(path, head)) if client is not None else None
-    planner = _Planner(config, client, renderer, change, files, read_head)
+    finder = _ContextFinder(files, corpus, warnings) if client is not None and corpus is not None else None
+    planner = _Planner(config, client, renderer, change, files, read_head, finder)
     with reporter.stage("plan"):
         plan = planner.plan(budget)
     window = planner.window
@@ -239,6 +243,9 @@ def analyse(
                 input_tokens_planned=plan.input_tokens,
                 input_tokens_available=budget.limits.input_tokens,
                 window_assumed=client.assumed_window if client is not None else None,
+                context_files=tuple(
+                    dict.fromkeys(s.path for u in plan.units if u.id in ok_units for s in u.context)
+                ),
             )
         ),
         index=index,
@@ -300,7 +307,9 @@ class _Planner:
         change: Change,
         files: Sequence[DiffFile],
         read_file: Callable[[str], str | None] | None,
+        finder: _ContextFinder | None = None,
     ) -> None:
+        self.finder = finder
         self.config = config
         self.client = client
         self.renderer = renderer
@@ -312,20 +321,25 @@ class _Planner:
         )
         self._system = _system_prompt(renderer, config)
 
-    def messages(self, units_text: str, nonce: str) -> list[dict[str, str]]:
+    def messages(self, units_text: str, nonce: str, context_text: str = "") -> list[dict[str, str]]:
         return [
             {"role": "system", "content": self._system},
             {
                 "role": "user",
                 "content": _user_prompt(
-                    self.renderer, self.config, self.change, units_text=units_text, nonce=nonce
+                    self.renderer,
+                    self.config,
+                    self.change,
+                    units_text=units_text,
+                    nonce=nonce,
+                    context_text=context_text,
                 ),
             },
         ]
 
-    def measure(self, nonce: str, units_text: str) -> int:
+    def measure(self, nonce: str, units_text: str, context_text: str = "") -> int:
         assert self.client is not None
-        return self.client.count_request(self.messages(units_text, nonce), fnd.ANSWER_SCHEMA)
+        return self.client.count_request(self.messages(units_text, nonce, context_text), fnd.ANSWER_SCHEMA)
 
     def plan(self, budget: Budget, *, only: set[tuple[str, int]] | None = None, first_id: int = 0) -> Plan:
         """The whole plan for what `budget` has left; without a model, only coverage matters."""
@@ -361,6 +375,8 @@ class _Planner:
             nonce=lambda i: unit_nonce(),
             overhead=lambda nonce: self.measure(nonce, ""),
             measure=self.measure,
+            context=self.finder,
+            context_share=config.context_share,
             **common,
         )
 
@@ -369,7 +385,9 @@ def _system_prompt(renderer: Renderer, config: Config) -> str:
     return renderer.prompt("system", language=config.language)
 
 
-def _user_prompt(renderer: Renderer, config: Config, change: Change, *, units_text: str, nonce: str) -> str:
+def _user_prompt(
+    renderer: Renderer, config: Config, change: Change, *, units_text: str, nonce: str, context_text: str = ""
+) -> str:
     return renderer.prompt(
         "review",
         title=change.snapshot.title,
@@ -377,9 +395,41 @@ def _user_prompt(renderer: Renderer, config: Config, change: Change, *, units_te
         instructions=config.instructions,
         language=config.language,
         units=units_text,
+        context=context_text,
         legend=LEGEND,
         nonce=nonce,
     )
+
+
+class _ContextFinder:
+    """`reviewer.context.Finder` over the source's corpus, opened on first use; a source that
+    cannot open one (or fails to) costs the context, never the review."""
+
+    def __init__(
+        self, files: Sequence[DiffFile], corpus: Callable[[], ctx.Corpus | None], warn: Warn
+    ) -> None:
+        self._files = files
+        self._corpus = corpus
+        self._warn = warn
+        self._finder: ctx.Finder | None = None
+        self._opened = False
+
+    def __call__(self, file: DiffFile, hunk: Hunk) -> Sequence[ctx.Snippet]:
+        if not self._opened:
+            self._opened = True
+            try:
+                corpus = self._corpus()
+                self._finder = ctx.Finder(self._files, corpus) if corpus is not None else None
+            except ImreviewError as exc:
+                self._warn(f"repository context unavailable: {_short(str(exc), 200)}")
+        if self._finder is None:
+            return ()
+        try:
+            return self._finder.for_hunk(file, hunk)
+        except ImreviewError as exc:
+            self._warn(f"repository context unavailable: {_short(str(exc), 200)}")
+            self._finder = None
+            return ()
 
 
 def _review_all(
@@ -447,7 +497,7 @@ def _review_units(
         if too_long.is_set():
             return UnitOutcome(unit.id, "replan")
         nonce = unit.nonce or unit_nonce()
-        messages = planner.messages(unit.text, nonce)
+        messages = planner.messages(unit.text, nonce, unit.context_text)
         dropped: list[fnd.Dropped] = []
 
         def parse(text: str) -> fnd.ModelAnswer:

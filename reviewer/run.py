@@ -183,7 +183,13 @@ def review_and_report(
 
         preload_litellm()  # overlaps the deterministic checks; after the diff, so an empty one exits at once
     analysis = analyse(
-        change, config, budget=Budget(config.limits), read_file=source.read_file, renderer=renderer, warn=warn
+        change,
+        config,
+        budget=Budget(config.limits),
+        read_file=source.read_file,
+        renderer=renderer,
+        warn=warn,
+        corpus=source.context_corpus,
     )
     report, rendered = finish(analysis, source, config, renderer)
     write_report_files(

@@ -34,6 +34,7 @@ FILE_ONLY_HELP = {
     "instructions": "Text appended to the review prompt as the maintainers' own words.",
     "max_output_tokens_per_call": "Cap of `max_tokens` sent with one model call.",
     "context_window": "Input window of a model litellm does not know (else 8,192 is assumed, warned).",
+    "context_share": "Most of each model call that repository context may take (0 turns it off).",
     "prices": "USD per million tokens for models litellm cannot price; without it their cost is unknown.",
 }
 
@@ -80,6 +81,8 @@ def _value_schema(value_type: Any, *, item: bool = False) -> dict[str, Any]:
         return schema
     if isinstance(value_type, cfg._Float):
         return {"type": "number", "minimum": value_type.minimum}
+    if isinstance(value_type, cfg._Share):
+        return {"type": "number", "minimum": 0, "maximum": value_type.maximum}
     if isinstance(value_type, cfg._Choice):
         return {"enum": list(value_type.choices)}
     if isinstance(value_type, cfg._Str):
@@ -183,7 +186,9 @@ def _kind(schema: Mapping[str, Any]) -> str:
         return f"list of {_kind(schema['items'])}"
     if kind == "object":
         return "mapping"
-    minimum = schema.get("minimum")
+    minimum, maximum = schema.get("minimum"), schema.get("maximum")
+    if minimum is not None and maximum is not None:
+        return f"{kind} {minimum:g}–{maximum:g}"
     return f"{kind} ≥ {minimum:g}" if minimum is not None else str(kind)
 
 

@@ -33,6 +33,7 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     "/repos/{owner}/{repo}/commits/{ref}/check-runs": ("get",),
     "/repos/{owner}/{repo}/contents/{path}": ("get",),
     "/repos/{owner}/{repo}/compare/{basehead}": ("get",),
+    "/repos/{owner}/{repo}/git/trees/{tree_sha}": ("get",),
     "/user": ("get",),
     "/rate_limit": ("get",),
 }

@@ -58,7 +58,7 @@ def test_the_plan_fits_every_limit_and_accounts_for_every_line(
         count_tokens=quarter,
         allowance=allowance,
         overhead=lambda nonce: overhead,
-        measure=lambda nonce, text: overhead + quarter(text),
+        measure=lambda nonce, text, context: overhead + quarter(text) + quarter(context),
     )
     m = allowance.margin_percent
     held = [held_tokens(u.input_tokens, m) for u in plan.units]

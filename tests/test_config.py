@@ -75,6 +75,7 @@ def test_every_key_of_a_full_file_reaches_the_config(tmp_path: Path) -> None:
             max_concurrency: 2
             max_findings: 3
             context_window: 32768
+            context_share: 0.25
             fail_on: P2
             prices:
               local/llama: {input_usd_per_mtok: 0.5, output_usd_per_mtok: 1}
@@ -99,6 +100,7 @@ def test_every_key_of_a_full_file_reaches_the_config(tmp_path: Path) -> None:
         max_concurrency=2,
         max_findings=3,
         context_window=32768,
+        context_share=0.25,
         fail_on="P2",
         prices={"local/llama": Prices(input_usd_per_mtok=0.5, output_usd_per_mtok=1.0)},
     )
@@ -110,7 +112,7 @@ def test_every_key_mirrors_its_flag_and_input() -> None:
         "model", "fallback_models", "api_base", "language", "instructions", "include", "exclude",
         "max_cost_usd", "max_input_tokens", "max_output_tokens", "max_output_tokens_per_call", "max_seconds",
         "max_calls", "max_concurrency", "max_findings", "context_window", "fail_on", "prices",
-        "request_timeout",
+        "request_timeout", "context_share",
     }  # fmt: skip
     assert CONFIG_KEYS["max_output_tokens_per_call"].flag == "--max-output-tokens-per-call"
     assert CONFIG_KEYS["max_output_tokens_per_call"].input == "max-output-tokens-per-call"

@@ -29,6 +29,7 @@ class Mark:
     text: str  # a unique piece of the labelled line, at head
     description: str
     severity: str
+    evidence: tuple[tuple[str, str], ...] = ()  # (path, unique piece of a line at head) outside the diff
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,7 @@ def to_cents(amount, currency):
                 "to_cents now requires `currency`, but billing/invoice.py (unchanged) still calls "
                 "to_cents(subtotal): every invoice total raises TypeError.",
                 "P1",
+                evidence=(("billing/invoice.py", "return to_cents(subtotal)"),),
             ),
         ),
     ),
@@ -296,6 +298,7 @@ def get_account(account_id):
                 "Changed contract: accounts/api.py balance() catches KeyError to answer 404; get_account now "
                 "returns None instead, so an unknown id crashes with TypeError on account['balance'].",
                 "P2",
+                evidence=(("accounts/api.py", "except KeyError:"),),
             ),
         ),
     ),
@@ -334,6 +337,7 @@ def fetch(url):
                 "REQUEST_TIMEOUT is in milliseconds (net/settings.py) but requests takes seconds: the "
                 "timeout grows from 30 s to 30,000 s (over 8 hours), so a stuck server hangs the caller.",
                 "P2",
+                evidence=(("net/settings.py", "REQUEST_TIMEOUT = 30_000"),),
             ),
         ),
     ),
@@ -437,21 +441,27 @@ def _write(root: Path, files: dict[str, str]) -> None:
         target.write_text(content, encoding="utf-8", newline="")
 
 
-def _line_of(case: Case, mark: Mark) -> int:
-    text = {**case.base, **case.head}[mark.path]
-    hits = [n for n, line in enumerate(text.splitlines(), 1) if mark.text in line]
+def _line_of(case: Case, path: str, piece: str) -> int:
+    text = {**case.base, **case.head}[path]
+    hits = [n for n, line in enumerate(text.splitlines(), 1) if piece in line]
     if len(hits) != 1:
-        raise SystemExit(
-            f"{case.id}: {mark.text!r} must occur once in {mark.path} at head, found {len(hits)}"
-        )
+        raise SystemExit(f"{case.id}: {piece!r} must occur once in {path} at head, found {len(hits)}")
     return hits[0]
 
 
 def _labels(case: Case, marks: tuple[Mark, ...]) -> list[dict[str, object]]:
-    return [
-        {"path": m.path, "line": _line_of(case, m), "description": m.description, "severity": m.severity}
-        for m in marks
-    ]
+    out: list[dict[str, object]] = []
+    for m in marks:
+        label: dict[str, object] = {
+            "path": m.path,
+            "line": _line_of(case, m.path, m.text),
+            "description": m.description,
+            "severity": m.severity,
+        }
+        if m.evidence:
+            label["evidence"] = [{"path": p, "line": _line_of(case, p, piece)} for p, piece in m.evidence]
+        out.append(label)
+    return out
 
 
 def dataset() -> list[dict[str, object]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from reviewer.context import Corpus
 from reviewer.diff import DiffFile
 from reviewer.report import Gap, Snapshot
 
@@ -30,4 +31,8 @@ class Source(Protocol):
 
     def read_file(self, path: str, sha: str) -> str | None:
         """File text at a commit (for context and base-branch config); None when absent."""
+        ...
+
+    def context_corpus(self) -> Corpus | None:
+        """The head of the repository, searchable for context (reviewer.context); None without one."""
         ...

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from github import Auth, Github, GithubException, GithubRetry, RateLimitExceededException
 from github.IssueComment import IssueComment
 
+from reviewer import context as ctx
 from reviewer.diff import DiffFile, parse_github_file
 from reviewer.errors import GitHubError, NoWriteAccess, Retryable, Unprocessable, UsageError
 from reviewer.report import CheckResult, CiState, Gap, Ref, Snapshot
@@ -40,6 +41,9 @@ the default allows 24 model calls."""
 CONTENTS_BATCH = 250
 """Files per GraphQL query: one query answers a PR of up to this many files (issue 9: a constant
 number of requests per PR, where the contents API costs one request per file)."""
+CONTEXT_FILES = 2 * CONTENTS_BATCH
+"""Head files read to search for context: the changed files' languages, nearest directories first.
+With the tree listing, context costs at most three requests per PR, whatever its size."""
 CONFIG_PATH = ".github/imreview.yml"
 INSTALLATION_TOKEN_PREFIX = "ghs_"
 """GitHub's prefix for installation (server-to-server) tokens, `GITHUB_TOKEN` included: they
@@ -338,6 +342,24 @@ class GitHubClient:
                 self._texts[(repo, ref, path)] = _blob_text(found.get(f"f{i}"))
         return {(ref, path): self._texts[(repo, ref, path)] for ref, path in wanted}
 
+    def tree_paths(self, repo: str, sha: str) -> list[str]:
+        """Every file path of the commit `sha`, in one request (the recursive tree; GitHub cuts a
+        tree of over 100,000 entries, and what it lists is what is searched)."""
+        if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+            raise UsageError(f"{repo!r} is not OWNER/REPO")
+        with _translated(f"list the files of {repo} at {sha[:12]}"):
+            _, data = self._gh.requester.requestJsonAndCheck(
+                "GET", f"/repos/{repo}/git/trees/{sha}", parameters={"recursive": 1}
+            )
+        entries = data.get("tree") if isinstance(data, dict) else None
+        if not isinstance(entries, list):
+            raise GitHubError(f"list the files of {repo} at {sha[:12]}: no tree in the answer")
+        return [
+            str(e["path"])
+            for e in entries
+            if isinstance(e, dict) and e.get("type") == "blob" and isinstance(e.get("path"), str)
+        ]
+
     def has_text(self, repo: str, ref: str, path: str) -> bool:
         return (repo, ref, path) in self._texts
 
@@ -540,6 +562,7 @@ class GitHubSource:
         self.max_files = max_files
         self._info: PullInfo | None = None
         self._context: list[str] = []
+        self._files: tuple[DiffFile, ...] = ()
         self._position: dict[str, int] = {}
 
     def pull_info(self) -> PullInfo:
@@ -564,6 +587,7 @@ class GitHubSource:
                 f"{total - len(files)} were not reviewed"
             )
             gaps.append(Gap(what=what, why="too_many_files"))
+        self._files = tuple(files)
         self._context = [f.path for f in files if f.status != "removed" and f.has_patch]
         self._position = {p: i for i, p in enumerate(self._context)}
         self._prefetch(info, self._context[:CONTENTS_BATCH])
@@ -619,6 +643,18 @@ class GitHubSource:
 
     def head_sha(self) -> str:
         return self.client.pull(self.repo, self.number).head_sha
+
+    def context_corpus(self) -> ctx.MemoryCorpus:
+        """The head for context: one tree listing, then the files most likely to hold what the
+        change uses (reviewer.context.candidate_paths) in GraphQL batches, searched in memory."""
+        sha = self.pull_info().head_sha
+        paths = self.client.tree_paths(self.repo, sha)
+        names = ctx.mentioned(self._files)
+        picked = ctx.candidate_paths(paths, set(self._context), CONTEXT_FILES, names)
+        texts = self.client.file_texts(
+            self.repo, [(sha, p) for p in [*picked, *self._context[:CONTENTS_BATCH]]]
+        )
+        return ctx.MemoryCorpus({path: text for (_, path), text in texts.items() if text is not None})
 
     def read_file(self, path: str, sha: str) -> str | None:
         """Head files come in batches: a file not fetched yet brings up to CONTENTS_BATCH - 1 other

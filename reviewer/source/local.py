@@ -7,10 +7,11 @@ import re
 import subprocess
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import IO
 
+from reviewer.context import MAX_NAMES, Occurrence
 from reviewer.diff import parse_patch
 from reviewer.errors import GitError, UsageError
 from reviewer.report import CiState, Ref, Snapshot
@@ -142,6 +143,47 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.stdout.close()
 
 
+GREP_PER_FILE = 400
+"""Matching lines `git grep` reports per file, for all names together (`-m` cannot count per name):
+high enough that a definition far down a file that uses many of the names is still reported."""
+
+
+class GitCorpus:
+    """The head commit as a context corpus (reviewer.context): one `git grep` over the commit's
+    tree for every name, file text through the shared `git cat-file --batch` process."""
+
+    def __init__(self, git: Git, blobs: BlobReader, sha: str) -> None:
+        self.git = git
+        self.blobs = blobs
+        self.sha = sha
+
+    def grep(self, names: Collection[str]) -> Sequence[Occurrence]:
+        wanted = sorted(names)[:MAX_NAMES]
+        if not wanted:
+            return []
+        patterns = [arg for name in wanted for arg in ("-e", name)]
+        proc = self.git.run(
+            "grep", "-n", "-I", "-w", "-F", "-z", "--full-name", "-m", str(GREP_PER_FILE),
+            *patterns, self.sha, "--", check=False,
+        )  # fmt: skip
+        if proc.returncode not in (0, 1):
+            err = proc.stderr.decode("utf-8", "replace").strip()
+            raise GitError(f"`git grep` at {self.sha[:12]} failed ({proc.returncode}): {err}")
+        prefix = f"{self.sha}:".encode()
+        out: list[Occurrence] = []
+        for record in proc.stdout.split(b"\n"):
+            fields = record.split(b"\0", 2)
+            if len(fields) != 3 or not fields[0].startswith(prefix) or not fields[1].isdigit():
+                continue
+            path = fields[0][len(prefix) :].decode("utf-8", "replace")
+            out.append(Occurrence(path, int(fields[1]), fields[2].decode("utf-8", "replace")))
+        return out
+
+    def read(self, path: str) -> str | None:
+        blob = self.blobs.read(path, self.sha)
+        return None if blob is None else blob.decode("utf-8", "replace")
+
+
 def open_repository(path: str | os.PathLike[str]) -> Git:
     """The top level of the repository at PATH, or exit 2 saying PATH is not one."""
     where = Path(path).resolve()
@@ -265,6 +307,9 @@ class LocalSource:
     def read_file(self, path: str, sha: str) -> str | None:
         blob = self.blobs.read(path, sha)
         return None if blob is None else blob.decode("utf-8", "replace")
+
+    def context_corpus(self) -> GitCorpus:
+        return GitCorpus(self.git, self.blobs, self.head_sha_pinned)
 
     def close(self) -> None:
         self.blobs.close()

@@ -1017,6 +1017,7 @@ class FakeGitHub:
             ("GET", f"{r}/commits/{{ref}}/check-runs"): self._list_check_runs,
             ("GET", f"{r}/contents/{{path}}"): self._get_content,
             ("GET", f"{r}/compare/{{basehead}}"): self._compare,
+            ("GET", f"{r}/git/trees/{{tree_sha}}"): self._get_tree,
             ("GET", "/user"): self._get_user,
             ("GET", "/rate_limit"): self._rate_limit,
         }
@@ -1336,6 +1337,39 @@ class FakeGitHub:
             runs = copy.deepcopy(self._check_runs.get((full, ref), []))
         chunk, links = self._paginate(runs, query, request_path)
         return _Reply(200, {"total_count": len(runs), "check_runs": chunk}, links)
+
+    def _get_tree(
+        self, *, owner: str, repo: str, tree_sha: str, query: Mapping[str, str], **_: Any
+    ) -> _Reply:
+        """The files added with `add_content` at a commit, as GitHub lists a tree (`recursive` for
+        every level, directories included)."""
+        full = self._repo(owner, repo)
+        with self._lock:
+            files = sorted(path for (name, ref, path) in self._contents if name == full and ref == tree_sha)
+        if not files:
+            return _Reply(404, _error(404))
+        recursive = query.get("recursive", "") not in ("", "0", "false")
+        dirs = sorted({"/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1)})
+        entries: list[dict[str, Any]] = [
+            {"path": d, "mode": "040000", "type": "tree", "sha": hashlib.sha1(d.encode()).hexdigest()}
+            for d in dirs
+            if recursive or "/" not in d
+        ]
+        for p in files:
+            if recursive or "/" not in p:
+                text = self._contents[(full, tree_sha, p)]
+                entries.append(
+                    {
+                        "path": p,
+                        "mode": "100644",
+                        "type": "blob",
+                        "sha": _blob_sha(text),
+                        "size": len(text.encode()),
+                    }
+                )
+        entries.sort(key=lambda e: str(e["path"]))
+        url = self._api(f"/repos/{full}/git/trees/{tree_sha}")
+        return _Reply(200, {"sha": tree_sha, "url": url, "truncated": False, "tree": entries})
 
     def _get_content(self, *, owner: str, repo: str, path: str, query: Mapping[str, str], **_: Any) -> _Reply:
         full = self._repo(owner, repo)

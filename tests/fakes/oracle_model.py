@@ -9,6 +9,8 @@ whose file and line are shown in the diff, and answers them with:
 - the first answer of one unit in the wrong schema (`{"issues": [...]}`), repaired when the
   repair prompt quotes it back.
 Verification requests are answered `holds: true` for every finding: they are all real.
+With `needs_evidence`, a defect whose evidence lies outside the diff (a caller, a definition) is
+answered only when every evidence line is in the prompt: a model cannot see what it is not shown.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class Planted:
     priority: str
     description: str
     siblings: tuple[str, ...] = ()  # other changed files of the same item
+    evidence: tuple[str, ...] = ()  # lines outside the diff (exact text) that show the defect
 
 
 def _blocks(prompt: str) -> dict[str, str]:
@@ -50,8 +53,11 @@ def _blocks(prompt: str) -> dict[str, str]:
 
 
 class Oracle:
-    def __init__(self, planted: list[Planted], *, wrong_schema_item: str | None = None) -> None:
+    def __init__(
+        self, planted: list[Planted], *, wrong_schema_item: str | None = None, needs_evidence: bool = False
+    ) -> None:
         self.planted = planted
+        self.needs_evidence = needs_evidence
         self.wrong_schema_item = wrong_schema_item
         self.kinds: list[str] = []
         self._lock = threading.Lock()
@@ -72,7 +78,7 @@ class Oracle:
             return text(
                 json.dumps({"verdicts": [{"id": i, "holds": True, "reason": "reachable"} for i in ids]})
             )
-        return self._review(blocks.get("diff", ""))
+        return self._review(blocks.get("diff", ""), blocks.get("context", ""))
 
     def _note(self, kind: str) -> int:
         with self._lock:
@@ -80,11 +86,14 @@ class Oracle:
             self._answers += 1
             return self._answers
 
-    def _review(self, diff: str) -> Reply:
+    def _review(self, diff: str, context: str = "") -> Reply:
         shown = set(_FILE.findall(diff))
         findings: list[dict[str, Any]] = []
         items: set[str] = set()
+        seen = diff + "\n" + context
         for n, p in enumerate(self.planted):
+            if self.needs_evidence and not all(e.strip() in seen for e in p.evidence):
+                continue
             if p.path in shown and p.quote in diff:
                 findings.append(self._finding(p, LINE_NOISE[n % len(LINE_NOISE)], p.description))
                 items.add(p.item)

@@ -1,0 +1,541 @@
+"""Repository context for a unit: what the changed lines use from other files, and who calls what
+the change touches.
+
+For every hunk: the head definitions (functions, classes, constants) of the identifiers its added
+lines use, found in files other than the hunk's own; and the call sites of the functions whose
+signature or body the hunk changes. The search is by identifier, language-agnostic (no parser):
+a definition is a line that introduces the name with a definition keyword (`def`, `class`, `fn`,
+`func`, `const`, ...) or assigns it at column 0; a call site is `name(` on a line that is not a
+definition. Snippets are ranked (same package first, then how often the change refers to them) and
+the planner cuts them to `context_share` of a unit.
+
+Pure: the repository comes in through `Corpus` (git objects locally, a GraphQL batch in the
+Action); this module does no I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Literal, Protocol
+
+from reviewer.diff import DiffFile, Hunk
+
+SnippetKind = Literal["definition", "call_site"]
+
+DEFINITION_MAX_LINES = 30
+CALL_RADIUS = 2
+"""Lines shown on each side of a call site."""
+MAX_NAMES = 300
+"""Identifiers searched for per PR: a bound on the one search, whatever the size of the change."""
+MAX_DEFINITIONS = 3
+"""A name defined in more places than this is a common word (`data`, `value`), not one symbol."""
+MAX_CALL_SITES = 6
+"""Call sites shown per changed function."""
+MIN_NAME = 3
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_STRING = re.compile(r"\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'|`[^`]*`")
+_KEYWORD_TEXT = """
+    and as assert async await break case catch class const continue def default defer del delete do elif
+    else enum except export extends false final finally fn for from func function global go goto if impl
+    implements import in instanceof interface is lambda let match mod module mut namespace new nil none
+    nonlocal not null of or package pass private protected pub public raise return self static struct super
+    switch this throw throws trait true try type typeof undefined union unsafe use using val var void
+    where while with yield int str bool float dict list tuple set bytes object string char long short double
+    print len range isinstance super cls args kwargs println printf error err ok
+"""
+_KEYWORDS = frozenset(_KEYWORD_TEXT.split())
+_DEF_WORDS = (
+    r"(?:def|class|function|func|fn|struct|enum|trait|interface|type|record|object|module|namespace|fun"
+    r"|macro|let|var|const|val|static|union|typedef)"
+)
+_MODIFIERS = (
+    r"(?:(?:export|default|public|private|protected|internal|static|final|abstract|async|pub(?:\([\w\s]+\))?"
+    r"|unsafe|extern|inline|virtual|override|open|data|sealed|readonly|declare|mut)\s+)*"
+)
+_VENDOR_TEXT = "vendor third_party third-party thirdparty node_modules bower_components jspm_packages dist"
+_VENDORED = frozenset(_VENDOR_TEXT.split())
+_SOURCE_FAMILIES: tuple[frozenset[str], ...] = (
+    frozenset({".py", ".pyi"}),
+    frozenset({".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts", ".vue", ".svelte"}),
+    frozenset({".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".hxx", ".m", ".mm"}),
+    frozenset({".java", ".kt", ".kts", ".scala", ".groovy"}),
+    frozenset({".cs", ".fs", ".vb"}),
+    frozenset({".rb", ".rake"}),
+    frozenset({".go"}),
+    frozenset({".rs"}),
+    frozenset({".php"}),
+    frozenset({".swift"}),
+    frozenset({".ex", ".exs"}),
+    frozenset({".sh", ".bash"}),
+    frozenset({".lua"}),
+    frozenset({".dart"}),
+)
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """A head line that contains a searched name as a whole word."""
+
+    path: str
+    line: int
+    text: str
+
+
+class Corpus(Protocol):
+    """The head of the repository, as the search needs it."""
+
+    def grep(self, names: Collection[str]) -> Sequence[Occurrence]:
+        """Every head line holding one of `names` as a whole word (at most a few per file per name)."""
+        ...
+
+    def read(self, path: str) -> str | None:
+        """A head file's text; None when absent or unreadable."""
+        ...
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """Head lines of another file shown to the model: a definition the change uses, or a call site
+    of a function it changes. `references` counts how often the change refers to `symbol`."""
+
+    path: str
+    start: int
+    lines: tuple[str, ...]
+    kind: SnippetKind
+    symbol: str
+    references: int = 1
+    same_package: bool = False
+    cut: int = 0
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.path, self.start)
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.lines) - 1
+
+    def text(self) -> str:
+        label = "definition of" if self.kind == "definition" else "call site of"
+        head = f"## Context: {self.path} lines {self.start}-{self.end} ({label} `{self.symbol}`)"
+        body = [f"{self.start + i:>6} ~ {line}" for i, line in enumerate(self.lines)]
+        if self.cut:
+            body.append(f"       ~ … ({self.cut} more lines)")
+        return "\n".join([head, *body])
+
+
+@dataclass(frozen=True)
+class MemoryCorpus:
+    """A corpus over texts already read (the Action's GraphQL batch; tests)."""
+
+    texts: Mapping[str, str]
+    per_file: int = 8
+
+    def grep(self, names: Collection[str]) -> Sequence[Occurrence]:
+        if not names:
+            return []
+        pattern = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in sorted(names)) + r")\b")
+        out: list[Occurrence] = []
+        for path in sorted(self.texts):
+            text = self.texts[path]
+            if "\0" in text[:8000] or not pattern.search(text):
+                continue
+            found: dict[str, int] = {}
+            for number, line in enumerate(text.splitlines(), 1):
+                matched = {m.group(0) for m in pattern.finditer(line)}
+                if not matched or all(found.get(n, 0) >= self.per_file for n in matched):
+                    continue
+                for n in matched:
+                    found[n] = found.get(n, 0) + 1
+                out.append(Occurrence(path, number, line))
+        return out
+
+    def read(self, path: str) -> str | None:
+        return self.texts.get(path)
+
+
+@functools.lru_cache(maxsize=65536)
+def _family(path: str) -> frozenset[str]:
+    suffix = PurePosixPath(path).suffix.lower()
+    return next((f for f in _SOURCE_FAMILIES if suffix in f), frozenset({suffix}) if suffix else frozenset())
+
+
+def searchable(path: str) -> bool:
+    """Whether a head file may be searched and shown: not vendored, not minified, not a lockfile."""
+    pure = PurePosixPath(path)
+    name = pure.name.lower()
+    if any(part in _VENDORED for part in pure.parts[:-1]):
+        return False
+    return not (".min." in name or name.endswith(".lock") or name.endswith("-lock.json"))
+
+
+def mentioned(files: Sequence[DiffFile]) -> frozenset[str]:
+    """Every identifier in the hunks' lines (imports included): file stems worth reading first."""
+    return frozenset(n for f in files for h in f.hunks for line in h.lines for n in _names(line.text))
+
+
+def candidate_paths(
+    paths: Iterable[str], changed: Collection[str], limit: int, names: Collection[str] = ()
+) -> list[str]:
+    """Head files worth reading when they cannot be searched where they are (the Action): those in
+    the changed files' languages, a file named like an identifier of the change (`money.py` for
+    `billing.money`) first, then nearest directory first; at most `limit`."""
+    families = [_family(p) for p in changed]
+    suffixes = frozenset().union(*families) if families else frozenset()
+    dirs = [PurePosixPath(p).parent.parts for p in changed]
+
+    def distance(path: str) -> int:
+        parts = PurePosixPath(path).parent.parts
+        best = 1 << 20
+        for d in dirs:
+            common = 0
+            for a, b in zip(parts, d, strict=False):
+                if a != b:
+                    break
+                common += 1
+            best = min(best, len(parts) + len(d) - 2 * common)
+        return best
+
+    pool = [
+        p
+        for p in dict.fromkeys(paths)
+        if p not in changed and searchable(p) and PurePosixPath(p).suffix.lower() in suffixes
+    ]
+    named = frozenset(names)
+    return sorted(pool, key=lambda p: (PurePosixPath(p).stem not in named, distance(p), p))[:limit]
+
+
+def _code(text: str) -> str:
+    return _STRING.sub(" ", text)
+
+
+def _names(text: str) -> list[str]:
+    return [
+        n
+        for n in _IDENT.findall(_code(text))
+        if len(n) >= MIN_NAME and n.lower() not in _KEYWORDS and not n.isdigit()
+    ]
+
+
+_NO_C_DECLARATIONS = frozenset({".py", ".pyi", ".rb", ".rake", ".ex", ".exs", ".sh", ".bash", ".lua"})
+
+
+_DEFINITION_FORMS = (
+    re.compile(rf"^\s*{_MODIFIERS}{_DEF_WORDS}\s+(?:\([^)]*\)\s*)?[*&]*([A-Za-z_]\w*)"),
+    re.compile(r"^([A-Za-z_]\w*)\s*(?::\s*[\w\[\]., |]+)?=(?!=)"),
+    re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)"),
+)
+_C_DECLARATION = re.compile(
+    r"^(?!return\b|else\b)(?:[\w:<>*&\[\]]+\s+){1,4}[*&]*([A-Za-z_]\w*)\s*\([^;]*(?:\)\s*(?:const\s*)?\{?|,)\s*$"
+)
+
+
+def defined_names(path: str, text: str) -> set[str]:
+    """What a line defines: the name after a definition keyword, assigned at column 0, `#define`d,
+    or (outside Python-like languages) declared `type name(params)` at column 0 ending like one."""
+    forms: tuple[re.Pattern[str], ...] = _DEFINITION_FORMS
+    if PurePosixPath(path).suffix.lower() not in _NO_C_DECLARATIONS:
+        forms = (*forms, _C_DECLARATION)
+    return {m.group(1) for form in forms if (m := form.match(text))}
+
+
+def _is_definition(name: str, occ: Occurrence) -> bool:
+    return name in defined_names(occ.path, occ.text)
+
+
+def _indent(text: str) -> int:
+    expanded = text.expandtabs(4)
+    return len(expanded) - len(expanded.lstrip())
+
+
+def _block(lines: Sequence[str], first: int) -> tuple[tuple[str, ...], int]:
+    """The definition starting at index `first`: the line, every following line indented deeper (or
+    blank), and a closing line at its own indent (`}`, `end`, `)`); cut at DEFINITION_MAX_LINES."""
+    base = _indent(lines[first])
+    stop = first + 1
+    if stop < len(lines) and lines[stop].strip().startswith("{") and _indent(lines[stop]) == base:
+        stop += 1  # a brace on its own line (Allman style)
+    while stop < len(lines) and (not lines[stop].strip() or _indent(lines[stop]) > base):
+        stop += 1
+    if stop < len(lines) and re.match(r"\s*(?:[})\]]|end\b)", lines[stop]) and _indent(lines[stop]) == base:
+        stop += 1
+    while stop > first + 1 and not lines[stop - 1].strip():
+        stop -= 1
+    shown = min(stop, first + DEFINITION_MAX_LINES)
+    return tuple(lines[first:shown]), stop - shown
+
+
+_TEST_PATH = re.compile(r"(^|/)(tests?|spec|__tests__)/|(^|/)test_[^/]*$|_test\.\w+$|\.(test|spec)\.\w+$")
+
+
+def _test_path(path: str) -> bool:
+    return bool(_TEST_PATH.search(path))
+
+
+def _package(path: str) -> str:
+    return str(PurePosixPath(path).parent)
+
+
+def changed_functions(hunk: Hunk) -> list[str]:
+    """Names of the definitions a hunk changes: a definition line added or removed (its signature
+    changed), else the nearest definition above the first changed line (its body changed)."""
+    out: list[str] = []
+    for line in hunk.lines:
+        if line.kind != " ":
+            out += _defined_names(line.text)
+    if out:
+        return list(dict.fromkeys(out))
+    first = next((i for i, line in enumerate(hunk.lines) if line.kind != " "), None)
+    if first is None:
+        return []
+    for text in [*(line.text for line in reversed(hunk.lines[:first])), hunk.header]:
+        names = _defined_names(text)
+        if names:
+            return names[:1]
+    return []
+
+
+_DEFINITION_LINE = re.compile(
+    rf"^\s*{_MODIFIERS}(?:def|function|func|fn|fun|sub|proc)\s+(?:\([^)]*\)\s*)?(?P<name>[A-Za-z_]\w*)"
+    r"|^(?!\s)(?!return\b|else\b|if\b|while\b|for\b|switch\b)"
+    r"[\w:<>,*&\[\] ]+[\s*&](?P<cname>[A-Za-z_]\w*)\s*\("
+    r"|^\s*(?:export\s+)?(?:const|let|var)\s+(?P<jsname>[A-Za-z_]\w*)\s*=\s*(?:async\s+)?(?:function\b|\()"
+)
+
+
+def _defined_names(text: str) -> list[str]:
+    m = _DEFINITION_LINE.match(text)
+    if not m:
+        return []
+    name = m.group("name") or m.group("cname") or m.group("jsname")
+    return [name] if name and name.lower() not in _KEYWORDS and len(name) >= MIN_NAME else []
+
+
+_CALLED = re.compile(r"\.([A-Za-z_]\w*)|\b([A-Za-z_]\w*)\s*\(")
+
+
+@dataclass(frozen=True)
+class _Wants:
+    """What a hunk's added lines use (name → times), which of them they call or reach as an
+    attribute (a function's definition is shown only for those: a variable that shares a
+    function's name is not a use of it), and the functions it changes."""
+
+    uses: Mapping[str, int]
+    changes: tuple[str, ...]
+    called: frozenset[str] = frozenset()
+
+
+def _wants(hunk: Hunk) -> _Wants:
+    uses: dict[str, int] = {}
+    own = set(changed_functions(hunk))
+    for line in hunk.lines:
+        if line.kind == "+":
+            for n in _names(line.text):
+                uses[n] = uses.get(n, 0) + 1
+    for line in hunk.lines:
+        if line.kind == "+":
+            own.update(_defined_names(line.text))
+    called = frozenset(
+        m.group(1) or m.group(2)
+        for line in hunk.lines
+        if line.kind == "+"
+        for m in _CALLED.finditer(_code(line.text))
+    )
+    return _Wants({n: c for n, c in uses.items() if n not in own}, tuple(changed_functions(hunk)), called)
+
+
+class Finder:
+    """Context for every hunk of a change from one search of the corpus, made on first use."""
+
+    def __init__(self, files: Sequence[DiffFile], corpus: Corpus) -> None:
+        self.files = files
+        self.corpus = corpus
+        self._wants: dict[tuple[str, int], _Wants] = {}
+        self._hits: dict[str, list[Occurrence]] | None = None
+        self._definitions: dict[str, list[Occurrence]] = {}
+        self._calls: dict[str, list[Occurrence]] = {}
+        self._texts: dict[str, list[str] | None] = {}
+
+    def _search(self) -> dict[str, list[Occurrence]]:
+        if self._hits is not None:
+            return self._hits
+        counts: dict[str, int] = {}
+        for f in self.files:
+            for h in f.hunks:
+                w = self._wants.setdefault((f.path, h.index), _wants(h))
+                for n, c in w.uses.items():
+                    counts[n] = counts.get(n, 0) + c
+                for n in w.changes:
+                    counts[n] = counts.get(n, 0) + 1
+        names = sorted(counts, key=lambda n: (-counts[n], n))[:MAX_NAMES]
+        hits: dict[str, list[Occurrence]] = {n: [] for n in names}
+        if names:
+            pattern = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b")
+            for occ in self.corpus.grep(names):
+                if not searchable(occ.path):
+                    continue
+                for n in dict.fromkeys(pattern.findall(occ.text)):
+                    if n in hits:
+                        hits[n].append(occ)
+        changed = {n for w in self._wants.values() for n in w.changes}
+        self._hits = hits
+        self._definitions = {n: [o for o in found if _is_definition(n, o)] for n, found in hits.items()}
+        self._calls = {
+            n: [
+                o
+                for o in hits[n]
+                if re.search(rf"\b{re.escape(n)}\s*\(", _code(o.text)) and not _is_definition(n, o)
+            ]
+            for n in changed
+            if n in hits
+        }
+        return self._hits
+
+    def _lines(self, path: str) -> list[str] | None:
+        if path not in self._texts:
+            text = self.corpus.read(path)
+            self._texts[path] = None if text is None else text.splitlines()
+        return self._texts[path]
+
+    def for_hunk(self, file: DiffFile, hunk: Hunk) -> tuple[Snippet, ...]:
+        """Snippets for one hunk, best first."""
+        self._search()
+        wants = self._wants.setdefault((file.path, hunk.index), _wants(hunk))
+        package = _package(file.path)
+        family = _family(file.path)
+
+        def related(occ: Occurrence) -> bool:
+            """Code in the hunk's language family: prose and other languages reuse the same words."""
+            return not family or _family(occ.path) == family
+
+        out: dict[tuple[str, int], Snippet] = {}
+        for name, refs in wants.uses.items():
+            defined = [occ for occ in self._definitions.get(name, ()) if related(occ)]
+            if len(defined) > MAX_DEFINITIONS:
+                continue
+            for occ in defined:
+                callable_ = re.search(rf"\b{re.escape(name)}\s*[(<]", occ.text) is not None
+                if (
+                    occ.path == file.path
+                    or (callable_ and name not in wants.called)
+                    or (_test_path(occ.path) and not _test_path(file.path))
+                ):
+                    continue
+                snippet = self._definition(occ, name, refs, package)
+                if snippet is not None:
+                    out.setdefault(snippet.key, snippet)
+        span = range(hunk.new_start, hunk.new_start + max(hunk.new_len, 1))
+        for name in wants.changes:
+            sites = [
+                occ
+                for occ in self._calls.get(name, ())
+                if related(occ) and not (occ.path == file.path and occ.line in span)
+            ]
+            sites.sort(
+                key=lambda occ: (_package(occ.path) != package, _test_path(occ.path), occ.path, occ.line)
+            )
+            for occ in sites[:MAX_CALL_SITES]:
+                snippet = self._call_site(occ, name, len(sites), package)
+                if snippet is not None:
+                    out.setdefault(snippet.key, snippet)
+        return tuple(rank(out.values()))
+
+    def _definition(self, occ: Occurrence, name: str, refs: int, package: str) -> Snippet | None:
+        lines = self._lines(occ.path)
+        if lines is None or occ.line > len(lines):
+            return None
+        shown, cut = _block(lines, occ.line - 1)
+        return Snippet(
+            occ.path, occ.line, shown, "definition", name, refs, _package(occ.path) == package, cut
+        )
+
+    def _call_site(self, occ: Occurrence, name: str, refs: int, package: str) -> Snippet | None:
+        lines = self._lines(occ.path)
+        if lines is None or occ.line > len(lines):
+            return None
+        start = max(1, occ.line - CALL_RADIUS)
+        stop = min(len(lines), occ.line + CALL_RADIUS)
+        shown = tuple(lines[start - 1 : stop])
+        return Snippet(occ.path, start, shown, "call_site", name, refs, _package(occ.path) == package)
+
+
+def rank(snippets: Iterable[Snippet]) -> list[Snippet]:
+    """Same package first, then the most referred to, definitions before call sites."""
+    return sorted(
+        snippets,
+        key=lambda s: (not s.same_package, -s.references, s.kind != "definition", s.path, s.start),
+    )
+
+
+def merge(groups: Iterable[Sequence[Snippet]]) -> list[Snippet]:
+    """The snippets of several hunks for one unit: one per place, references summed, ranked."""
+    merged: dict[tuple[str, int], Snippet] = {}
+    for group in groups:
+        for s in group:
+            seen = merged.get(s.key)
+            if seen is None:
+                merged[s.key] = s
+            else:
+                merged[s.key] = Snippet(
+                    seen.path,
+                    seen.start,
+                    seen.lines if len(seen.lines) >= len(s.lines) else s.lines,
+                    seen.kind,
+                    seen.symbol,
+                    seen.references + s.references,
+                    seen.same_package or s.same_package,
+                    min(seen.cut, s.cut),
+                )
+    return rank(_without_overlaps(merged.values()))
+
+
+def _without_overlaps(snippets: Iterable[Snippet]) -> list[Snippet]:
+    """A snippet inside another one of the same file adds nothing."""
+    items = sorted(snippets, key=lambda s: (s.path, s.start, -len(s.lines)))
+    out: list[Snippet] = []
+    for s in items:
+        if out and out[-1].path == s.path and s.end <= out[-1].end:
+            keep = out[-1]
+            out[-1] = Snippet(
+                keep.path,
+                keep.start,
+                keep.lines,
+                keep.kind,
+                keep.symbol,
+                keep.references + s.references,
+                keep.same_package or s.same_package,
+                keep.cut,
+            )
+            continue
+        out.append(s)
+    return out
+
+
+SEPARATOR = "\n\n"
+
+
+def render(snippets: Sequence[Snippet], redact: Callable[[str], str] = lambda s: s) -> str:
+    return SEPARATOR.join(redact(s.text()) for s in snippets)
+
+
+def select(
+    snippets: Sequence[Snippet],
+    limit: int,
+    count_tokens: Callable[[str], int],
+    redact: Callable[[str], str] = lambda s: s,
+) -> tuple[Snippet, ...]:
+    """The best-ranked snippets whose rendered text fits `limit` tokens (a snippet that does not fit
+    is passed over for smaller ones after it)."""
+    chosen: list[Snippet] = []
+    used = 0
+    for s in snippets:
+        cost = count_tokens(redact(s.text())) + (2 if chosen else 0)
+        if used + cost <= limit:
+            chosen.append(s)
+            used += cost
+    return tuple(chosen)
