@@ -9,6 +9,7 @@ hidden marker before anything is created, so a rerun or a retried job edits inst
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from reviewer.errors import GitHubError, NoWriteAccess, Unprocessable
+from reviewer.errors import GitHubError, NoWriteAccess, Retryable, Unprocessable
 from reviewer.render import fit
 from reviewer.report import Finding, Published, priority_rank
 
@@ -450,6 +451,33 @@ def proven_ours(comment: CommentInfo, *, repo: str, number: int, key: bytes | No
     return hmac.compare_digest(mac, _state_mac(key, repo, number, state, above))
 
 
+BOUND_KEY = "comment"
+"""The state key that names the comment's own id: the proof of a sticky comment written without a key."""
+
+
+def bind_sticky(body: str, comment_id: int) -> str:
+    """The body with its own comment id in the state marker (keyless runs only).
+
+    With no secret, a login proves nothing (every workflow posts as `github-actions[bot]`), and a
+    copy of our marker names whichever comment it was copied from. A comment's id is assigned by
+    GitHub when it is created, so text that another workflow or bot posts (an echo of the PR body,
+    say) cannot name its own id: only the writer that edits the comment after creating it, as we
+    do, can. A marker whose `comment` is not the id of the comment carrying it is not ours."""
+    above, last = _split_marker(body)
+    state = parse_state(last)
+    if state is None:
+        return body
+    state[BOUND_KEY] = int(comment_id)
+    return f"{above}\n\n{state_marker(state)}"
+
+
+def bound_to_itself(comment: CommentInfo) -> bool:
+    """True when the comment's state marker names the comment's own id (`bind_sticky`)."""
+    state = parse_state(comment.body)
+    value = state.get(BOUND_KEY) if state else None
+    return isinstance(value, int) and not isinstance(value, bool) and value == comment.id
+
+
 def _same_login(user: str | None, login: str) -> bool:
     """The identity we write as. An integration token cannot read `/user`: it is
     `github-actions[bot]` for GITHUB_TOKEN but `<app>[bot]` for a GitHub App's token, so then any
@@ -464,16 +492,12 @@ def _same_login(user: str | None, login: str) -> bool:
 def _our_stickies(
     comments: Iterable[CommentInfo], login: str, *, repo: str, number: int, key: bytes | None
 ) -> list[CommentInfo]:
-    """Our sticky comments, lowest id first: with a key, only those whose MAC checks; without one
-    (nothing can be proven), only the exact login's marker comments, which are edited but never
-    trusted for state (`find_sticky` returns none)."""
+    """Our sticky comments, lowest id first: with a key, only those whose MAC checks; without one,
+    only the exact login's comments whose marker names their own id (`bind_sticky`), which are
+    edited but never trusted for state (`find_sticky` returns none)."""
     if key is None:
         ours = [
-            c
-            for c in comments
-            if c.user
-            and c.user.casefold() == login.casefold()
-            and _last_line(c.body).startswith(MARKER_PREFIX)
+            c for c in comments if c.user and c.user.casefold() == login.casefold() and bound_to_itself(c)
         ]
     else:
         ours = [
@@ -536,6 +560,9 @@ def upsert_sticky(
     The list is read before any write, so a retried job edits rather than posts twice; `comments`
     is that list when this run already read it (one request fewer). A comment created meanwhile by
     a concurrent job is still found: after creating, the list is read again and the newer copy goes.
+    A create whose answer was lost (a timeout, a reset, a 5xx: GitHub may have created it anyway)
+    is looked for again by its body before it is called failed, so the summary never says "not
+    posted" about a comment that is on the PR.
     """
     key = state_key()
     body = sign_sticky(body, repo=repo, number=number, key=key)
@@ -551,19 +578,65 @@ def upsert_sticky(
         listed = client.issue_comments(repo, number) if comments is None else comments
         ours = _our_stickies(listed, login, repo=repo, number=number, key=key)
         if ours:
+            body = bind_sticky(body, ours[0].id) if key is None else body
             info = client.edit_issue_comment(repo, ours[0].id, body)
             return _sticky_done(client, repo, "updated the sticky comment", info, ours[1:], reason="updated")
-        created = client.create_issue_comment(repo, number, body)
-        ours = _our_stickies(client.issue_comments(repo, number), login, repo=repo, number=number, key=key)
+        try:
+            created = client.create_issue_comment(repo, number, body)
+        except Retryable:
+            landed = _landed(client, repo, number, body, login)
+            if landed is None:
+                raise
+            created = landed
+        if key is None:
+            created = _bind_created(client, repo, created, body)
+        try:
+            ours = _our_stickies(
+                client.issue_comments(repo, number), login, repo=repo, number=number, key=key
+            )
+        except GitHubError as exc:
+            detail = f"created the sticky comment (not re-checked for a racing duplicate: {exc})"
+            return Published("comment", True, detail, created.url, reason="created")
         if all(c.id != created.id for c in ours):
             ours = sorted([*ours, created], key=lambda c: c.id)
         keep = ours[0]
-        info = created if keep.id == created.id else client.edit_issue_comment(repo, keep.id, body)
+        info = (
+            created
+            if keep.id == created.id
+            else client.edit_issue_comment(repo, keep.id, _bound(body, keep.id, key))
+        )
         return _sticky_done(client, repo, "created the sticky comment", info, ours[1:], reason="created")
     except NoWriteAccess:
         return Published("comment", False, READ_ONLY_DETAIL, reason=READ_ONLY)
     except GitHubError as exc:
         return Published("comment", False, f"sticky comment not posted: {exc}", reason="github_error")
+
+
+def _landed(client: GitHubClient, repo: str, number: int, body: str, login: str) -> CommentInfo | None:
+    """The comment a lost create made after all: the newest of our login with exactly the body we sent."""
+    try:
+        same = [
+            c for c in client.issue_comments(repo, number) if c.body == body and _same_login(c.user, login)
+        ]
+    except GitHubError:
+        return None
+    return max(same, key=lambda c: c.id) if same else None
+
+
+def _bind_created(client: GitHubClient, repo: str, created: CommentInfo, body: str) -> CommentInfo:
+    """Without a key, a new sticky comment is edited once to name its own id (see `bind_sticky`).
+    If that edit fails, the unprovable comment is deleted: left, it would never be found again and
+    the next run would post a second one."""
+    try:
+        return client.edit_issue_comment(repo, created.id, bind_sticky(body, created.id))
+    except GitHubError:
+        with contextlib.suppress(GitHubError):
+            client.delete_issue_comment(repo, created.id)
+        raise
+
+
+def _bound(body: str, comment_id: int, key: bytes | None) -> str:
+    return bind_sticky(body, comment_id) if key is None else body
 
 
 def _sticky_done(

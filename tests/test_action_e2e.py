@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -128,6 +128,7 @@ class Runner:
     tmp: Path
     api_url: str
     steps: int = 0
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def runner_temp(self) -> Path:
@@ -157,6 +158,7 @@ class Runner:
                 "IMREVIEW_STATE_KEY": "e2e-state-key",
                 "RUNNER_TEMP": str(self.runner_temp),
                 **{f"INPUT_{name.upper()}": value for name, value in values.items()},
+                **self.extra_env,
             },
         )
         proc = subprocess.run(
