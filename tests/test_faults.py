@@ -5,6 +5,7 @@ anything was not reviewed), the exit code `on-error` asks for, and nothing half-
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,7 +16,15 @@ import pytest
 
 from tests import test_action_e2e as e2e
 from tests.fakes.github_server import FakeGitHub, diff_entry
-from tests.fakes.model_server import FakeModelServer, Reply, delayed, status, text
+from tests.fakes.model_server import (
+    FakeModelServer,
+    Reply,
+    context_exceeded,
+    delayed,
+    json_reply,
+    status,
+    text,
+)
 
 GOOD = json.dumps({"findings": [], "exclusions": [], "signals": []})
 
@@ -67,7 +76,26 @@ MODEL_FAULTS: dict[str, Any] = {
     "empty content": text(""),
     "not JSON": text("Looks good to me, ship it."),
     "JSON with wrong types": text('{"findings": "none", "exclusions": 3, "signals": {}}'),
+    "unknown model": json_reply(
+        {
+            "error": {
+                "message": "The model `fake-model` does not exist or you do not have access to it.",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "model_not_found",
+            }
+        },
+        404,
+    ),
+    "400 context length exceeded": context_exceeded("vllm", window=100, prompt_tokens=5000, max_tokens=100),
+    "finish_reason length": text('{"findings": [{"path": "app.py", "li', finish_reason="length"),
 }
+MODEL_REASONS = {
+    "unknown model": "model unknown to the provider",
+    "400 context length exceeded": "context window 100 tokens",
+    "finish_reason length": "unparsable model answers",
+}
+"""The reason the summary's first line gives, where the fault has a reason of its own."""
 
 
 @pytest.mark.parametrize("fault", list(MODEL_FAULTS))
@@ -79,6 +107,8 @@ def test_model_fault_is_an_honest_incomplete_review(
     _honest(run, gh, verdict="incomplete", code=3)
     [comment] = gh.comments(e2e.REPO, 7)
     assert "incomplete" in comment["body"].lower()
+    first = run.summary.strip().splitlines()[0]
+    assert re.search(r"incomplete: \S", first) and MODEL_REASONS.get(fault, "") in first, first
 
 
 def test_an_unparsable_answer_is_not_called_a_budget_stop(
@@ -107,6 +137,27 @@ def test_429_with_retry_after_then_an_answer_is_a_complete_review(
     )
     run = _run(gh, tmp_path, model, on_error="fail")
     _honest(run, gh, verdict="clean", code=0)
+
+
+@pytest.mark.parametrize("reported", [5, 1_000_000], ids=["usage understated", "usage as sent"])
+def test_an_answer_of_several_megabytes_is_fitted_not_posted_whole(
+    gh: FakeGitHub, model: FakeModelServer, tmp_path: Path, reported: int
+) -> None:
+    """4 MB in one finding: parsed, cut to GitHub's limits where we post; a reported overrun is disclosed."""
+    huge = e2e.answer(e2e.finding(observation="overflow " * 500_000))
+    model.handler = lambda body: (
+        text('{"verdicts": []}')
+        if '"verdicts"' in body["messages"][-1]["content"]
+        else text(huge, completion_tokens=reported)
+    )
+    run = _run(gh, tmp_path, model, on_error="fail", max_seconds="30")
+    _honest(run, gh, verdict="findings", code=0)
+    [comment] = gh.comments(e2e.REPO, 7)
+    assert "Division by zero" in comment["body"] and len(comment["body"]) < 65_536
+    assert len(run.summary.encode()) < 1_000_000
+    assert len(model.requests) <= 3
+    if reported > 24_000:
+        assert "budget exhausted" in run.summary and "disclosed" in run.summary
 
 
 # --------------------------------------------------------------------------- GitHub
