@@ -28,7 +28,7 @@ from reviewer.report import Finding, Published, priority_rank
 
 if TYPE_CHECKING:
     from reviewer.diff import LineIndex
-    from reviewer.source.github import CommentInfo, GitHubClient, InlineComment
+    from reviewer.source.github import CommentInfo, GitHubClient, InlineComment, ReviewInfo
 
 SUMMARY_LIMIT_BYTES = 1_000_000
 """The runner refuses a step summary over 1 MiB; stay under it, measured in UTF-8 bytes."""
@@ -709,6 +709,19 @@ def _our_review_state(
     return None
 
 
+def _review_landed(
+    client: GitHubClient, repo: str, number: int, marker: str, login: str
+) -> ReviewInfo | None:
+    """The review a lost create made after all: ours, ending in the marker we sent (its finding ids
+    and head make it unique). A review is created whole, with all its inline comments, or not at all."""
+    try:
+        reviews = client.reviews(repo, number)
+    except GitHubError:
+        return None
+    same = [r for r in reviews if _last_line(r.body) == marker and _same_login(r.user, login)]
+    return max(same, key=lambda r: r.id) if same else None
+
+
 def _review_body(body: str, extra: str, marker: str) -> str:
     text = "\n\n".join(part.strip("\n") for part in (body, extra) if part.strip())
     return fit_comment(text, COMMENT_LIMIT - utf16_len(marker) - 2) + "\n\n" + marker
@@ -754,13 +767,19 @@ def post_inline_review(
         posted, overflow = planned[:MAX_INLINE_COMMENTS], planned[MAX_INLINE_COMMENTS:]
         extra = fold([f for f, _ in overflow]) if overflow else ""
         try:
-            info = client.create_review(
-                repo,
-                number,
-                commit_sha=head_sha,
-                body=_review_body(body, extra, marker),
-                comments=[c for _, c in posted],
-            )
+            try:
+                info = client.create_review(
+                    repo,
+                    number,
+                    commit_sha=head_sha,
+                    body=_review_body(body, extra, marker),
+                    comments=[c for _, c in posted],
+                )
+            except Retryable:
+                landed = _review_landed(client, repo, number, marker, login)
+                if landed is None:
+                    raise
+                info = landed
             detail = f"review with {len(posted)} inline comment(s)"
             if overflow:
                 detail += f"; {len(overflow)} more folded into the review body"

@@ -371,3 +371,30 @@ def test_a_failing_page_of_comments_never_makes_a_second_sticky(gh: FakeGitHub, 
     assert "✘" in _published_row(run.summary, "sticky comment")
     assert len([c for c in gh.comments(e2e.REPO, 7) if e2e.MARKER in c["body"]]) == 1
     assert not gh.requests_to("POST", r"/issues/7/comments$")[1:], "posted again without seeing page 2"
+
+
+@pytest.mark.parametrize(
+    ("fault", "landed"),
+    [({"mode": "slow", "delay": 1.5}, True), ({"mode": "reset"}, False)],
+    ids=["slow", "reset"],
+)
+def test_a_review_post_whose_answer_was_lost_is_reported_as_it_is(
+    gh: FakeGitHub, tmp_path: Path, fault: dict[str, Any], landed: bool
+) -> None:
+    """A review is created whole or not at all; the summary says which, never "not posted" about one
+    that is on the PR, and a rerun never posts its inline comments twice."""
+    _debug_pull(gh)
+    gh.fail("POST", r"/pulls/7/reviews$", **fault)
+    runner = e2e.Runner(tmp_path, gh.url, extra_env={"IMREVIEW_GITHUB_TIMEOUT": "1"})
+    run = runner.run("pull_request", e2e.event_payload("pull_request.opened"), inline_comments="true")
+    _honest(run, gh, verdict="findings", code=0)
+    reviews = gh.reviews(e2e.REPO, 7)
+    row = _published_row(run.summary, "inline review")
+    if landed:
+        [review] = reviews
+        assert "✔" in row and len(review["comments"]) == 1, row
+    else:
+        assert reviews == [] and "✘" in row and "connection was reset" in row, row
+    again = runner.run("pull_request", e2e.event_payload("pull_request.opened"), inline_comments="true")
+    assert again.code == 0
+    assert sum(len(r["comments"]) for r in gh.reviews(e2e.REPO, 7)) == int(landed), "posted twice"
