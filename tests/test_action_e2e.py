@@ -26,6 +26,7 @@ import yaml
 from reviewer.diff import LineIndex, parse_github_file
 from reviewer.schema import load_report_schema
 from tests.conftest import ROOT, cli_env
+from tests.factories import fake_github
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 from tests.fakes.runner_files import runner_outputs
@@ -235,9 +236,7 @@ def reviewer_model(
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        server.add_repo(REPO)
+    with fake_github({TOKEN: {}}, repo=REPO) as server:
         yield server
 
 

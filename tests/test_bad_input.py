@@ -232,20 +232,10 @@ def test_a_50_mb_local_diff_is_listed_not_reviewed(repo: Repo, tmp_path: Path) -
     with (repo.path / "data.txt").open("w", encoding="utf-8") as fh:
         fh.writelines(line % i for i in range(800_000))  # 52 MB
     repo.commit({"app.py": "x = 1\nbreakpoint()\n"}, "a 50 MB fixture")
-    report = tmp_path / "report.json"
+    report, summary = tmp_path / "report.json", tmp_path / "s.md"
+    outputs = ["--json", str(report), "--summary", str(summary)]
     proc = run_cli(
-        [
-            "review",
-            str(repo.path),
-            "--base",
-            "main",
-            "--json",
-            str(report),
-            "--summary",
-            str(tmp_path / "s.md"),
-        ],
-        cwd=tmp_path,
-        env=cli_env(tmp_path),
+        ["review", str(repo.path), "--base", "main", *outputs], cwd=tmp_path, env=cli_env(tmp_path)
     )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     data = json.loads(report.read_text(encoding="utf-8"))
@@ -254,4 +244,4 @@ def test_a_50_mb_local_diff_is_listed_not_reviewed(repo: Repo, tmp_path: Path) -
     assert [f["title"] for f in data["findings"]] and data["verdict"] == "findings", (
         "the rest is still checked"
     )
-    assert "52.8 MB" in (tmp_path / "s.md").read_text(encoding="utf-8")
+    assert "52.8 MB" in summary.read_text(encoding="utf-8")

@@ -15,11 +15,11 @@ import pytest
 
 from reviewer import publish
 from reviewer.publish import find_sticky, post_inline_review, sign_sticky, state_key, upsert_sticky
-from reviewer.source.github import GitHubClient
 from tests import test_action_e2e as e2e
+from tests.factories import HEAD, REPO, add_two_file_pull, fake_github, github_client, line_index
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer
-from tests.test_publish import BASE, HEAD, PATCH, REPO, WIDE_PATCH, line_index, make_finding, sample_state
+from tests.test_publish import make_finding, sample_state
 
 AWS_KEY_PATCH = "@@ -1,2 +1,3 @@\n import os\n+AWS_KEY = 'AKIAZ7QW3RTY5UIO2PLM'\n x = 1"
 OTHER_BOT = "other-bot-token"
@@ -36,23 +36,18 @@ def secret(monkeypatch: pytest.MonkeyPatch) -> bytes:
 
 @pytest.fixture
 def fake() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token("ours")
-        server.add_token(OTHER_WORKFLOW)  # another workflow's GITHUB_TOKEN: also github-actions[bot]
-        server.add_token(OTHER_BOT, bot="helpful-app[bot]")
-        server.add_pull(
-            REPO,
-            7,
-            head_sha=HEAD,
-            base_sha=BASE,
-            files=[diff_entry("src/app.py", PATCH), diff_entry("src/wide.py", WIDE_PATCH, status="added")],
-        )
+    # another workflow's GITHUB_TOKEN is also github-actions[bot]; a GitHub App's is helpful-app[bot]
+    tokens: dict[str, dict[str, Any]] = {
+        "ours": {},
+        OTHER_WORKFLOW: {},
+        OTHER_BOT: {"bot": "helpful-app[bot]"},
+    }
+    with fake_github(tokens, strict=True) as server:
+        add_two_file_pull(server)
         yield server
-        assert server.violations == []
 
 
-def api(server: FakeGitHub, token: str = "ours") -> GitHubClient:
-    return GitHubClient(token, server.url, seconds_between_writes=0.0)
+api = github_client
 
 
 def forged_bodies(key: bytes) -> dict[str, str]:
