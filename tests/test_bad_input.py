@@ -245,3 +245,11 @@ def test_a_50_mb_local_diff_is_listed_not_reviewed(repo: Repo, tmp_path: Path) -
         "the rest is still checked"
     )
     assert "52.8 MB" in summary.read_text(encoding="utf-8")
+
+
+def test_a_bad_github_timeout_is_named(gh: FakeGitHub, tmp_path: Path) -> None:
+    runner = e2e.Runner(tmp_path, gh.url, extra_env={"IMREVIEW_GITHUB_TIMEOUT": "soon"})
+    run = runner.run("pull_request", e2e.event_payload("pull_request.opened"))
+    assert run.code == 2 and "Traceback" not in run.stdout + run.stderr
+    assert "IMREVIEW_GITHUB_TIMEOUT: expected whole seconds from 1 to 600, got 'soon'" in _errors(run)[0]
+    assert gh.requests == [], "nothing is read or posted with a setting that is wrong"
