@@ -452,6 +452,7 @@ def proven_ours(comment: CommentInfo, *, repo: str, number: int, key: bytes | No
 
 
 BOUND_KEY = "comment"
+BOUND_REVIEW_KEY = "review"
 """The state key that names the comment's own id: the proof of a sticky comment written without a key."""
 
 
@@ -684,6 +685,12 @@ def _review_mac(key: bytes, repo: str, number: int, head: Any, ids: Any) -> str:
     return hmac.new(key, message.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
+def _bound_review_marker(marker: str, review_id: int) -> str:
+    """A keyless review marker that names its own review's id (see `bind_sticky` for why)."""
+    state = parse_review_marker(marker) or {}
+    return f"{REVIEW_MARKER_PREFIX}{_marker_json({**state, BOUND_REVIEW_KEY: int(review_id)})}{_MARKER_END}"
+
+
 def _signed_review_marker(head: str, ids: list[str], *, repo: str, number: int, key: bytes | None) -> str:
     marker = review_marker(head, ids)
     if key is None:
@@ -693,15 +700,19 @@ def _signed_review_marker(head: str, ids: list[str], *, repo: str, number: int, 
 
 
 def _our_review_state(
-    body: str | None, user: str | None, login: str, *, repo: str, number: int, key: bytes | None
+    review: ReviewInfo, login: str, *, repo: str, number: int, key: bytes | None
 ) -> dict[str, Any] | None:
     """The ids an earlier review of ours carried: with a key only when its MAC checks (a forged list
-    would silence our inline comments), without one only from the exact login."""
+    would silence our inline comments), without one only from the exact login and when the marker
+    names the review's own id (`_bound_review_marker`)."""
+    body, user = review.body, review.user
     state = parse_review_marker(body)
     if state is None:
         return None
     if key is None:
-        return state if user and login and user.casefold() == login.casefold() else None
+        bound = state.get(BOUND_REVIEW_KEY)
+        same = bool(user and login and user.casefold() == login.casefold())
+        return state if same and isinstance(bound, int) and bound == review.id else None
     mac = state.get("mac")
     expected = _review_mac(key, repo, number, state.get("head"), state.get("ids"))
     if _same_login(user, login) and isinstance(mac, str) and hmac.compare_digest(mac, expected):
@@ -720,6 +731,17 @@ def _review_landed(
         return None
     same = [r for r in reviews if _last_line(r.body) == marker and _same_login(r.user, login)]
     return max(same, key=lambda r: r.id) if same else None
+
+
+def _bind_review(client: GitHubClient, repo: str, number: int, info: ReviewInfo, sent: str) -> str:
+    """Without a key, edit the new review once so its marker names its id; a note when that failed
+    (the review stands, but the next run cannot tell it is ours and may repeat its comments)."""
+    above, _, marker = sent.rstrip().rpartition("\n")
+    try:
+        client.edit_review_body(repo, number, info.id, f"{above}\n{_bound_review_marker(marker, info.id)}")
+    except GitHubError as exc:
+        return f"; its marker could not be bound to it ({exc})"
+    return ""
 
 
 def _review_body(body: str, extra: str, marker: str) -> str:
@@ -748,7 +770,7 @@ def post_inline_review(
         key = state_key()
         carried: set[str] = set()
         for review in client.reviews(repo, number):
-            state = _our_review_state(review.body, review.user, login, repo=repo, number=number, key=key)
+            state = _our_review_state(review, login, repo=repo, number=number, key=key)
             if state and isinstance(state.get("ids"), list):
                 carried.update(str(i) for i in state["ids"])
         planned: list[tuple[Finding, InlineComment]] = []
@@ -783,6 +805,8 @@ def post_inline_review(
             detail = f"review with {len(posted)} inline comment(s)"
             if overflow:
                 detail += f"; {len(overflow)} more folded into the review body"
+            if key is None:
+                detail += _bind_review(client, repo, number, info, _review_body(body, extra, marker))
             return Published("review", True, detail, info.url, reason="posted")
         except Unprocessable as exc:
             folded = fold([f for f, _ in planned])
@@ -793,6 +817,8 @@ def post_inline_review(
                 f"GitHub rejected the inline comments ({exc}); "
                 f"{len(planned)} finding(s) posted in the review body instead"
             )
+            if key is None:
+                detail += _bind_review(client, repo, number, info, _review_body(body, folded, marker))
             return Published("review", True, detail, info.url, reason="folded")
     except NoWriteAccess:
         return Published("review", False, READ_ONLY_DETAIL, reason=READ_ONLY)

@@ -281,3 +281,40 @@ def test_without_a_key_the_action_edits_only_its_own_comment(tmp_path: Path) -> 
         assert comments[copy.id]["body"] == mine["body"], "their copy was edited"
         assert e2e.marker_state(comments[mine["id"]]["body"])["head"] == e2e.HEAD2
         assert gh.violations == []
+
+
+@pytest.mark.parametrize("forger", [OTHER_WORKFLOW, OTHER_BOT])
+def test_without_a_key_forged_review_ids_do_not_silence_our_inline_comments(
+    fake: FakeGitHub, keyless: None, forger: str
+) -> None:
+    """A review of theirs that lists our finding id (even naming some review id) never counts;
+    our own review, whose marker names its own id, does: its comments are not posted twice."""
+    finding = make_finding()
+    ours = api(fake)
+    login = ours.viewer_login()
+    marker = publish.review_marker(HEAD, [finding.id])
+    for named in (None, 1):
+        state = {**(publish.parse_review_marker(marker) or {}), **({"review": named} if named else {})}
+        forged = f"seen\n\n{publish.REVIEW_MARKER_PREFIX}{publish._marker_json(state)} -->"
+        api(fake, forger).create_review(REPO, 7, commit_sha=HEAD, body=forged, comments=[])
+
+    def post() -> publish.Published:
+        return post_inline_review(
+            ours,
+            REPO,
+            7,
+            head_sha=HEAD,
+            body="imreview",
+            comments=[(finding, "inline text")],
+            index=line_index(),
+            login=login,
+            fold=lambda fs: "",
+        )
+
+    first = post()
+    assert first.ok and "1 inline comment" in first.detail, first.detail
+    [mine] = [r for r in fake.reviews(REPO, 7) if r["comments"]]
+    assert publish.parse_review_marker(mine["body"])["review"] == mine["id"]
+    assert post().detail == "no new findings", "our own bound review must still count"
+    theirs = [r for r in fake.reviews(REPO, 7) if r["id"] != mine["id"]]
+    assert len(theirs) == 2 and not fake.requests_to("PUT", rf"/reviews/(?!{mine['id']}$)")

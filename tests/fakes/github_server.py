@@ -1069,6 +1069,7 @@ class FakeGitHub:
             ("GET", f"{r}/pulls/{{pull_number}}/files"): self._list_files,
             ("GET", f"{r}/pulls/{{pull_number}}/reviews"): self._list_reviews,
             ("POST", f"{r}/pulls/{{pull_number}}/reviews"): self._create_review,
+            ("PUT", f"{r}/pulls/{{pull_number}}/reviews/{{review_id}}"): self._update_review,
             ("GET", f"{r}/issues/comments"): self._list_repo_comments,
             ("GET", f"{r}/issues/{{issue_number}}/comments"): self._list_comments,
             ("POST", f"{r}/issues/{{issue_number}}/comments"): self._create_comment,
@@ -1280,6 +1281,31 @@ class FakeGitHub:
             self._reviews.setdefault((pull.repo, pull.number), []).append(review)
             self._review_comments[review_id] = stored
         return _Reply(200, copy.deepcopy(review))
+
+    def _update_review(
+        self,
+        *,
+        owner: str,
+        repo: str,
+        pull_number: str,
+        review_id: str,
+        token: TokenInfo,
+        body: Any,
+        **_: Any,
+    ) -> _Reply:
+        """GitHub lets only the review's author edit it; the inline comments are kept."""
+        pull = self._pull(owner, repo, pull_number)
+        text = body["body"]
+        if _utf16_len(text) > BODY_LIMIT:
+            raise self._rejected(TOO_LONG)
+        with self._lock:
+            review = next(
+                r for r in self._reviews.get((pull.repo, pull.number), []) if r["id"] == int(review_id)
+            )
+            if review["user"]["login"] != self._token_user(token)["login"]:
+                return _Reply(403, _error(403, NOT_ACCESSIBLE))
+            review["body"] = text
+            return _Reply(200, copy.deepcopy(review))
 
     def _list_comments(
         self,
