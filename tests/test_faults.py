@@ -257,6 +257,13 @@ GITHUB_FAULTS: dict[str, GitHubFault] = {
         UNREAD,
         "rate limit",
     ),
+    "secondary rate limit on the comment": GitHubFault(
+        "POST",
+        r"/issues/7/comments$",
+        {"status": 403, "body": SECONDARY, "headers": {"Retry-After": "60"}, "times": 10},
+        NOT_POSTED,
+        "rate limit",
+    ),
     "connection reset on every try": GitHubFault(
         "GET", r"/pulls/7/files", {"mode": "reset", "times": 10}, UNREAD, "connection was reset"
     ),
