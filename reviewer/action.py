@@ -245,9 +245,9 @@ def _dispatch(
         return RunResult([skipped_outcome(0, request.reason, renderer)])
     if not settings.token:
         raise UsageError("input 'github-token' is empty and GITHUB_TOKEN is not set")
-    from reviewer.source.github import GitHubClient
+    from reviewer.source.github import GitHubClient, github_timeout
 
-    client = GitHubClient(settings.token, settings.api_url)
+    client = GitHubClient(settings.token, settings.api_url, timeout=github_timeout(env))
     if request.kind == "scan":
         return _scan(client, request, settings, env, out)
     outcomes = []

@@ -231,13 +231,17 @@ def pr(
     """
     from reviewer.pull import PullJob, SkipRules, review_pull
     from reviewer.run import write_report_files, write_text
-    from reviewer.source.github import GitHubClient
+    from reviewer.source.github import GitHubClient, github_timeout
 
     repo, number = parse_pr_target(target)
     token = os.environ.get("GITHUB_TOKEN", "").strip()
     if not token:
         raise UsageError("GITHUB_TOKEN is not set: `imreview pr` reads the PR through the GitHub API")
-    client = GitHubClient(token, os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com")
+    client = GitHubClient(
+        token,
+        os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com",
+        timeout=github_timeout(os.environ),
+    )
     job = PullJob(
         repo=repo,
         number=number,
@@ -317,7 +321,7 @@ def scan(
     from reviewer.run import write_text
     from reviewer.scan import ScanSettings, scan_json, summary
     from reviewer.scan import scan as run_scan
-    from reviewer.source.github import GitHubClient
+    from reviewer.source.github import GitHubClient, github_timeout
 
     if repository.count("/") != 1 or not all(repository.split("/")):
         raise UsageError(f"REPOSITORY {repository!r} must look like OWNER/REPO, e.g. octo-org/widgets")
@@ -326,7 +330,11 @@ def scan(
     token = os.environ.get("GITHUB_TOKEN", "").strip()
     if not token:
         raise UsageError("GITHUB_TOKEN is not set: `imreview scan` lists the PRs through the GitHub API")
-    client = GitHubClient(token, os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com")
+    client = GitHubClient(
+        token,
+        os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com",
+        timeout=github_timeout(os.environ),
+    )
     overrides = _overrides(opts)
     job = PullJob(
         repo=repository,

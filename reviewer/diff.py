@@ -94,6 +94,8 @@ class DiffFile:
     old_mode: str | None = None
     new_mode: str | None = None
     submodule: bool = False
+    unusable: str = ""
+    """Why a patch that was sent could not be used (`not_a_diff`); the file is then `has_patch=False`."""
 
     @property
     def additions(self) -> int:
@@ -320,7 +322,8 @@ def parse_github_file(
     """One entry of GitHub's PR files list; its `patch` has no ---/+++ headers, so add them.
 
     GitHub omits `patch` for binaries and huge diffs (listed, not guessed) but also for a rename
-    with no edits (`changes: 0`), which is complete with zero hunks.
+    with no edits (`changes: 0`), which is complete with zero hunks. A `patch` that holds no hunk
+    (text that is not a diff, binary junk) is not guessed at either: `unusable="not_a_diff"`.
     """
     mapped = _GITHUB_STATUS.get(status, "modified")
     old_name = previous_filename or filename
@@ -342,7 +345,11 @@ def parse_github_file(
     try:
         files = parse_patch(text)
     except PatchError:
-        return DiffFile(path=filename, status=mapped, old_path=previous_filename, has_patch=False)
+        files = ()
+    if patch.strip() and not (files and (files[0].hunks or files[0].binary)):
+        return DiffFile(
+            path=filename, status=mapped, old_path=previous_filename, has_patch=False, unusable="not_a_diff"
+        )
     if not files:
         return DiffFile(path=filename, status=mapped, old_path=previous_filename)
     parsed = files[0]

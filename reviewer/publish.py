@@ -9,6 +9,7 @@ hidden marker before anything is created, so a rerun or a retried job edits inst
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -21,13 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from reviewer.errors import GitHubError, NoWriteAccess, Unprocessable
+from reviewer.errors import GitHubError, NoWriteAccess, Retryable, Unprocessable
 from reviewer.render import fit
 from reviewer.report import Finding, Published, priority_rank
 
 if TYPE_CHECKING:
     from reviewer.diff import LineIndex
-    from reviewer.source.github import CommentInfo, GitHubClient, InlineComment
+    from reviewer.source.github import CommentInfo, GitHubClient, InlineComment, ReviewInfo
 
 SUMMARY_LIMIT_BYTES = 1_000_000
 """The runner refuses a step summary over 1 MiB; stay under it, measured in UTF-8 bytes."""
@@ -450,6 +451,34 @@ def proven_ours(comment: CommentInfo, *, repo: str, number: int, key: bytes | No
     return hmac.compare_digest(mac, _state_mac(key, repo, number, state, above))
 
 
+BOUND_KEY = "comment"
+BOUND_REVIEW_KEY = "review"
+"""The state key that names the comment's own id: the proof of a sticky comment written without a key."""
+
+
+def bind_sticky(body: str, comment_id: int) -> str:
+    """The body with its own comment id in the state marker (keyless runs only).
+
+    With no secret, a login proves nothing (every workflow posts as `github-actions[bot]`), and a
+    copy of our marker names whichever comment it was copied from. A comment's id is assigned by
+    GitHub when it is created, so text that another workflow or bot posts (an echo of the PR body,
+    say) cannot name its own id: only the writer that edits the comment after creating it, as we
+    do, can. A marker whose `comment` is not the id of the comment carrying it is not ours."""
+    above, last = _split_marker(body)
+    state = parse_state(last)
+    if state is None:
+        return body
+    state[BOUND_KEY] = int(comment_id)
+    return f"{above}\n\n{state_marker(state)}"
+
+
+def bound_to_itself(comment: CommentInfo) -> bool:
+    """True when the comment's state marker names the comment's own id (`bind_sticky`)."""
+    state = parse_state(comment.body)
+    value = state.get(BOUND_KEY) if state else None
+    return isinstance(value, int) and not isinstance(value, bool) and value == comment.id
+
+
 def _same_login(user: str | None, login: str) -> bool:
     """The identity we write as. An integration token cannot read `/user`: it is
     `github-actions[bot]` for GITHUB_TOKEN but `<app>[bot]` for a GitHub App's token, so then any
@@ -464,16 +493,12 @@ def _same_login(user: str | None, login: str) -> bool:
 def _our_stickies(
     comments: Iterable[CommentInfo], login: str, *, repo: str, number: int, key: bytes | None
 ) -> list[CommentInfo]:
-    """Our sticky comments, lowest id first: with a key, only those whose MAC checks; without one
-    (nothing can be proven), only the exact login's marker comments, which are edited but never
-    trusted for state (`find_sticky` returns none)."""
+    """Our sticky comments, lowest id first: with a key, only those whose MAC checks; without one,
+    only the exact login's comments whose marker names their own id (`bind_sticky`), which are
+    edited but never trusted for state (`find_sticky` returns none)."""
     if key is None:
         ours = [
-            c
-            for c in comments
-            if c.user
-            and c.user.casefold() == login.casefold()
-            and _last_line(c.body).startswith(MARKER_PREFIX)
+            c for c in comments if c.user and c.user.casefold() == login.casefold() and bound_to_itself(c)
         ]
     else:
         ours = [
@@ -536,6 +561,9 @@ def upsert_sticky(
     The list is read before any write, so a retried job edits rather than posts twice; `comments`
     is that list when this run already read it (one request fewer). A comment created meanwhile by
     a concurrent job is still found: after creating, the list is read again and the newer copy goes.
+    A create whose answer was lost (a timeout, a reset, a 5xx: GitHub may have created it anyway)
+    is looked for again by its body before it is called failed, so the summary never says "not
+    posted" about a comment that is on the PR.
     """
     key = state_key()
     body = sign_sticky(body, repo=repo, number=number, key=key)
@@ -551,19 +579,65 @@ def upsert_sticky(
         listed = client.issue_comments(repo, number) if comments is None else comments
         ours = _our_stickies(listed, login, repo=repo, number=number, key=key)
         if ours:
+            body = bind_sticky(body, ours[0].id) if key is None else body
             info = client.edit_issue_comment(repo, ours[0].id, body)
             return _sticky_done(client, repo, "updated the sticky comment", info, ours[1:], reason="updated")
-        created = client.create_issue_comment(repo, number, body)
-        ours = _our_stickies(client.issue_comments(repo, number), login, repo=repo, number=number, key=key)
+        try:
+            created = client.create_issue_comment(repo, number, body)
+        except Retryable:
+            landed = _landed(client, repo, number, body, login)
+            if landed is None:
+                raise
+            created = landed
+        if key is None:
+            created = _bind_created(client, repo, created, body)
+        try:
+            ours = _our_stickies(
+                client.issue_comments(repo, number), login, repo=repo, number=number, key=key
+            )
+        except GitHubError as exc:
+            detail = f"created the sticky comment (not re-checked for a racing duplicate: {exc})"
+            return Published("comment", True, detail, created.url, reason="created")
         if all(c.id != created.id for c in ours):
             ours = sorted([*ours, created], key=lambda c: c.id)
         keep = ours[0]
-        info = created if keep.id == created.id else client.edit_issue_comment(repo, keep.id, body)
+        info = (
+            created
+            if keep.id == created.id
+            else client.edit_issue_comment(repo, keep.id, _bound(body, keep.id, key))
+        )
         return _sticky_done(client, repo, "created the sticky comment", info, ours[1:], reason="created")
     except NoWriteAccess:
         return Published("comment", False, READ_ONLY_DETAIL, reason=READ_ONLY)
     except GitHubError as exc:
         return Published("comment", False, f"sticky comment not posted: {exc}", reason="github_error")
+
+
+def _landed(client: GitHubClient, repo: str, number: int, body: str, login: str) -> CommentInfo | None:
+    """The comment a lost create made after all: the newest of our login with exactly the body we sent."""
+    try:
+        same = [
+            c for c in client.issue_comments(repo, number) if c.body == body and _same_login(c.user, login)
+        ]
+    except GitHubError:
+        return None
+    return max(same, key=lambda c: c.id) if same else None
+
+
+def _bind_created(client: GitHubClient, repo: str, created: CommentInfo, body: str) -> CommentInfo:
+    """Without a key, a new sticky comment is edited once to name its own id (see `bind_sticky`).
+    If that edit fails, the unprovable comment is deleted: left, it would never be found again and
+    the next run would post a second one."""
+    try:
+        return client.edit_issue_comment(repo, created.id, bind_sticky(body, created.id))
+    except GitHubError:
+        with contextlib.suppress(GitHubError):
+            client.delete_issue_comment(repo, created.id)
+        raise
+
+
+def _bound(body: str, comment_id: int, key: bytes | None) -> str:
+    return bind_sticky(body, comment_id) if key is None else body
 
 
 def _sticky_done(
@@ -611,6 +685,12 @@ def _review_mac(key: bytes, repo: str, number: int, head: Any, ids: Any) -> str:
     return hmac.new(key, message.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
+def _bound_review_marker(marker: str, review_id: int) -> str:
+    """A keyless review marker that names its own review's id (see `bind_sticky` for why)."""
+    state = parse_review_marker(marker) or {}
+    return f"{REVIEW_MARKER_PREFIX}{_marker_json({**state, BOUND_REVIEW_KEY: int(review_id)})}{_MARKER_END}"
+
+
 def _signed_review_marker(head: str, ids: list[str], *, repo: str, number: int, key: bytes | None) -> str:
     marker = review_marker(head, ids)
     if key is None:
@@ -620,20 +700,48 @@ def _signed_review_marker(head: str, ids: list[str], *, repo: str, number: int, 
 
 
 def _our_review_state(
-    body: str | None, user: str | None, login: str, *, repo: str, number: int, key: bytes | None
+    review: ReviewInfo, login: str, *, repo: str, number: int, key: bytes | None
 ) -> dict[str, Any] | None:
     """The ids an earlier review of ours carried: with a key only when its MAC checks (a forged list
-    would silence our inline comments), without one only from the exact login."""
+    would silence our inline comments), without one only from the exact login and when the marker
+    names the review's own id (`_bound_review_marker`)."""
+    body, user = review.body, review.user
     state = parse_review_marker(body)
     if state is None:
         return None
     if key is None:
-        return state if user and login and user.casefold() == login.casefold() else None
+        bound = state.get(BOUND_REVIEW_KEY)
+        same = bool(user and login and user.casefold() == login.casefold())
+        return state if same and isinstance(bound, int) and bound == review.id else None
     mac = state.get("mac")
     expected = _review_mac(key, repo, number, state.get("head"), state.get("ids"))
     if _same_login(user, login) and isinstance(mac, str) and hmac.compare_digest(mac, expected):
         return state
     return None
+
+
+def _review_landed(
+    client: GitHubClient, repo: str, number: int, marker: str, login: str
+) -> ReviewInfo | None:
+    """The review a lost create made after all: ours, ending in the marker we sent (its finding ids
+    and head make it unique). A review is created whole, with all its inline comments, or not at all."""
+    try:
+        reviews = client.reviews(repo, number)
+    except GitHubError:
+        return None
+    same = [r for r in reviews if _last_line(r.body) == marker and _same_login(r.user, login)]
+    return max(same, key=lambda r: r.id) if same else None
+
+
+def _bind_review(client: GitHubClient, repo: str, number: int, info: ReviewInfo, sent: str) -> str:
+    """Without a key, edit the new review once so its marker names its id; a note when that failed
+    (the review stands, but the next run cannot tell it is ours and may repeat its comments)."""
+    above, _, marker = sent.rstrip().rpartition("\n")
+    try:
+        client.edit_review_body(repo, number, info.id, f"{above}\n{_bound_review_marker(marker, info.id)}")
+    except GitHubError as exc:
+        return f"; its marker could not be bound to it ({exc})"
+    return ""
 
 
 def _review_body(body: str, extra: str, marker: str) -> str:
@@ -662,7 +770,7 @@ def post_inline_review(
         key = state_key()
         carried: set[str] = set()
         for review in client.reviews(repo, number):
-            state = _our_review_state(review.body, review.user, login, repo=repo, number=number, key=key)
+            state = _our_review_state(review, login, repo=repo, number=number, key=key)
             if state and isinstance(state.get("ids"), list):
                 carried.update(str(i) for i in state["ids"])
         planned: list[tuple[Finding, InlineComment]] = []
@@ -681,16 +789,24 @@ def post_inline_review(
         posted, overflow = planned[:MAX_INLINE_COMMENTS], planned[MAX_INLINE_COMMENTS:]
         extra = fold([f for f, _ in overflow]) if overflow else ""
         try:
-            info = client.create_review(
-                repo,
-                number,
-                commit_sha=head_sha,
-                body=_review_body(body, extra, marker),
-                comments=[c for _, c in posted],
-            )
+            try:
+                info = client.create_review(
+                    repo,
+                    number,
+                    commit_sha=head_sha,
+                    body=_review_body(body, extra, marker),
+                    comments=[c for _, c in posted],
+                )
+            except Retryable:
+                landed = _review_landed(client, repo, number, marker, login)
+                if landed is None:
+                    raise
+                info = landed
             detail = f"review with {len(posted)} inline comment(s)"
             if overflow:
                 detail += f"; {len(overflow)} more folded into the review body"
+            if key is None:
+                detail += _bind_review(client, repo, number, info, _review_body(body, extra, marker))
             return Published("review", True, detail, info.url, reason="posted")
         except Unprocessable as exc:
             folded = fold([f for f, _ in planned])
@@ -701,6 +817,8 @@ def post_inline_review(
                 f"GitHub rejected the inline comments ({exc}); "
                 f"{len(planned)} finding(s) posted in the review body instead"
             )
+            if key is None:
+                detail += _bind_review(client, repo, number, info, _review_body(body, folded, marker))
             return Published("review", True, detail, info.url, reason="folded")
     except NoWriteAccess:
         return Published("review", False, READ_ONLY_DETAIL, reason=READ_ONLY)

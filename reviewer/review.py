@@ -45,6 +45,9 @@ Warn = Callable[[str], None]
 
 NO_MODEL_WINDOW = 128_000
 MAX_REPLANS = 3
+MAX_PATCH_CHARS = 1_000_000
+"""A file's diff longer than this is listed, not reviewed: no budget default could send it, and
+slicing and redacting it costs minutes (a 4 MB diff took 38 s). GitHub omits such patches itself."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,31 @@ def _redacted(change: Change) -> Change:
     return dataclasses.replace(change, snapshot=snapshot, body=rules.redact(change.body), files=files)
 
 
+def _patch_chars(file: DiffFile) -> int:
+    return sum(len(line.text) + 2 for hunk in file.hunks for line in hunk.lines)
+
+
+def _unusable_patches(change: Change, renderer: Renderer) -> tuple[Change, list[Gap]]:
+    """Files whose patch cannot be reviewed, each with a gap that names the file and the reason: a
+    patch that is not a diff (`DiffFile.unusable`), or one over MAX_PATCH_CHARS, which is then
+    dropped (listed as having no patch) before any rule or the planner reads it."""
+    gaps: list[Gap] = []
+    files: list[DiffFile] = []
+    for f in change.files:
+        if f.unusable:
+            gaps.append(Gap(what=renderer.gap_text(f.unusable), why="no_patch", path=f.path))
+        elif f.has_patch and f.hunks and (size := _patch_chars(f)) > MAX_PATCH_CHARS:
+            what = renderer.gap_text(
+                "patch_too_large", size=f"{size / 1e6:.1f}", limit=f"{MAX_PATCH_CHARS / 1e6:.0f}"
+            )
+            gaps.append(Gap(what=what, why="no_patch", path=f.path))
+            f = dataclasses.replace(f, hunks=(), has_patch=False, unusable="patch_too_large")
+        files.append(f)
+    if not gaps:
+        return change, []
+    return dataclasses.replace(change, files=tuple(files)), gaps
+
+
 def analyse(
     change: Change,
     config: Config,
@@ -120,10 +148,10 @@ def analyse(
     the head of the repository for context (`Source.context_corpus`), only when a model will be called.
     """
     warnings = _Warnings(warn)
-    change = _redacted(change)
+    change, unusable = _unusable_patches(_redacted(change), renderer)
     files = change.files
     head = change.snapshot.head.sha
-    gaps: list[Gap] = list(change.gaps)
+    gaps: list[Gap] = [*change.gaps, *unusable]
     reporter = progress.current()
     with reporter.stage("deterministic checks"):
         rule_result = rules.run_rules(files, messages=renderer.messages("rules."))
@@ -169,7 +197,13 @@ def analyse(
     ok_units = {o.unit_id for o in outcomes if o.status == "ok"}
     unsent = {o.unit_id: _coverage_reason(o.status) for o in outcomes if o.status != "ok"}
     cov = coverage(plan, files, reviewed_units=ok_units, unsent_reason=unsent, default_unsent=unsent_default)
-    gaps += _coverage_gaps(cov, renderer, skip_whys={g.why for g in gaps}, window=window)
+    gaps += _coverage_gaps(
+        cov,
+        renderer,
+        skip_whys={g.why for g in gaps},
+        window=window,
+        explained=frozenset(g.path for g in unusable if g.path),
+    )
     gaps += _failure_gaps(outcomes, renderer, warnings)
 
     for why, items in fnd.group_dropped(d for o in outcomes for d in o.dropped).items():
@@ -592,13 +626,23 @@ def _coverage_reason(status: str) -> str:
     return status if status in ("budget", "unparsed", "context_window") else "model_error"
 
 
-def _coverage_gaps(cov: Coverage, renderer: Renderer, *, skip_whys: set[str], window: int) -> list[Gap]:
-    """One gap per file that was reviewable but not (fully) reviewed, with the machine reason."""
+def _coverage_gaps(
+    cov: Coverage,
+    renderer: Renderer,
+    *,
+    skip_whys: set[str],
+    window: int,
+    explained: frozenset[str] = frozenset(),
+) -> list[Gap]:
+    """One gap per file that was reviewable but not (fully) reviewed, with the machine reason;
+    `explained` files already have a more precise `no_patch` gap."""
     out: list[Gap] = []
     for f in cov.files:
         if f.status not in ("listed", "partial") or not f.reason:
             continue
         if f.reason in skip_whys and f.reason in ("no_model", "no_credentials"):
+            continue
+        if f.reason == "no_patch" and f.path in explained:
             continue
         out.append(
             Gap(

@@ -26,6 +26,7 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     "/repos/{owner}/{repo}/pulls/{pull_number}": ("get",),
     "/repos/{owner}/{repo}/pulls/{pull_number}/files": ("get",),
     "/repos/{owner}/{repo}/pulls/{pull_number}/reviews": ("get", "post"),
+    "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}": ("put",),
     "/repos/{owner}/{repo}/issues/comments": ("get",),
     "/repos/{owner}/{repo}/issues/{issue_number}/comments": ("get", "post"),
     "/repos/{owner}/{repo}/issues/comments/{comment_id}": ("get", "patch", "delete"),

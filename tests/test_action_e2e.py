@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ import yaml
 from reviewer.diff import LineIndex, parse_github_file
 from reviewer.schema import load_report_schema
 from tests.conftest import ROOT, cli_env
+from tests.factories import fake_github
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 from tests.fakes.runner_files import runner_outputs
@@ -128,6 +129,7 @@ class Runner:
     tmp: Path
     api_url: str
     steps: int = 0
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def runner_temp(self) -> Path:
@@ -157,6 +159,7 @@ class Runner:
                 "IMREVIEW_STATE_KEY": "e2e-state-key",
                 "RUNNER_TEMP": str(self.runner_temp),
                 **{f"INPUT_{name.upper()}": value for name, value in values.items()},
+                **self.extra_env,
             },
         )
         proc = subprocess.run(
@@ -233,9 +236,7 @@ def reviewer_model(
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        server.add_repo(REPO)
+    with fake_github({TOKEN: {}}, repo=REPO) as server:
         yield server
 
 

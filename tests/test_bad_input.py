@@ -16,7 +16,8 @@ from reviewer.config import parse_config_text
 from reviewer.errors import ConfigError
 from tests import test_action_e2e as e2e
 from tests.conftest import ROOT, Repo, cli_env, run_cli
-from tests.fakes.github_server import FakeGitHub
+from tests.fakes.github_server import FakeGitHub, diff_entry
+from tests.fakes.model_server import FakeModelServer
 
 
 @pytest.fixture
@@ -161,3 +162,91 @@ def test_an_invalid_template_names_the_template_and_line(repo: Repo, tmp_path: P
     )
     assert proc.returncode == 2, proc.stderr
     assert "summary.md.j2:2" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- diffs we cannot review
+
+NOT_A_DIFF = "this is not a diff\njust some text someone pasted\n"
+BINARY_JUNK = bytes(range(256)).decode("latin-1").replace("\r", "") * 4
+BIG_PATCH_LINES = 40_000  # 2.5 MB: over the 1 MB one file may have, small enough to stay fast
+
+
+def _big_patch(lines: int) -> str:
+    body = "".join(f"+generated fixture line {i:07d} of a data file nobody reviews\n" for i in range(lines))
+    return f"@@ -0,0 +1,{lines} @@\n{body}"
+
+
+@pytest.mark.parametrize(
+    ("shape", "files", "said"),
+    [
+        (
+            "text that is not a diff, and binary junk",
+            [diff_entry("notes.py", NOT_A_DIFF), diff_entry("blob.py", BINARY_JUNK)],
+            "the patch GitHub sent for this file is not a unified diff",
+        ),
+        (
+            "a 2.5 MB patch",
+            [diff_entry("data.txt", _big_patch(BIG_PATCH_LINES), status="added")],
+            "the diff of this file is 2.5 MB, over the 1 MB one file may have",
+        ),
+        (
+            "more than 3,000 files",
+            [diff_entry(f"gen/f{i:04d}.py", "@@ -1 +1 @@\n-a = 1\n+a = 2") for i in range(3004)],
+            "imreview read the first 400 of the 3005 changed files",
+        ),
+    ],
+)
+def test_a_diff_we_cannot_review_is_named_and_the_review_is_incomplete(
+    gh: FakeGitHub, runner: e2e.Runner, shape: str, files: list[dict[str, str]], said: str
+) -> None:
+    """The model answers `clean` for what it sees; what it could not see makes the verdict incomplete."""
+    gh.add_pull(
+        e2e.REPO, 7, head_sha=e2e.HEAD, base_sha=e2e.BASE, files=[diff_entry("app.py", e2e.PATCH), *files]
+    )
+    with FakeModelServer(handler=e2e.reviewer_model({})) as model:
+        run = runner.run(
+            "pull_request", e2e.event_payload("pull_request.opened"), on_error="fail", **e2e.with_model(model)
+        )
+    assert "Traceback" not in run.stdout + run.stderr
+    assert (run.code, run.outputs["verdict"]) == (3, "incomplete"), (run.code, run.summary[:800])
+    lines = [line for line in run.summary.splitlines() if said in line]
+    named = [] if shape == "more than 3,000 files" else [f["filename"] for f in files]
+    assert len(lines) == max(1, len(named)), lines
+    for path in named:
+        assert [line for line in lines if f"(`{path}`)" in line], (path, lines)
+    report = run.report()
+    assert any(said in gap["what"] for gap in report["gaps"])
+    [comment] = gh.comments(e2e.REPO, 7)
+    assert "incomplete" in comment["body"].lower() and len(comment["body"]) < 65_536
+    assert gh.violations == []
+
+
+def test_a_50_mb_local_diff_is_listed_not_reviewed(repo: Repo, tmp_path: Path) -> None:
+    """`imreview review` on a branch that commits a 50 MB generated file: named, listed, no hang."""
+    repo.commit({"app.py": "x = 1\n"}, "base")
+    repo.branch("feature")
+    line = "a generated fixture line that is not code at all, number %07d\n"
+    with (repo.path / "data.txt").open("w", encoding="utf-8") as fh:
+        fh.writelines(line % i for i in range(800_000))  # 52 MB
+    repo.commit({"app.py": "x = 1\nbreakpoint()\n"}, "a 50 MB fixture")
+    report, summary = tmp_path / "report.json", tmp_path / "s.md"
+    outputs = ["--json", str(report), "--summary", str(summary)]
+    proc = run_cli(
+        ["review", str(repo.path), "--base", "main", *outputs], cwd=tmp_path, env=cli_env(tmp_path)
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    data = json.loads(report.read_text(encoding="utf-8"))
+    [gap] = [g for g in data["gaps"] if g.get("path") == "data.txt"]
+    assert "the diff of this file is 52.8 MB, over the 1 MB" in gap["what"] and gap["why"] == "no_patch"
+    assert [f["title"] for f in data["findings"]] and data["verdict"] == "findings", (
+        "the rest is still checked"
+    )
+    assert "52.8 MB" in summary.read_text(encoding="utf-8")
+
+
+def test_a_bad_github_timeout_is_named(gh: FakeGitHub, tmp_path: Path) -> None:
+    runner = e2e.Runner(tmp_path, gh.url, extra_env={"IMREVIEW_GITHUB_TIMEOUT": "soon"})
+    run = runner.run("pull_request", e2e.event_payload("pull_request.opened"))
+    assert run.code == 2 and "Traceback" not in run.stdout + run.stderr
+    assert "IMREVIEW_GITHUB_TIMEOUT: expected whole seconds from 1 to 600, got 'soon'" in _errors(run)[0]
+    assert gh.requests == [], "nothing is read or posted with a setting that is wrong"

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from reviewer.errors import GitHubError, NoWriteAccess, Retryable, Unprocessable, UsageError
-from reviewer.source.github import GitHubClient, GitHubSource, InlineComment
+from reviewer.source.github import GitHubClient, GitHubSource, InlineComment, github_timeout
 from tests.fakes.github_server import FakeGitHub, diff_entry
 
 HEAD = "a" * 40
@@ -401,3 +401,41 @@ def test_open_pulls_filters_by_label_and_stops_at_the_limit(gh: FakeGitHub) -> N
     assert [p.number for p in labelled] == [5, 3]
     assert labelled[0].changed_files is None
     assert len(gh.requests_to("GET", r"/pulls/\d+$")) == 0
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ("reset", "the connection was reset before GitHub answered"),
+        ("slow", "GitHub did not answer within the timeout"),
+        ("truncate", "GitHub's answer was not complete JSON ("),
+    ],
+)
+def test_a_transport_fault_is_one_retryable_line(gh: FakeGitHub, mode: str, said: str) -> None:
+    add_pull(gh)
+    gh.fail("GET", r"/pulls/7$", mode=mode, delay=1.5 if mode == "slow" else 0.0, times=5)
+    with pytest.raises(Retryable) as caught:
+        client(gh, retries=0, timeout=1).pull(REPO, 7)
+    message = str(caught.value)
+    assert message.startswith(f"read pull request {REPO}#7: {said}"), message
+    assert "\n" not in message and "Pool" not in message and len(message) < 200
+
+
+def test_a_failing_page_fails_the_whole_list_never_a_part_of_it(gh: FakeGitHub) -> None:
+    add_pull(gh, files=[diff_entry(f"f{i}.py", PATCH) for i in range(150)])
+    gh.fail("GET", r"/pulls/7/files", 500, page=2, times=1)
+    with pytest.raises(Retryable, match="HTTP 500"):
+        client(gh, retries=0).pull_files(REPO, 7)
+    assert [r.query.get("page") for r in gh.requests_to("GET", r"/pulls/7/files")] == [None, "2"]
+    assert len(client(gh).pull_files(REPO, 7)) == 150, "the fault was one page's, not the list's"
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("", 30), ("5", 5), (" 600 ", 600)])
+def test_the_github_timeout_comes_from_the_environment(value: str, seconds: int) -> None:
+    assert github_timeout({"IMREVIEW_GITHUB_TIMEOUT": value}) == seconds
+
+
+@pytest.mark.parametrize("value", ["0", "601", "1.5", "soon", "-3"])
+def test_a_bad_github_timeout_is_a_usage_error(value: str) -> None:
+    with pytest.raises(UsageError, match="IMREVIEW_GITHUB_TIMEOUT: expected whole seconds from 1 to 600"):
+        github_timeout({"IMREVIEW_GITHUB_TIMEOUT": value})

@@ -15,11 +15,11 @@ import pytest
 
 from reviewer import publish
 from reviewer.publish import find_sticky, post_inline_review, sign_sticky, state_key, upsert_sticky
-from reviewer.source.github import GitHubClient
 from tests import test_action_e2e as e2e
+from tests.factories import HEAD, REPO, add_two_file_pull, fake_github, github_client, line_index
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer
-from tests.test_publish import BASE, HEAD, PATCH, REPO, WIDE_PATCH, line_index, make_finding, sample_state
+from tests.test_publish import make_finding, sample_state
 
 AWS_KEY_PATCH = "@@ -1,2 +1,3 @@\n import os\n+AWS_KEY = 'AKIAZ7QW3RTY5UIO2PLM'\n x = 1"
 OTHER_BOT = "other-bot-token"
@@ -36,23 +36,18 @@ def secret(monkeypatch: pytest.MonkeyPatch) -> bytes:
 
 @pytest.fixture
 def fake() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token("ours")
-        server.add_token(OTHER_WORKFLOW)  # another workflow's GITHUB_TOKEN: also github-actions[bot]
-        server.add_token(OTHER_BOT, bot="helpful-app[bot]")
-        server.add_pull(
-            REPO,
-            7,
-            head_sha=HEAD,
-            base_sha=BASE,
-            files=[diff_entry("src/app.py", PATCH), diff_entry("src/wide.py", WIDE_PATCH, status="added")],
-        )
+    # another workflow's GITHUB_TOKEN is also github-actions[bot]; a GitHub App's is helpful-app[bot]
+    tokens: dict[str, dict[str, Any]] = {
+        "ours": {},
+        OTHER_WORKFLOW: {},
+        OTHER_BOT: {"bot": "helpful-app[bot]"},
+    }
+    with fake_github(tokens, strict=True) as server:
+        add_two_file_pull(server)
         yield server
-        assert server.violations == []
 
 
-def api(server: FakeGitHub, token: str = "ours") -> GitHubClient:
-    return GitHubClient(token, server.url, seconds_between_writes=0.0)
+api = github_client
 
 
 def forged_bodies(key: bytes) -> dict[str, str]:
@@ -193,3 +188,133 @@ def _forged_clean_marker_run(gh: FakeGitHub, model: FakeModelServer, runner: e2e
     for forged in forged_ids:
         assert not gh.requests_to("PATCH", rf"/issues/comments/{forged}$")
     assert len(gh.comments(e2e.REPO, 7)) == 3
+
+
+# --------------------------------------------------------------------------- without any key
+
+
+@pytest.fixture
+def keyless(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [n for n in __import__("os").environ if n.endswith("_API_KEY") or n == publish.STATE_KEY_ENV]:
+        monkeypatch.delenv(name)
+    assert state_key() is None
+
+
+def _keyless_forgeries(ours: dict[str, Any], other_id: int) -> dict[str, str]:
+    """What a forger can post without a key: our marker unbound, a verbatim copy of our comment
+    (which names OUR id), and one naming some other comment's id."""
+    state = e2e.marker_state(ours["body"])
+    above = ours["body"].rpartition("\n")[0].rstrip()
+    unbound = {k: v for k, v in state.items() if k != publish.BOUND_KEY}
+    return {
+        "unbound marker": f"{above}\n\n{publish.state_marker(unbound)}",
+        "verbatim copy": ours["body"],
+        "another comment's id": f"{above}\n\n{publish.state_marker({**state, publish.BOUND_KEY: other_id})}",
+    }
+
+
+@pytest.mark.parametrize("forger", [OTHER_WORKFLOW, OTHER_BOT])
+@pytest.mark.parametrize("kind", ["unbound marker", "verbatim copy", "another comment's id"])
+def test_without_a_key_a_forged_sticky_is_never_edited_nor_trusted(
+    fake: FakeGitHub, keyless: None, forger: str, kind: str
+) -> None:
+    ours = api(fake)
+    login = ours.viewer_login()
+    body = f"review 1\n\n{publish.state_marker(sample_state())}"
+    assert upsert_sticky(ours, REPO, 7, body=body, login=login).ok
+    [mine] = fake.comments(REPO, 7)
+    assert e2e.marker_state(mine["body"])[publish.BOUND_KEY] == mine["id"], "our comment names its own id"
+    human = fake.add_comment(REPO, 7, "LGTM", login="octocat", kind="User")
+    forged_body = _keyless_forgeries(mine, human)[kind]
+    forged = api(fake, forger).create_issue_comment(REPO, 7, forged_body)
+    fake.add_comment(REPO, 7, forged_body, login="github-actions[bot]")  # an older workflow's copy, too
+    assert find_sticky(ours, REPO, 7, login=login) is None, "without a key no state is trusted: never a skip"
+
+    result = upsert_sticky(ours, REPO, 7, body=body.replace("review 1", "review 2"), login=login)
+    assert result.ok and "updated" in result.detail, result.detail
+    after = {c["id"]: c for c in fake.comments(REPO, 7)}
+    assert after[mine["id"]]["body"].startswith("review 2")
+    assert [c for i, c in after.items() if i != mine["id"] and c["body"] != forged_body and i != human] == []
+    for c in after.values():
+        if c["id"] != mine["id"]:
+            assert not fake.requests_to("PATCH", rf"/issues/comments/{c['id']}$"), (
+                f"edited {c['user']['login']}'s"
+            )
+            assert not fake.requests_to("DELETE", rf"/issues/comments/{c['id']}$")
+    assert forged.id in after
+
+
+def test_without_a_key_a_forgery_posted_before_our_first_review_is_not_taken_over(
+    fake: FakeGitHub, keyless: None
+) -> None:
+    """Their marker comment comes first (a lower id): we post our own rather than edit theirs."""
+    genuine_looking = f"imreview — clean\n\n{publish.state_marker({**sample_state(), publish.BOUND_KEY: 1})}"
+    forged = api(fake, OTHER_WORKFLOW).create_issue_comment(REPO, 7, genuine_looking)
+    ours = api(fake)
+    login = ours.viewer_login()
+    for n in range(2):
+        body = f"review {n}\n\n{publish.state_marker(sample_state())}"
+        assert upsert_sticky(ours, REPO, 7, body=body, login=login).ok
+    comments = fake.comments(REPO, 7)
+    assert [c["body"] for c in comments if c["id"] == forged.id] == [genuine_looking]
+    [mine] = [c for c in comments if c["id"] != forged.id]
+    assert mine["body"].startswith("review 1") and not fake.requests_to("PATCH", rf"/comments/{forged.id}$")
+
+
+def test_without_a_key_the_action_edits_only_its_own_comment(tmp_path: Path) -> None:
+    """The no-model default run, no secret at all: a same-login copy of our comment is left alone."""
+    with FakeGitHub() as gh:
+        gh.add_token(e2e.TOKEN)
+        gh.add_token(OTHER_WORKFLOW)
+        gh.add_repo(e2e.REPO)
+        _aws_pull(gh)
+        runner = e2e.Runner(tmp_path, gh.url, extra_env={publish.STATE_KEY_ENV: ""})
+        first = runner.run("pull_request", e2e.event_payload("pull_request.opened"))
+        assert first.code == 0, first.stderr
+        [mine] = gh.comments(e2e.REPO, 7)
+        copy = api(gh, OTHER_WORKFLOW).create_issue_comment(e2e.REPO, 7, mine["body"])
+        gh.set_head(e2e.REPO, 7, e2e.HEAD2)
+        again = runner.run("pull_request", e2e.event_payload("pull_request.synchronize", head=e2e.HEAD2))
+        assert again.code == 0 and "already reviewed" not in again.summary
+        comments = {c["id"]: c for c in gh.comments(e2e.REPO, 7)}
+        assert set(comments) == {mine["id"], copy.id}
+        assert comments[copy.id]["body"] == mine["body"], "their copy was edited"
+        assert e2e.marker_state(comments[mine["id"]]["body"])["head"] == e2e.HEAD2
+        assert gh.violations == []
+
+
+@pytest.mark.parametrize("forger", [OTHER_WORKFLOW, OTHER_BOT])
+def test_without_a_key_forged_review_ids_do_not_silence_our_inline_comments(
+    fake: FakeGitHub, keyless: None, forger: str
+) -> None:
+    """A review of theirs that lists our finding id (even naming some review id) never counts;
+    our own review, whose marker names its own id, does: its comments are not posted twice."""
+    finding = make_finding()
+    ours = api(fake)
+    login = ours.viewer_login()
+    marker = publish.review_marker(HEAD, [finding.id])
+    for named in (None, 1):
+        state = {**(publish.parse_review_marker(marker) or {}), **({"review": named} if named else {})}
+        forged = f"seen\n\n{publish.REVIEW_MARKER_PREFIX}{publish._marker_json(state)} -->"
+        api(fake, forger).create_review(REPO, 7, commit_sha=HEAD, body=forged, comments=[])
+
+    def post() -> publish.Published:
+        return post_inline_review(
+            ours,
+            REPO,
+            7,
+            head_sha=HEAD,
+            body="imreview",
+            comments=[(finding, "inline text")],
+            index=line_index(),
+            login=login,
+            fold=lambda fs: "",
+        )
+
+    first = post()
+    assert first.ok and "1 inline comment" in first.detail, first.detail
+    [mine] = [r for r in fake.reviews(REPO, 7) if r["comments"]]
+    assert publish.parse_review_marker(mine["body"])["review"] == mine["id"]
+    assert post().detail == "no new findings", "our own bound review must still count"
+    theirs = [r for r in fake.reviews(REPO, 7) if r["id"] != mine["id"]]
+    assert len(theirs) == 2 and not fake.requests_to("PUT", rf"/reviews/(?!{mine['id']}$)")

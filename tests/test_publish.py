@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from reviewer import publish
-from reviewer.diff import LineIndex, parse_github_file
 from reviewer.publish import (
     MARKER_PREFIX,
     annotate,
@@ -30,11 +29,17 @@ from reviewer.publish import (
 )
 from reviewer.report import Finding, finding_id
 from reviewer.source.github import CommentInfo, GitHubClient
-from tests.fakes.github_server import FakeGitHub, diff_entry
+from tests.factories import (
+    BASE,
+    HEAD,
+    REPO,
+    add_two_file_pull,
+    fake_github,
+    github_client,
+    line_index,
+)
+from tests.fakes.github_server import FakeGitHub
 from tests.fakes.runner_files import runner_outputs
-
-HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
-BASE = "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"
 
 
 def make_finding(**overrides: Any) -> Finding:
@@ -334,51 +339,17 @@ def test_fit_comment_default_limit_is_60000() -> None:
 
 # --- GitHub sinks, against the loopback fake GitHub --------------------------------------------
 
-REPO = "o/r"
-PATCH = (
-    "@@ -10,4 +10,5 @@ def handler():\n"
-    "     a = 1\n"
-    "-    b = 2\n"
-    "+    b = 3\n"
-    "+    c = b * 2\n"
-    "     return a\n"
-    "     # end\n"
-    "@@ -40,2 +41,3 @@\n"
-    " x = 1\n"
-    "+y = 2\n"
-    " z = 3"
-)
-WIDE_PATCH = "@@ -0,0 +1,40 @@\n" + "\n".join(f"+line {i}" for i in range(1, 41))
-
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token("ours")  # an Actions GITHUB_TOKEN: comments appear as github-actions[bot]
-        server.add_token("theirs", login="mallory")
-        server.add_token("read-only", write=False)
-        server.add_pull(
-            REPO,
-            7,
-            head_sha=HEAD,
-            base_sha=BASE,
-            files=[diff_entry("src/app.py", PATCH), diff_entry("src/wide.py", WIDE_PATCH, status="added")],
-        )
+    # "ours" is an Actions GITHUB_TOKEN: comments appear as github-actions[bot]
+    tokens = {"ours": {}, "theirs": {"login": "mallory"}, "read-only": {"write": False}}
+    with fake_github(tokens, strict=True) as server:
+        add_two_file_pull(server)
         yield server
-        assert server.violations == []
 
 
-def client(gh: FakeGitHub, token: str = "ours") -> GitHubClient:
-    return GitHubClient(token, gh.url, seconds_between_writes=0.0)
-
-
-def line_index() -> LineIndex:
-    return LineIndex.build(
-        [
-            parse_github_file(filename="src/app.py", status="modified", patch=PATCH),
-            parse_github_file(filename="src/wide.py", status="added", patch=WIDE_PATCH),
-        ]
-    )
+client = github_client
 
 
 def writes(gh: FakeGitHub) -> list[str]:

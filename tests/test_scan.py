@@ -20,6 +20,7 @@ from reviewer.publish import sign_sticky, state_key
 from reviewer.scan import MATRIX_MAX, estimated_cost
 from reviewer.source.github import GitHubClient, GitHubSource
 from tests.conftest import cli_env, run_cli
+from tests.factories import fake_github
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 from tests.test_action_e2e import MODEL, REPO, TOKEN, Runner, marker_state, with_model
@@ -31,9 +32,7 @@ SCHEDULE: dict[str, Any] = {"schedule": "17 * * * *"}
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token(TOKEN)
-        server.add_repo(REPO)
+    with fake_github({TOKEN: {}}, repo=REPO) as server:
         yield server
 
 

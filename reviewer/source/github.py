@@ -9,9 +9,10 @@ by marker before trying again (DESIGN 6, platform facts D2).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -48,6 +49,8 @@ CONFIG_PATH = ".github/imreview.yml"
 INSTALLATION_TOKEN_PREFIX = "ghs_"
 """GitHub's prefix for installation (server-to-server) tokens, `GITHUB_TOKEN` included: they
 cannot read /user, which answers 403 and makes PyGithub log an error line."""
+TIMEOUT_ENV = "IMREVIEW_GITHUB_TIMEOUT"
+DEFAULT_TIMEOUT = 30
 _BLOB_FIELDS = "__typename ... on Blob { text isBinary isTruncated }"
 _FAILED = frozenset({"failure", "error", "timed_out", "cancelled", "action_required", "startup_failure"})
 _PASSED = frozenset({"success", "neutral", "skipped"})
@@ -177,8 +180,42 @@ def _translated(what: str, *, write: bool = False) -> Iterator[None]:
         if status == 429 or status >= 500:
             raise Retryable(text, status) from exc
         raise GitHubError(text, status) from exc
+    except json.JSONDecodeError as exc:  # PyGithub parses with json.loads: a body cut short
+        raise Retryable(f"{what}: GitHub's answer was not complete JSON ({exc.msg}, byte {exc.pos})") from exc
     except OSError as exc:  # requests' ConnectionError and Timeout are OSErrors
-        raise Retryable(f"{what}: {type(exc).__name__}: {exc}") from exc
+        raise Retryable(f"{what}: {_transport_reason(exc)}") from exc
+
+
+def _transport_reason(exc: BaseException) -> str:
+    """One short line for a transport failure; requests' own text nests urllib3's whole retry story."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = (
+            current.__cause__
+            or current.__context__
+            or next((a for a in getattr(current, "args", ()) if isinstance(a, BaseException)), None)
+        )
+    names = " ".join(type(e).__name__ for e in seen) + " " + " ".join(str(e) for e in seen)
+    if "ConnectionResetError" in names or "reset by peer" in names:
+        return "the connection was reset before GitHub answered"
+    if "Timeout" in names or "timed out" in names:
+        return "GitHub did not answer within the timeout"
+    if "ConnectionRefusedError" in names or "refused" in names.lower():
+        return "the connection to GitHub was refused"
+    return f"the connection to GitHub failed ({type(exc).__name__})"
+
+
+def github_timeout(env: Mapping[str, str]) -> int:
+    """Seconds to wait for one GitHub answer: `IMREVIEW_GITHUB_TIMEOUT`, else 30 (a slow GHES may
+    need more; a GET that times out is retried like a 5xx, then the review ends `incomplete`)."""
+    text = (env.get(TIMEOUT_ENV) or "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 600:
+        raise UsageError(f"{TIMEOUT_ENV}: expected whole seconds from 1 to 600, got {text!r}")
+    return int(text)
 
 
 def _login(user: Any) -> str:
@@ -195,7 +232,7 @@ class GitHubClient:
         *,
         seconds_between_writes: float = 0.5,
         seconds_between_requests: float = 0.0,
-        timeout: int = 30,
+        timeout: int = DEFAULT_TIMEOUT,
         retries: int = 3,
         max_rate_limit_wait: float = 120.0,
         secondary_rate_wait: float = 60.0,
@@ -406,6 +443,20 @@ class GitHubClient:
                 commit=gh_repo.get_commit(commit_sha), body=body, event="COMMENT", comments=payload
             )
             return _review_info(review)
+
+    def edit_review_body(self, repo: str, number: int, review_id: int, body: str) -> ReviewInfo:
+        """Replace a submitted review's body (its inline comments stay as they are)."""
+        with _translated(f"edit review {review_id} on {repo}#{number}", write=True):
+            url = f"{self._repo(repo).url}/pulls/{int(number)}/reviews/{int(review_id)}"
+            _, data = self._gh.requester.requestJsonAndCheck("PUT", url, input={"body": body})
+            user = data.get("user") or {}
+            return ReviewInfo(
+                id=int(data["id"]),
+                user=str(user.get("login") or "ghost"),
+                body=str(data.get("body") or ""),
+                commit_id=str(data.get("commit_id") or ""),
+                url=str(data.get("html_url") or ""),
+            )
 
     def commit_statuses(self, repo: str, sha: str) -> list[CommitStatus]:
         """The latest status per context at `sha` (empty when none: the combined state is then

@@ -14,16 +14,23 @@ empty, so a drift between our requests, the fake and GitHub's contract shows up 
         assert gh.violations == []
 
 `FakeGitHub(prefix="/api/v3")` serves under a path prefix, as GitHub Enterprise Server does.
+`fail()` injects faults: an HTTP status (with headers such as `Retry-After`), or a transport fault
+(`mode="reset"`, `"slow"`, `"truncate"`), optionally only on one `page` of a paginated list.
 Contents are found by the exact `ref` asked for (add them under a sha or a branch name).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
+import dataclasses
 import hashlib
+import io
 import json
 import re
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -127,6 +134,13 @@ class Recorded:
     headers: dict[str, str]
 
 
+FAULT_MODES = ("status", "reset", "slow", "truncate")
+"""`status`: answer `status` and `body`. `reset`: close the connection with a TCP reset, nothing
+sent. `slow`: the real answer after `delay` seconds (longer than the client's timeout makes a
+timeout; the request has already taken effect, as on GitHub). `truncate`: the real answer's JSON
+cut in half, sent with a matching Content-Length (a proxy that cut the body)."""
+
+
 @dataclass
 class _Failure:
     method: str
@@ -135,6 +149,9 @@ class _Failure:
     body: dict[str, Any] | None
     times: int
     headers: dict[str, str]
+    mode: str = "status"
+    delay: float = 0.0
+    page: int | None = None
 
 
 @dataclass
@@ -175,6 +192,8 @@ class _Reply:
     status: int
     body: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    fault: str = ""
+    delay: float = 0.0
 
 
 class _Unprocessable(Exception):
@@ -587,16 +606,34 @@ class FakeGitHub:
         self,
         method: str,
         path_regex: str,
-        status: int,
+        status: int = 500,
         body: dict[str, Any] | None = None,
         times: int = 1,
         headers: Mapping[str, str] | None = None,
+        *,
+        mode: str = "status",
+        delay: float = 0.0,
+        page: int | None = None,
     ) -> None:
         """Answer the next `times` requests whose method matches (`*` = any) and whose path
-        (relative to the API root) matches `path_regex` (re.search) with `status` and `body`."""
+        (relative to the API root) matches `path_regex` (re.search) with `status` and `body`, or
+        with the transport fault `mode` names (FAULT_MODES). `page` limits it to that page of a
+        paginated list (page 1 is also a request without `page`)."""
+        if mode not in FAULT_MODES:
+            raise ValueError(f"fail: mode {mode!r} is not one of {FAULT_MODES}")
         with self._lock:
             self._failures.append(
-                _Failure(method.upper(), re.compile(path_regex), status, body, times, dict(headers or {}))
+                _Failure(
+                    method.upper(),
+                    re.compile(path_regex),
+                    status,
+                    body,
+                    times,
+                    dict(headers or {}),
+                    mode=mode,
+                    delay=delay,
+                    page=page,
+                )
             )
 
     # ----------------------------------------------------------------- state read-back
@@ -871,13 +908,31 @@ class FakeGitHub:
 
     # ----------------------------------------------------------------- request handling
 
-    def _take_failure(self, method: str, path: str) -> _Failure | None:
+    def _take_failure(
+        self, method: str, path: str, query: Mapping[str, str] | None = None
+    ) -> _Failure | None:
+        page = int((query or {}).get("page") or 1)
         with self._lock:
             for failure in self._failures:
-                if failure.times > 0 and failure.method in (method, "*") and failure.pattern.search(path):
+                if (
+                    failure.times > 0
+                    and failure.method in (method, "*")
+                    and failure.pattern.search(path)
+                    and failure.page in (None, page)
+                ):
                     failure.times -= 1
                     return failure
         return None
+
+    @staticmethod
+    def _faulty(failure: _Failure, answer: Callable[[], _Reply]) -> _Reply:
+        """The reply for an injected fault; transport faults wrap the real answer (`answer()`)."""
+        if failure.mode == "status":
+            return _Reply(failure.status, failure.body or _error(failure.status), failure.headers)
+        if failure.mode == "reset":
+            return _Reply(0, fault="reset")
+        real = answer()
+        return dataclasses.replace(real, fault=failure.mode, delay=failure.delay)
 
     def _rate_headers(self) -> dict[str, str]:
         return {
@@ -907,10 +962,14 @@ class FakeGitHub:
             self._violation(f"{method} {parts.path}: outside the API root {self.prefix!r}")
             return _Reply(404, _error(404))
 
-        failure = self._take_failure(method, path)
+        failure = self._take_failure(method, path, query)
         if failure is not None:
-            return _Reply(failure.status, failure.body or _error(failure.status), failure.headers)
+            return self._faulty(failure, lambda: self._answer(method, path, query, headers, body))
+        return self._answer(method, path, query, headers, body)
 
+    def _answer(
+        self, method: str, path: str, query: dict[str, str], headers: Mapping[str, str], body: Any
+    ) -> _Reply:
         token = self._authenticate(headers.get("Authorization", ""))
         if token is None:
             return _Reply(401, _error(401, "Bad credentials"))
@@ -955,7 +1014,10 @@ class FakeGitHub:
             self.requests.append(Recorded("POST", path, {}, body, dict(headers)))
         failure = self._take_failure("POST", path)
         if failure is not None:
-            return _Reply(failure.status, failure.body or _error(failure.status), failure.headers)
+            return self._faulty(failure, lambda: self._graphql_answer_request(headers, body))
+        return self._graphql_answer_request(headers, body)
+
+    def _graphql_answer_request(self, headers: Mapping[str, str], body: Any) -> _Reply:
         if self._authenticate(headers.get("Authorization", "")) is None:
             return _Reply(401, _error(401, "Bad credentials"))
         if not isinstance(body, dict) or not isinstance(body.get("query"), str):
@@ -1007,6 +1069,7 @@ class FakeGitHub:
             ("GET", f"{r}/pulls/{{pull_number}}/files"): self._list_files,
             ("GET", f"{r}/pulls/{{pull_number}}/reviews"): self._list_reviews,
             ("POST", f"{r}/pulls/{{pull_number}}/reviews"): self._create_review,
+            ("PUT", f"{r}/pulls/{{pull_number}}/reviews/{{review_id}}"): self._update_review,
             ("GET", f"{r}/issues/comments"): self._list_repo_comments,
             ("GET", f"{r}/issues/{{issue_number}}/comments"): self._list_comments,
             ("POST", f"{r}/issues/{{issue_number}}/comments"): self._create_comment,
@@ -1218,6 +1281,31 @@ class FakeGitHub:
             self._reviews.setdefault((pull.repo, pull.number), []).append(review)
             self._review_comments[review_id] = stored
         return _Reply(200, copy.deepcopy(review))
+
+    def _update_review(
+        self,
+        *,
+        owner: str,
+        repo: str,
+        pull_number: str,
+        review_id: str,
+        token: TokenInfo,
+        body: Any,
+        **_: Any,
+    ) -> _Reply:
+        """GitHub lets only the review's author edit it; the inline comments are kept."""
+        pull = self._pull(owner, repo, pull_number)
+        text = body["body"]
+        if _utf16_len(text) > BODY_LIMIT:
+            raise self._rejected(TOO_LONG)
+        with self._lock:
+            review = next(
+                r for r in self._reviews.get((pull.repo, pull.number), []) if r["id"] == int(review_id)
+            )
+            if review["user"]["login"] != self._token_user(token)["login"]:
+                return _Reply(403, _error(403, NOT_ACCESSIBLE))
+            review["body"] = text
+            return _Reply(200, copy.deepcopy(review))
 
     def _list_comments(
         self,
@@ -1489,7 +1577,14 @@ def _make_handler(server: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             except Exception as exc:  # a bug in the fake must fail the test, not hang the client
                 server._violation(f"{self.command} {self.path}: the fake raised {exc!r}")
                 reply = _Reply(500, _error(500))
+            if reply.delay:
+                time.sleep(reply.delay)
+            if reply.fault == "reset":
+                self._reset()
+                return
             payload = b"" if reply.body is None else json.dumps(reply.body).encode()
+            if reply.fault == "truncate":
+                payload = payload[: len(payload) // 2]
             try:
                 self.send_response(reply.status)
                 headers = {**server._rate_headers(), **dict(reply.headers)}
@@ -1502,6 +1597,19 @@ def _make_handler(server: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):
                 pass
+
+        def handle(self) -> None:
+            with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+                super().handle()  # a client that gave up on a slow or reset answer closed its socket
+
+        def _reset(self) -> None:
+            """Close with SO_LINGER 0: the client reads a TCP reset, not a response."""
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.rfile.close()  # the socket closes for real only once its file objects are closed
+                self.connection.close()
+            self.rfile, self.wfile = io.BytesIO(), io.BytesIO()
 
         do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _serve
 

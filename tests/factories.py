@@ -1,0 +1,72 @@
+"""Test scaffolding several test files share: the loopback GitHub set up with its tokens and
+repository, the two-file pull request the publishing tests write to, and a client for it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from reviewer.diff import LineIndex, parse_github_file
+from reviewer.source.github import GitHubClient
+from tests.fakes.github_server import FakeGitHub, diff_entry
+
+REPO = "o/r"
+HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
+BASE = "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"
+PATCH = (
+    "@@ -10,4 +10,5 @@ def handler():\n"
+    "     a = 1\n"
+    "-    b = 2\n"
+    "+    b = 3\n"
+    "+    c = b * 2\n"
+    "     return a\n"
+    "     # end\n"
+    "@@ -40,2 +41,3 @@\n"
+    " x = 1\n"
+    "+y = 2\n"
+    " z = 3"
+)
+WIDE_PATCH = "@@ -0,0 +1,40 @@\n" + "\n".join(f"+line {i}" for i in range(1, 41))
+
+
+@contextmanager
+def fake_github(
+    tokens: Mapping[str, Mapping[str, Any]], *, repo: str | None = None, strict: bool = False
+) -> Iterator[FakeGitHub]:
+    """A running fake GitHub knowing `tokens` (each token → `add_token` keywords: `login`, `write`,
+    `bot`) and `repo`; `strict` fails the test when a request or response broke GitHub's contract."""
+    with FakeGitHub() as server:
+        for token, options in tokens.items():
+            server.add_token(token, **options)
+        if repo is not None:
+            server.add_repo(repo)
+        yield server
+        if strict:
+            assert server.violations == []
+
+
+def add_two_file_pull(server: FakeGitHub, number: int = 7) -> None:
+    """PR `number` of REPO at HEAD: `src/app.py` (two hunks) modified and `src/wide.py` (40 lines) added."""
+    server.add_pull(
+        REPO,
+        number,
+        head_sha=HEAD,
+        base_sha=BASE,
+        files=[diff_entry("src/app.py", PATCH), diff_entry("src/wide.py", WIDE_PATCH, status="added")],
+    )
+
+
+def line_index() -> LineIndex:
+    """The commentable lines of the two-file pull request."""
+    return LineIndex.build(
+        [
+            parse_github_file(filename="src/app.py", status="modified", patch=PATCH),
+            parse_github_file(filename="src/wide.py", status="added", patch=WIDE_PATCH),
+        ]
+    )
+
+
+def github_client(server: FakeGitHub, token: str = "ours") -> GitHubClient:
+    """Our GitHub client on the fake, without the pause GitHub asks for between writes."""
+    return GitHubClient(token, server.url, seconds_between_writes=0.0)
