@@ -196,21 +196,26 @@ def review(commit: str, api_base: str, args: argparse.Namespace, work: Path) -> 
     return json.loads(out.read_text()), elapsed
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_run_arguments(parser: argparse.ArgumentParser, port: int) -> None:
+    """The server and review options both real-model scripts take."""
     parser.add_argument("--gguf", required=True)
     parser.add_argument("--model", required=True, help="litellm model string sent to the server")
     parser.add_argument("--llama-python", default="/work/llama-venv/bin/python")
-    parser.add_argument("--commit", action="append", default=None)
     parser.add_argument("--ctx", type=int, default=8192)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--port", type=int, default=8079)
+    parser.add_argument("--port", type=int, default=port)
     parser.add_argument("--max-output-tokens-per-call", type=int, default=256)
     parser.add_argument("--max-seconds", type=float, default=1800)
     parser.add_argument("--request-timeout", type=float, default=900)
     parser.add_argument("--json", help="append the run's record to this JSON list")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--commit", action="append", default=None)
+    add_run_arguments(parser, port=8079)
     args = parser.parse_args()
 
     server, upstream = start_server(args)

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from real_model import Proxy, _alternates, start_server  # noqa: E402
+from real_model import Proxy, _alternates, add_run_arguments, start_server  # noqa: E402
 
 from tests.fakes.github_server import FakeGitHub, diff_entry  # noqa: E402
 
@@ -145,17 +145,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--gguf", required=True)
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--llama-python", default="/work/llama-venv/bin/python")
     parser.add_argument("--commit", default="76a0359")
-    parser.add_argument("--ctx", type=int, default=8192)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--port", type=int, default=8089)
-    parser.add_argument("--max-output-tokens-per-call", type=int, default=256)
-    parser.add_argument("--max-seconds", type=float, default=1800)
-    parser.add_argument("--request-timeout", type=float, default=900)
-    parser.add_argument("--json", help="append the run's record to this JSON list")
+    add_run_arguments(parser, port=8089)
     args = parser.parse_args()
 
     server, upstream = start_server(args)
