@@ -1040,13 +1040,15 @@ def coverage(
     reviewed_units: Collection[int],
     unsent_reason: Mapping[int, str] | None = None,
     default_unsent: str = "budget",
+    carried: Collection[tuple[str, int]] = (),
 ) -> Coverage:
     """Per-file status from the plan and the units whose answers were used, line by line: a hunk
     is reviewed when every one of its lines was in a reviewed part (slices overlap), and a file
     with some reviewed lines but not all is `partial`. A line no call carried takes the planner's
     reason (`budget`, `context_window`); a line in a unit not reviewed takes that unit's reason from
     `unsent_reason`, else `default_unsent`. With mixed reasons, a run-wide cause (no_model,
-    no_credentials, model_error) is named first, then `context_window`."""
+    no_credentials, model_error) is named first, then `context_window`. `carried` hunks were
+    reviewed by an earlier run and are unchanged since (an incremental review): covered."""
     known = {u.id for u in plan.units}
     unknown = sorted(set(reviewed_units) - known) + sorted(set(unsent_reason or {}) - known)
     if unknown:
@@ -1078,6 +1080,8 @@ def coverage(
             if p.lines is not None and rng:
                 start, end = p.span or span(p.path, p.hunk_index, (rng.start, rng.stop))
                 sliced.setdefault(p.path, []).append(SliceCoverage(p.hunk_index, start, end, done))
+    for path, index in carried:
+        covered.setdefault((path, index), set()).update(positions(path, index, None))
     for x in plan.unplaced:
         key = (x.path, x.hunk_index)
         rng = positions(x.path, x.hunk_index, x.lines)

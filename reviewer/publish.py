@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from reviewer.errors import GitHubError, NoWriteAccess, Retryable, Unprocessable
+from reviewer.incremental import CarriedFinding, Prior
 from reviewer.render import fit
 from reviewer.report import Finding, Published, priority_rank
 
@@ -54,6 +55,8 @@ STATE_KEYS: tuple[str, ...] = (
     "findings",
     "p1",
     "max_priority",
+    "complete",
+    "carried",
 )
 READ_ONLY_DETAIL = (
     "read-only token (a fork PR, or the workflow lacks `pull-requests: write`): "
@@ -327,6 +330,8 @@ class StickyState:
     findings: int = 0
     p1: int = 0
     max_priority: str = ""
+    complete: bool = False
+    carried: tuple[CarriedFinding, ...] = ()
 
     @classmethod
     def parse(cls, body: str | None) -> StickyState | None:
@@ -334,6 +339,8 @@ class StickyState:
         if data is None:
             return None
         heads = data.get("reviewed_heads")
+        carried = data.get("carried")
+        items = [CarriedFinding.from_json(c) for c in carried] if isinstance(carried, list) else []
         return cls(
             head=_text(data.get("head")),
             base=_text(data.get("base")),
@@ -346,6 +353,19 @@ class StickyState:
             findings=_count(data.get("findings")),
             p1=_count(data.get("p1")),
             max_priority=_text(data.get("max_priority")),
+            complete=data.get("complete") is True and all(c is not None for c in items),
+            carried=tuple(c for c in items if c is not None),
+        )
+
+    def prior(self) -> Prior:
+        """What an incremental review needs of this state (trusted only once `proven_ours`)."""
+        return Prior(
+            head=self.head,
+            base=self.base,
+            config=self.config,
+            model=self.model,
+            complete=self.complete,
+            carried=self.carried,
         )
 
     def marker(self) -> str:
@@ -362,6 +382,8 @@ class StickyState:
                 "findings": self.findings,
                 "p1": self.p1,
                 "max_priority": self.max_priority,
+                "complete": self.complete,
+                "carried": [c.to_json() for c in self.carried],
             }
         )
 

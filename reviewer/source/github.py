@@ -141,6 +141,14 @@ class CheckRunInfo:
     details_url: str
 
 
+@dataclass(frozen=True)
+class PushedChange:
+    """The compare API between an earlier reviewed head and the PR's head (incremental review)."""
+
+    status: str
+    files: tuple[DiffFile, ...]
+
+
 class _BoundedRetry(GithubRetry):
     """GithubRetry that also caps a `Retry-After` sleep, which urllib3 would honour however long."""
 
@@ -476,6 +484,28 @@ class GitHubClient:
     def merge_base(self, repo: str, base: str, head: str) -> str:
         with _translated(f"compare {base}...{head} in {repo}"):
             return self._repo(repo).compare(base, head).merge_base_commit.sha
+
+    def pushed_since(self, repo: str, earlier: str, head: str) -> PushedChange | None:
+        """`GET /compare/{earlier}...{head}`: whether `head` descends from `earlier` (`ahead`) and
+        the files it changed since; None when `earlier` is gone (a force-push let it be collected)."""
+        with _translated(f"compare {earlier[:12]}...{head[:12]} in {repo}"):
+            try:
+                found = self._repo(repo).compare(earlier, head)
+            except GithubException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+            files = tuple(
+                parse_github_file(
+                    filename=f.filename,
+                    status=f.status,
+                    patch=f.patch,
+                    previous_filename=f.previous_filename,
+                    changes=f.changes,
+                )
+                for f in found.files
+            )
+            return PushedChange(status=str(found.status), files=files)
 
     def pull_files(self, repo: str, number: int, *, limit: int = FILES_LIMIT) -> list[DiffFile]:
         """The PR files list (GitHub stops at 3000), parsed; a file without a patch is listed."""

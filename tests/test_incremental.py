@@ -1,0 +1,247 @@
+"""Incremental re-review on a push (issue 7, item 3), against real git history.
+
+The PR's history is a real git repository; the loopback GitHub answers the PR files list and the
+compare API from it, and the loopback model answers like a consistent reviewer (a finding whenever
+the line it is about is in the prompt). What a maintainer would notice is asserted: what reached the
+model, which findings the comment keeps (and with which ids), which inline comments were posted,
+and what the summary says when the review had to be full.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reviewer.publish import StickyState
+from reviewer.pull import PrOutcome, PullJob, SkipRules, review_pull
+from reviewer.report import Report
+from reviewer.source.github import GitHubClient
+from tests.fakes.git_repo import GitRepo
+from tests.fakes.github_server import FakeGitHub
+from tests.fakes.model_server import FakeModelServer, Reply, text
+
+REPO = "octo-org/widgets"
+TOKEN = "fake-token"
+MODEL = "openai/fake-model"
+
+
+def numbered(prefix: str, n: int) -> list[str]:
+    return [f"def {prefix}_{i}(x):\n    return x + {i}\n" for i in range(n)]
+
+
+UTIL_BASE = "".join(numbered("util", 10))
+APP_BASE = "".join(numbered("app", 30))
+DIVIDE = "def divide(a, b):\n    return a / b\n"
+EVAL = "def run(cmd):\n    return eval(cmd)\n"
+FINDINGS = {
+    "return a / b": {
+        "path": "util.py",
+        "priority": "P2",
+        "title": "Division by zero when b is 0",
+        "trigger": "divide(1, 0)",
+        "observation": "raises ZeroDivisionError",
+        "suggestion": "check b first",
+        "quote": "return a / b",
+        "confidence": 0.8,
+    },
+    "return eval(cmd)": {
+        "path": "app.py",
+        "priority": "P1",
+        "title": "eval of caller input",
+        "trigger": "run('__import__(\"os\")')",
+        "observation": "runs arbitrary code",
+        "suggestion": "parse instead of eval",
+        "quote": "return eval(cmd)",
+        "confidence": 0.9,
+    },
+}
+
+
+def consistent_reviewer(body: dict[str, Any]) -> Reply:
+    """Reports each known defect whose line is in the prompt (at the line the prompt numbers it)."""
+    prompt = body["messages"][-1]["content"]
+    if '"verdicts"' in prompt:
+        return text('{"verdicts": []}')
+    found = []
+    for quote, item in FINDINGS.items():
+        for row in prompt.splitlines():
+            if row.rstrip().endswith(quote) and row.split()[0].isdigit():
+                found.append({**item, "line": int(row.split()[0])})
+                break
+    return text(json.dumps({"findings": found, "exclusions": [], "signals": []}))
+
+
+class Pr:
+    """PR #7 of REPO: a feature branch in a real repository, seen through the loopback GitHub."""
+
+    def __init__(self, tmp: Path, gh: FakeGitHub) -> None:
+        self.git = GitRepo(tmp / "repo")
+        self.gh = gh
+        self.base = self.git.commit({"util.py": UTIL_BASE, "app.py": APP_BASE}, "base")
+        self.git.checkout(self.base, new_branch="feature")
+        gh.use_git(REPO, self.git)
+
+    def open(self, head: str) -> None:
+        self.gh.add_pull(
+            REPO, 7, head_sha=head, base_sha=self.base, merge_base_sha=self.base, files=self.files(head)
+        )
+
+    def push(self, head: str) -> None:
+        self.gh.set_head(REPO, 7, head, files=self.files(head))
+
+    def files(self, head: str) -> list[dict[str, Any]]:
+        return self.git.entries(self.base, head)
+
+
+@pytest.fixture
+def gh(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
+    monkeypatch.setenv("IMREVIEW_STATE_KEY", "incremental-test-key")
+    with FakeGitHub() as server:
+        server.add_token(TOKEN, login="alice")
+        server.add_repo(REPO)
+        yield server
+
+
+@pytest.fixture
+def model() -> Iterator[FakeModelServer]:
+    with FakeModelServer(handler=consistent_reviewer) as server:
+        yield server
+
+
+@pytest.fixture
+def pr(tmp_path: Path, gh: FakeGitHub) -> Pr:
+    return Pr(tmp_path, gh)
+
+
+def review(gh: FakeGitHub, model: FakeModelServer, **overrides: Any) -> PrOutcome:
+    job = PullJob(
+        repo=REPO,
+        number=7,
+        overrides={"model": MODEL, "api_base": model.api_base, **overrides},
+        skip=SkipRules(),
+        post_comment=True,
+        inline_comments=True,
+    )
+    client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+    return review_pull(client, job, warn=lambda message: print(message, file=sys.stderr))
+
+
+def report_of(outcome: PrOutcome) -> Report:
+    assert outcome.report is not None, outcome.summary
+    return outcome.report
+
+
+def prompts(model: FakeModelServer, start: int = 0) -> str:
+    return "\n".join(
+        r["messages"][-1]["content"]
+        for r in model.requests[start:]
+        if '"verdicts"' not in r["messages"][-1]["content"]
+    )
+
+
+def inline_ids(gh: FakeGitHub) -> list[str]:
+    """Finding ids of every inline comment posted, from the review markers."""
+    ids: list[str] = []
+    for r in gh.requests_to("POST", r"/pulls/7/reviews$"):
+        marker = r.body["body"].rstrip().rpartition("\n")[2]
+        ids += json.loads(marker[len("<!-- imreview:review v1 ") : -len(" -->")])["ids"]
+    return ids
+
+
+def first_review(pr: Pr, gh: FakeGitHub, model: FakeModelServer) -> tuple[str, Report]:
+    """Both files changed: a division in util.py, an eval in app.py; both are found."""
+    head = pr.git.commit({"util.py": UTIL_BASE + DIVIDE, "app.py": EVAL + APP_BASE}, "feature")
+    pr.open(head)
+    report = report_of(review(gh, model))
+    assert report.incremental is not None and report.incremental.reason == "no_prior_review"
+    assert {f.title for f in report.findings} == {"Division by zero when b is 0", "eval of caller input"}
+    return head, report
+
+
+def test_a_push_touching_one_file_sends_only_its_new_hunk_and_carries_the_rest(
+    pr: Pr, gh: FakeGitHub, model: FakeModelServer
+) -> None:
+    h1, first = first_review(pr, gh, model)
+    ids = {f.path: f.id for f in first.findings}
+    assert sorted(inline_ids(gh)) == sorted(ids.values())
+    sent_before = len(model.requests)
+
+    h2 = pr.git.commit({"app.py": EVAL + APP_BASE + "def late(x):\n    return x * 99\n"}, "push")
+    pr.push(h2)
+    outcome = review(gh, model)
+    report = report_of(outcome)
+
+    seen = prompts(model, sent_before)
+    assert "return x * 99" in seen, "the pushed hunk reached the model"
+    assert "return a / b" not in seen and "util.py" not in seen, "util.py did not change: not re-sent"
+    assert "return eval(cmd)" not in seen, "app.py's first hunk did not change: not re-sent"
+    inc = report.incremental
+    assert inc is not None and (inc.mode, inc.since, inc.hunks_sent, inc.hunks_carried) == ("incremental", h1, 1, 2)
+    assert {f.path: f.id for f in report.findings} == ids, "carried findings keep their ids"
+    assert all(f.carried_from == h1 for f in report.findings)
+    assert sorted(inline_ids(gh)) == sorted(ids.values()), "no inline comment is posted again"
+    coverage = {c.path: c.reviewed_at for c in report.coverage.files}
+    assert coverage == {"util.py": h1, "app.py": h2}
+    assert report.verdict == "findings"
+    (comment,) = gh.comments(REPO, 7)
+    assert "Incremental review: only what changed since" in comment["body"]
+    assert "Carried from the review of" in comment["body"]
+    state = StickyState.parse(comment["body"])
+    assert state is not None and state.complete and {c.id for c in state.carried} == set(ids.values())
+    assert "| reviewed at |" in outcome.summary and "| this run |" in outcome.summary
+    assert gh.violations == []
+
+
+def test_a_finding_whose_line_changed_is_dropped_and_one_re_found_keeps_its_id(
+    pr: Pr, gh: FakeGitHub, model: FakeModelServer
+) -> None:
+    _, first = first_review(pr, gh, model)
+    ids = {f.path: f.id for f in first.findings}
+    fixed = "def divide(a, b):\n    return a / b if b else 0\n"
+    h2 = pr.git.commit({"util.py": UTIL_BASE + fixed, "app.py": "import os\n" + EVAL + APP_BASE}, "fix")
+    pr.push(h2)
+    report = report_of(review(gh, model))
+
+    inc = report.incremental
+    assert inc is not None and inc.mode == "incremental" and inc.findings_dropped == 1
+    assert [f.path for f in report.findings] == ["app.py"], "the division was fixed: its finding is gone"
+    (kept,) = report.findings
+    assert kept.id == ids["app.py"] and kept.carried_from is None, "re-found in the re-sent hunk, same id"
+    assert sorted(inline_ids(gh)) == sorted(ids.values())
+
+
+def test_a_force_push_is_a_full_review_and_says_why(pr: Pr, gh: FakeGitHub, model: FakeModelServer) -> None:
+    h1, _ = first_review(pr, gh, model)
+    pr.git.checkout(pr.base)
+    pr.git.git("branch", "-f", "feature", pr.base)
+    pr.git.checkout("feature")
+    h2 = pr.git.commit({"util.py": UTIL_BASE + DIVIDE, "app.py": EVAL + APP_BASE + "# rebased\n"}, "rewritten")
+    pr.push(h2)
+    sent_before = len(model.requests)
+    outcome = review(gh, model)
+    report = report_of(outcome)
+
+    inc = report.incremental
+    assert inc is not None and (inc.mode, inc.reason, inc.since) == ("full", "force_push", h1)
+    assert "return a / b" in prompts(model, sent_before), "everything reached the model again"
+    assert all(f.carried_from is None for f in report.findings)
+    assert f"does not descend from `{h1[:7]}`" in outcome.summary
+    (comment,) = gh.comments(REPO, 7)
+    assert "Full review: the head does not descend from" in comment["body"]
+
+
+def test_a_config_change_is_a_full_review(pr: Pr, gh: FakeGitHub, model: FakeModelServer) -> None:
+    first_review(pr, gh, model)
+    h2 = pr.git.commit({"app.py": EVAL + APP_BASE + "def late(x):\n    return x * 99\n"}, "push")
+    pr.push(h2)
+    sent_before = len(model.requests)
+    report = report_of(review(gh, model, instructions="Look hard at error handling."))
+
+    inc = report.incremental
+    assert inc is not None and (inc.mode, inc.reason) == ("full", "config_changed")
+    assert "return a / b" in prompts(model, sent_before)
