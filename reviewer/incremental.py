@@ -221,7 +221,8 @@ class Prior:
 
 
 def full_reason(prior: Prior | None, *, head: str, base: str, config_digest: str, model: str) -> str | None:
-    """Why this run must review everything, or None when an incremental review may be tried."""
+    """Why this run must review everything, or None when the push's diff is worth reading: for an
+    incremental review, or (`prior.complete` false) to send what the push changed first."""
     if prior is None or not _SHA.match(prior.head):
         return "no_prior_review"
     if prior.head == head:
@@ -232,8 +233,6 @@ def full_reason(prior: Prior | None, *, head: str, base: str, config_digest: str
         return "model_changed"
     if prior.config != config_digest:
         return "config_changed"
-    if not prior.complete:
-        return "prior_incomplete"
     return None
 
 
@@ -248,18 +247,27 @@ def compare_reason(status: str, files: int) -> str | None:
 
 @dataclass(frozen=True)
 class Increment:
-    """An incremental review's plan: which PR hunks go to the model and which findings may carry."""
+    """What a review after a push sends: the PR hunks to (re-)send, the earlier findings that may
+    carry, and the hunks the push touched (`first`: planned before the others). With `reason`
+    `incremental` the rest of the PR keeps the earlier review; otherwise (`prior_incomplete`) the
+    whole PR is sent, what the push changed first, so a tight budget or per-PR cap pays for that."""
 
     since: str
     resend: frozenset[tuple[str, int]]
     carried: tuple[Finding, ...]
     dropped: tuple[str, ...]
     hunks_total: int
+    first: frozenset[tuple[str, int]] = frozenset()
+    reason: str = "incremental"
+
+    @property
+    def carries(self) -> bool:
+        return self.reason == "incremental"
 
     def info(self, findings_carried: int, findings_dropped: int) -> Incremental:
         return Incremental(
-            mode="incremental",
-            reason="incremental",
+            mode="incremental" if self.carries else "full",
+            reason=self.reason,
             since=self.since,
             hunks_sent=len(self.resend),
             hunks_carried=self.hunks_total - len(self.resend),
@@ -292,6 +300,17 @@ def increment(prior: Prior, pushed: Sequence[DiffFile], files: Sequence[DiffFile
 
     index = LineIndex.build(files)
     by_path = {f.path: f for f in files}
+    if not prior.complete:
+        everything = frozenset((f.path, h.index) for f in files for h in f.hunks)
+        return Increment(
+            since=prior.head,
+            resend=everything,
+            carried=(),
+            dropped=(),
+            hunks_total=len(everything),
+            first=frozenset(resend),
+            reason="prior_incomplete",
+        )
     carried: list[Finding] = []
     dropped: list[str] = []
     for c in prior.carried:
@@ -306,6 +325,7 @@ def increment(prior: Prior, pushed: Sequence[DiffFile], files: Sequence[DiffFile
         carried=tuple(carried),
         dropped=tuple(dropped),
         hunks_total=sum(len(f.hunks) for f in files),
+        first=frozenset(resend),
     )
 
 

@@ -700,6 +700,7 @@ def make_plan(
     overhead: Callable[[str], int] = lambda nonce: 0,
     measure: Callable[[str, str, str], int] | None = None,
     only: Collection[tuple[str, int]] | None = None,
+    first: Collection[tuple[str, int]] = (),
     first_id: int = 0,
     context: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None = None,
     context_share: float = 0.0,
@@ -713,7 +714,8 @@ def make_plan(
     after that. `unit_tokens` caps a unit's diff text; `overhead(nonce)` is what a request costs
     without its diff and `measure(nonce, text, context_text)` (when given) counts the finished
     request, so the plan holds what will be sent. `only` restricts the plan to those hunks
-    (re-planning after a context-exceeded answer) and `first_id` numbers its units. `read_file(path)`
+    (re-planning after a context-exceeded answer) and `first_id` numbers its units; `first` hunks
+    (what a push changed) are placed before all others, whatever their risk. `read_file(path)`
     returns the head text (None when unavailable) and is called at most once per file, only for
     hunks that want context. `context(file, hunk)` gives a hunk's repository context
     (reviewer.context), ranked; each unit holds what its hunks ask for, up to `context_share` of
@@ -742,7 +744,7 @@ def make_plan(
             for h in f.hunks
             if only is None or (f.path, h.index) in only
         ),
-        key=lambda item: (-item[0], item[1].path, item[2].index),
+        key=lambda item: ((item[1].path, item[2].index) not in first, -item[0], item[1].path, item[2].index),
     )
     heads: dict[str, list[str] | None] = {}
 

@@ -222,6 +222,7 @@ def review_pull(
     budget = budget_for(config) if budget_for is not None else Budget(config.limits)
     if cap_left is not None and cap_left < budget.limits.cost_usd:
         budget = Budget(dataclasses.replace(budget.limits, cost_usd=cap_left))
+    client.wait_within(budget.limits.seconds)
     increment, increment_info = plan_increment(
         client, job.repo, change, prior.state, config=config, renderer=renderer
     )
@@ -292,7 +293,8 @@ def plan_increment(
     renderer: Renderer,
 ) -> tuple[Increment | None, Incremental]:
     """An incremental review when our signed state allows one and the push descends from the head
-    it reviewed (one compare request); otherwise None and why the review is full."""
+    it reviewed (one compare request); otherwise None and why the review is full. After an
+    incomplete review the whole PR is sent, what the push changed first."""
     snapshot = change.snapshot
     prior = state.prior() if state is not None else None
     since = prior.head if prior is not None else None
@@ -312,7 +314,8 @@ def plan_increment(
     reason = "force_push" if pushed is None else incremental.compare_reason(pushed.status, len(pushed.files))
     if reason is not None or pushed is None:
         return None, incremental.full(reason or "force_push", since)
-    return incremental.increment(prior, pushed.files, change.files), incremental.full("incremental", since)
+    planned = incremental.increment(prior, pushed.files, change.files)
+    return planned, incremental.full(planned.reason, since)
 
 
 def _policy_skip(info: PullInfo, rules: SkipRules) -> tuple[str, str] | None:

@@ -191,7 +191,11 @@ def analyse(
     finder = _ContextFinder(files, corpus, warnings) if client is not None and corpus is not None else None
     planner = _Planner(config, client, renderer, change, files, read_head, finder)
     with reporter.stage("plan"):
-        plan = planner.plan(budget, only=increment.resend if increment is not None else None)
+        plan = planner.plan(
+            budget,
+            only=increment.resend if increment is not None else None,
+            first=increment.first if increment is not None else (),
+        )
     window = planner.window
     if client is not None and any(x.reason == "budget" for x in plan.unplaced):
         budget.mark_exhausted()
@@ -220,7 +224,7 @@ def analyse(
     cov = incremental.stamp_coverage(
         cov,
         head=head,
-        since=increment.since if increment is not None else None,
+        since=increment.since if increment is not None and increment.carries else None,
         sent={path for path, _ in answered},
     )
     gaps += _coverage_gaps(
@@ -412,7 +416,12 @@ class _Planner:
         return self.client.count_request(self.messages(units_text, nonce, context_text), fnd.ANSWER_SCHEMA)
 
     def plan(
-        self, budget: Budget, *, only: Collection[tuple[str, int]] | None = None, first_id: int = 0
+        self,
+        budget: Budget,
+        *,
+        only: Collection[tuple[str, int]] | None = None,
+        first: Collection[tuple[str, int]] = (),
+        first_id: int = 0,
     ) -> Plan:
         """The whole plan for what `budget` has left; without a model, only coverage matters."""
         client, config = self.client, self.config
@@ -422,6 +431,7 @@ class _Planner:
             "read_file": self.read_file,
             "redact": rules.redact,
             "only": only,
+            "first": first,
             "first_id": first_id,
         }
         if client is None:

@@ -134,12 +134,32 @@ class RunBudget:
         limits = dataclasses.replace(config.limits, cost_usd=self.cost_left(), seconds=self.seconds_left())
         return Budget(limits)
 
+    def out_of_time(self) -> bool:
+        """No time left, or less than the longest PR of this run took."""
+        return self.seconds_left() <= 0 or self.seconds_left() < self.longest_pr_seconds
+
+    def early_deferral(self, config: Config, price: tuple[float, float] | None) -> str:
+        """Why the next PR is deferred before any request for it (its file list, its comments), or
+        "": the run is out of time, or its money cannot pay for even one call's prompt."""
+        if self.out_of_time():
+            return "seconds"
+        if config.limits.cost_usd <= 0 or self.cost_left() <= 0:
+            return "budget"
+        if price is not None and minimal_call_cost(price) > self.cost_left():
+            return "budget"
+        return ""
+
     def record(self, cost_usd: float | None, seconds: float) -> None:
         if cost_usd is None:
             self.cost_known = False
         else:
             self.spent += cost_usd
         self.longest_pr_seconds = max(self.longest_pr_seconds, seconds)
+
+
+def minimal_call_cost(price: tuple[float, float]) -> float:
+    """The least one review call reserves: its prompt without any diff, with the reservation margin."""
+    return PROMPT_OVERHEAD_TOKENS * price[0] * MARGIN_PERCENT / 100
 
 
 def estimated_cost(change: Change, config: Config, price: tuple[float, float] | None) -> float | None:
@@ -342,15 +362,19 @@ def _review_one(
     notices: TextIO | None,
 ) -> ScanRow:
     def admit(change: Change, config: Config) -> str:
-        if run.seconds_left() <= 0 or run.seconds_left() < run.longest_pr_seconds:
-            return "seconds"
-        if config.limits.cost_usd <= 0 or run.cost_left() <= 0:
-            return "budget"
+        early = run.early_deferral(config, price)
+        if early:
+            return early
         needed = estimated_cost(change, config, price)
         if needed is not None and needed > run.cost_left():
             return "budget"
         return ""
 
+    if job.config is not None:
+        early = run.early_deferral(job.config, price)
+        if early:
+            return ScanRow(pull.number, pull.title, pull.url, "deferred", early)
+    client.wait_within(run.seconds_left())
     try:
         outcome = review_pull(
             client,

@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
-from reviewer.publish import StickyState
+from reviewer.diff import DiffFile, parse_github_file
+from reviewer.incremental import map_line, to_carry
+from reviewer.publish import StickyState, state_marker
 from reviewer.pull import PrOutcome, PullJob, SkipRules, review_pull
-from reviewer.report import Report
+from reviewer.report import Finding, Report
 from reviewer.source.github import GitHubClient
 from tests.fakes.git_repo import GitRepo
 from tests.fakes.github_server import FakeGitHub
@@ -181,7 +183,12 @@ def test_a_push_touching_one_file_sends_only_its_new_hunk_and_carries_the_rest(
     assert "return a / b" not in seen and "util.py" not in seen, "util.py did not change: not re-sent"
     assert "return eval(cmd)" not in seen, "app.py's first hunk did not change: not re-sent"
     inc = report.incremental
-    assert inc is not None and (inc.mode, inc.since, inc.hunks_sent, inc.hunks_carried) == ("incremental", h1, 1, 2)
+    assert inc is not None and (inc.mode, inc.since, inc.hunks_sent, inc.hunks_carried) == (
+        "incremental",
+        h1,
+        1,
+        2,
+    )
     assert {f.path: f.id for f in report.findings} == ids, "carried findings keep their ids"
     assert all(f.carried_from == h1 for f in report.findings)
     assert sorted(inline_ids(gh)) == sorted(ids.values()), "no inline comment is posted again"
@@ -220,7 +227,9 @@ def test_a_force_push_is_a_full_review_and_says_why(pr: Pr, gh: FakeGitHub, mode
     pr.git.checkout(pr.base)
     pr.git.git("branch", "-f", "feature", pr.base)
     pr.git.checkout("feature")
-    h2 = pr.git.commit({"util.py": UTIL_BASE + DIVIDE, "app.py": EVAL + APP_BASE + "# rebased\n"}, "rewritten")
+    h2 = pr.git.commit(
+        {"util.py": UTIL_BASE + DIVIDE, "app.py": EVAL + APP_BASE + "# rebased\n"}, "rewritten"
+    )
     pr.push(h2)
     sent_before = len(model.requests)
     outcome = review(gh, model)
@@ -245,3 +254,70 @@ def test_a_config_change_is_a_full_review(pr: Pr, gh: FakeGitHub, model: FakeMod
     inc = report.incremental
     assert inc is not None and (inc.mode, inc.reason) == ("full", "config_changed")
     assert "return a / b" in prompts(model, sent_before)
+
+
+def test_after_an_incomplete_review_a_push_gets_a_full_review_that_says_why(
+    pr: Pr, gh: FakeGitHub, model: FakeModelServer
+) -> None:
+    model.handler = lambda body: text("this is not JSON")
+    head = pr.git.commit({"util.py": UTIL_BASE + DIVIDE, "app.py": EVAL + APP_BASE}, "feature")
+    pr.open(head)
+    first = report_of(review(gh, model))
+    assert first.verdict == "incomplete"
+
+    model.handler = consistent_reviewer
+    h2 = pr.git.commit({"app.py": EVAL + APP_BASE + "def late(x):\n    return x * 99\n"}, "push")
+    pr.push(h2)
+    sent_before = len(model.requests)
+    outcome = review(gh, model)
+    report = report_of(outcome)
+    inc = report.incremental
+    assert inc is not None and (inc.mode, inc.reason, inc.since) == ("full", "prior_incomplete", head)
+    assert "return a / b" in prompts(model, sent_before) and "return x * 99" in prompts(model, sent_before)
+    assert {c.reviewed_at for c in report.coverage.files} == {h2}
+    assert "did not cover the whole pull request" in outcome.summary
+
+
+# --------------------------------------------------------------------------- the pure parts
+
+
+def _delta(patch: str) -> DiffFile:
+    return parse_github_file(filename="m.py", status="modified", patch=patch)
+
+
+def test_lines_are_followed_through_a_push_and_changed_ones_are_none() -> None:
+    delta = _delta("@@ -3,3 +3,4 @@\n c\n-old\n+new\n+more\n e\n@@ -20,0 +22,2 @@\n+x\n+y")
+    assert [map_line(delta, n) for n in (1, 2, 3)] == [1, 2, 3], "above the first change: unmoved"
+    assert map_line(delta, 4) is None, "replaced"
+    assert map_line(delta, 5) == 6, "context inside the hunk follows the insertion"
+    assert [map_line(delta, n) for n in (6, 20)] == [7, 21], "between the hunks: +1"
+    assert map_line(delta, 21) == 24, "after an insertion of two below line 20"
+
+
+def test_a_hand_edited_carried_list_makes_the_state_incomplete() -> None:
+    good = {"id": "0" * 12, "path": "a.py", "line": 3, "end": None, "side": "RIGHT", "p": "P2"}
+    good |= {"title": "t", "fp": "f" * 10, "at": "a" * 40}
+    for bad in (
+        {**good, "line": "3"},
+        {**good, "p": "P0"},
+        {**good, "at": "HEAD"},
+        {**good, "line": True},
+        7,
+    ):
+        body = "x\n\n" + state_marker(
+            {"head": "a" * 40, "base": "b" * 40, "complete": True, "carried": [good, bad]}
+        )
+        state = StickyState.parse(body)
+        assert state is not None and not state.complete and len(state.carried) == 1, bad
+
+
+def test_findings_that_do_not_fit_the_state_make_the_next_review_full() -> None:
+    diff = parse_github_file(filename="a.py", status="added", patch="@@ -0,0 +1,3 @@\n+one\n+two\n+three")
+    findings = [
+        Finding(f"{n:012x}", "P2", f"title {n}", "a.py", n, None, "RIGHT", "", "", "", "", 0.5, "llm", True)
+        for n in (1, 2, 3)
+    ]
+    kept, complete = to_carry(findings, [diff], head="c" * 40)
+    assert len(kept) == 3 and complete
+    kept, complete = to_carry(findings, [diff], head="c" * 40, limit_chars=400)
+    assert 0 < len(kept) < 3 and not complete

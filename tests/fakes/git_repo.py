@@ -63,7 +63,9 @@ class GitRepo:
         return "diverged"
 
     def _is_ancestor(self, a: str, b: str) -> bool:
-        done = subprocess.run(["git", "merge-base", "--is-ancestor", a, b], cwd=self.root, env=_ENV, check=False)
+        done = subprocess.run(
+            ["git", "merge-base", "--is-ancestor", a, b], cwd=self.root, env=_ENV, check=False
+        )
         return done.returncode == 0
 
     def entries(self, base: str, head: str) -> list[dict[str, Any]]:
