@@ -329,6 +329,34 @@ def analyse(
     )
 
 
+def planned_cost(
+    change: Change,
+    config: Config,
+    *,
+    renderer: Renderer,
+    client_factory: Callable[[Config, Budget, Warn], ModelClient] | None = None,
+) -> float | None:
+    """What reviewing all of `change` would reserve, as the planner would pack it within the PR's
+    own token and call limits (money unbounded), before any call: each unit's request as it will be
+    sent and its answer's `max_tokens`, priced and held with the margin as the ledger holds them
+    (`Budget.reserve` applies it to the whole estimate). No context is read, so no
+    request reaches GitHub. 0 without a model or credentials (no call is made); None when the
+    price is unknown. Verification calls come on top, and only when budget is left."""
+    if not config.model:
+        return 0.0
+    budget = Budget(dataclasses.replace(config.limits, cost_usd=float("inf")))
+    client = (client_factory or _default_client)(config, budget, lambda message: None)
+    if client.credentials_missing():
+        return 0.0
+    price = client.price(client.models[0])
+    if price is None:
+        return None
+    change = _redacted(change)
+    plan = _Planner(config, client, renderer, change, change.files, None).plan(budget)
+    margin = client.margin_percent()
+    return sum((u.input_tokens * price[0] + u.answer_tokens * price[1]) * margin / 100 for u in plan.units)
+
+
 def conclude(
     analysis: Analysis, *, current_head: str | None, outputs: Sequence[gate.OutputSize], renderer: Renderer
 ) -> Report:

@@ -278,6 +278,39 @@ def test_after_an_incomplete_review_a_push_gets_a_full_review_that_says_why(
     assert "did not cover the whole pull request" in outcome.summary
 
 
+def test_the_action_reviews_a_synchronize_push_incrementally(
+    tmp_path: Path, pr: Pr, gh: FakeGitHub, model: FakeModelServer
+) -> None:
+    """The same through the Action's entrypoint: `opened`, then `synchronize` after a push."""
+    from tests.test_action_e2e import TOKEN as ACTION_TOKEN
+    from tests.test_action_e2e import Runner, event_payload
+
+    gh.add_token(ACTION_TOKEN)
+    runner = Runner(tmp_path / "runner", gh.url)
+    inputs = {"model": MODEL, "api_base": model.api_base, "inline_comments": "true"}
+    h1 = pr.git.commit({"util.py": UTIL_BASE + DIVIDE, "app.py": EVAL + APP_BASE}, "feature")
+    pr.open(h1)
+    opened = runner.run("pull_request", event_payload("pull_request.opened", head=h1, base=pr.base), **inputs)
+    assert opened.code == 0, opened.stderr
+    assert opened.outputs["findings"] == "2" and len(inline_ids(gh)) == 2
+    sent_before = len(model.requests)
+
+    h2 = pr.git.commit({"app.py": EVAL + APP_BASE + "def late(x):\n    return x * 99\n"}, "push")
+    pr.push(h2)
+    pushed = runner.run(
+        "pull_request", event_payload("pull_request.synchronize", head=h2, base=pr.base), **inputs
+    )
+    assert pushed.code == 0, pushed.stderr
+    seen = prompts(model, sent_before)
+    assert "return x * 99" in seen and "util.py" not in seen and "return eval(cmd)" not in seen
+    assert pushed.outputs["findings"] == "2", "carried findings still count"
+    assert len(inline_ids(gh)) == 2, "no inline comment posted again"
+    assert "Incremental review: only what changed since" in pushed.summary
+    (comment,) = gh.comments(REPO, 7)
+    assert "Carried from the review of" in comment["body"]
+    assert gh.violations == []
+
+
 # --------------------------------------------------------------------------- the pure parts
 
 

@@ -17,7 +17,9 @@ import pytest
 
 from reviewer.config import build_config, parse_config_text
 from reviewer.publish import sign_sticky, state_key
-from reviewer.scan import MATRIX_MAX, estimated_cost
+from reviewer.render import Renderer
+from reviewer.review import planned_cost
+from reviewer.scan import MATRIX_MAX
 from reviewer.source.github import GitHubClient, GitHubSource
 from tests.conftest import cli_env, run_cli
 from tests.factories import fake_github
@@ -243,10 +245,11 @@ def test_run_budget_that_fits_three_prs_reviews_three_and_defers_seven(
     gh.add_content(REPO, "main", ".github/imreview.yml", PRICES)
     model.handler = quiet_model
     config = build_config(
-        file_layer=parse_config_text(PRICES, "imreview.yml"), env={}, overrides={"model": MODEL}
+        file_layer=parse_config_text(PRICES, "imreview.yml"), env={}, overrides=with_model(model)
     )
     price = (10 / 1e6, 20 / 1e6)
-    needed = estimated_cost(GitHubSource(GitHubClient(TOKEN, gh.url), REPO, 1).change(), config, price)
+    change = GitHubSource(GitHubClient(TOKEN, gh.url), REPO, 1).change()
+    needed = planned_cost(change, config, renderer=Renderer())
     assert needed is not None and needed > 0
     per_pr = 10 * price[0] + 5 * price[1]
     run_budget = 2 * per_pr + needed + per_pr / 2
