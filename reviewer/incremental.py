@@ -213,21 +213,23 @@ class Prior:
     """What the signed state says about the last review (see `StickyState`)."""
 
     head: str
-    base: str
+    merge_base: str
     config: str
     model: str
     complete: bool
     carried: tuple[CarriedFinding, ...]
 
 
-def full_reason(prior: Prior | None, *, head: str, base: str, config_digest: str, model: str) -> str | None:
+def full_reason(
+    prior: Prior | None, *, head: str, merge_base: str, config_digest: str, model: str
+) -> str | None:
     """Why this run must review everything, or None when the push's diff is worth reading: for an
     incremental review, or (`prior.complete` false) to send what the push changed first."""
     if prior is None or not _SHA.match(prior.head):
         return "no_prior_review"
     if prior.head == head:
         return "same_head"
-    if prior.base != base:
+    if not merge_base or prior.merge_base != merge_base:
         return "base_changed"
     if prior.model != model:
         return "model_changed"

@@ -55,6 +55,7 @@ STATE_KEYS: tuple[str, ...] = (
     "findings",
     "p1",
     "max_priority",
+    "merge_base",
     "complete",
     "carried",
 )
@@ -330,6 +331,7 @@ class StickyState:
     findings: int = 0
     p1: int = 0
     max_priority: str = ""
+    merge_base: str = ""
     complete: bool = False
     carried: tuple[CarriedFinding, ...] = ()
 
@@ -353,6 +355,7 @@ class StickyState:
             findings=_count(data.get("findings")),
             p1=_count(data.get("p1")),
             max_priority=_text(data.get("max_priority")),
+            merge_base=_text(data.get("merge_base")),
             complete=data.get("complete") is True and all(c is not None for c in items),
             carried=tuple(c for c in items if c is not None),
         )
@@ -361,7 +364,7 @@ class StickyState:
         """What an incremental review needs of this state (trusted only once `proven_ours`)."""
         return Prior(
             head=self.head,
-            base=self.base,
+            merge_base=self.merge_base,
             config=self.config,
             model=self.model,
             complete=self.complete,
@@ -382,6 +385,7 @@ class StickyState:
                 "findings": self.findings,
                 "p1": self.p1,
                 "max_priority": self.max_priority,
+                "merge_base": self.merge_base,
                 "complete": self.complete,
                 "carried": [c.to_json() for c in self.carried],
             }

@@ -301,7 +301,7 @@ def plan_increment(
     reason = incremental.full_reason(
         prior,
         head=snapshot.head.sha,
-        base=snapshot.base.sha,
+        merge_base=snapshot.merge_base,
         config_digest=config_hash(config, renderer.templates_digest()),
         model=config.model or "",
     )

@@ -68,6 +68,7 @@ def state_for(
         findings=len(report.findings),
         p1=counts["P1"],
         max_priority=max_priority(report),
+        merge_base=report.snapshot.merge_base,
         complete=complete and report.verdict != "incomplete",
         carried=carry,
     )

@@ -244,6 +244,29 @@ def test_a_force_push_is_a_full_review_and_says_why(pr: Pr, gh: FakeGitHub, mode
     assert "Full review: the head does not descend from" in comment["body"]
 
 
+def test_the_base_branch_moving_keeps_it_incremental_merging_it_in_does_not(
+    pr: Pr, gh: FakeGitHub, model: FakeModelServer
+) -> None:
+    h1, _ = first_review(pr, gh, model)
+    pr.git.checkout("main")
+    moved = pr.git.commit({"other.py": "x = 1\n"}, "main moves on")
+    pr.git.checkout("feature")
+    gh.set_base(REPO, 7, moved)
+    h2 = pr.git.commit({"app.py": EVAL + APP_BASE + "def late(x):\n    return x * 99\n"}, "push")
+    pr.push(h2)
+    report = report_of(review(gh, model))
+    inc = report.incremental
+    assert inc is not None and (inc.mode, inc.since) == ("incremental", h1), "same merge base, same diff"
+
+    pr.git.git("merge", "-q", "--no-edit", "main")
+    h3 = pr.git.head()
+    pr.base = moved
+    pr.push(h3)
+    report = report_of(review(gh, model))
+    inc = report.incremental
+    assert inc is not None and (inc.mode, inc.reason, inc.since) == ("full", "base_changed", h2)
+
+
 def test_a_config_change_is_a_full_review(pr: Pr, gh: FakeGitHub, model: FakeModelServer) -> None:
     first_review(pr, gh, model)
     h2 = pr.git.commit({"app.py": EVAL + APP_BASE + "def late(x):\n    return x * 99\n"}, "push")

@@ -535,6 +535,11 @@ class FakeGitHub:
             if files is not None:
                 pull.files = [self._complete_entry(repo, sha, f) for f in files]
 
+    def set_base(self, repo: str, number: int, sha: str) -> None:
+        """The base branch moved: GitHub reports its new tip as the PR's `base.sha`."""
+        with self._lock:
+            self._pulls[(repo, number)].base_sha = sha
+
     def add_comment(
         self, repo: str, number: int, body: str, *, login: str = ACTIONS_BOT, kind: str = "Bot"
     ) -> int:
