@@ -18,6 +18,8 @@ cover the whole PR) is a full review, and `reason` says why. Pure: the compare r
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import hashlib
 import json
@@ -47,7 +49,8 @@ REASONS = (
 COMPARE_FILES_CAP = 300
 """The compare API lists at most 300 files: a push that reached the cap may have touched more."""
 CARRY_LIMIT_CHARS = 12_000
-"""What the carried findings may take of the sticky marker, so the comment body keeps its room."""
+"""What the carried findings may take of the sticky marker (encoded), so the comment body keeps
+its room under GitHub's 65,536 characters."""
 TITLE_CHARS = 160
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _WS = re.compile(r"\s+")
@@ -125,6 +128,27 @@ class CarriedFinding:
         )
 
 
+def pack(carried: Sequence[CarriedFinding]) -> str:
+    """The carried findings as the state keeps them: base64 of their JSON, because titles and paths
+    are model and PR text and the marker must stay inert (no mention, no marker look-alike)."""
+    text = json.dumps([c.to_json() for c in carried], separators=(",", ":"), ensure_ascii=False)
+    return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def unpack(value: Any) -> tuple[tuple[CarriedFinding, ...], bool]:
+    """(findings, intact): anything malformed reads as not intact, and the next review is full."""
+    if not isinstance(value, str):
+        return (), False
+    try:
+        items = json.loads(base64.urlsafe_b64decode(value.encode("ascii")).decode("utf-8"))
+    except (ValueError, UnicodeError, binascii.Error):
+        return (), False
+    if not isinstance(items, list):
+        return (), False
+    parsed = [CarriedFinding.from_json(item) for item in items]
+    return tuple(c for c in parsed if c is not None), all(c is not None for c in parsed)
+
+
 def _is_line(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
@@ -186,8 +210,8 @@ def to_carry(
             found_at=f.carried_from or head,
             confidence=round(f.confidence, 2),
         )
-        size = len(json.dumps(item.to_json(), ensure_ascii=True)) + 1
-        if used + size > limit_chars:
+        size = len(json.dumps(item.to_json(), ensure_ascii=False).encode("utf-8")) + 1
+        if (used + size) * 4 / 3 + 4 > limit_chars:
             complete = False
             continue
         used += size

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from reviewer.errors import GitHubError, NoWriteAccess, Retryable, Unprocessable
-from reviewer.incremental import CarriedFinding, Prior
+from reviewer.incremental import CarriedFinding, Prior, pack, unpack
 from reviewer.render import fit
 from reviewer.report import Finding, Published, priority_rank
 
@@ -341,8 +341,7 @@ class StickyState:
         if data is None:
             return None
         heads = data.get("reviewed_heads")
-        carried = data.get("carried")
-        items = [CarriedFinding.from_json(c) for c in carried] if isinstance(carried, list) else []
+        carried, intact = unpack(data.get("carried", ""))
         return cls(
             head=_text(data.get("head")),
             base=_text(data.get("base")),
@@ -356,8 +355,8 @@ class StickyState:
             p1=_count(data.get("p1")),
             max_priority=_text(data.get("max_priority")),
             merge_base=_text(data.get("merge_base")),
-            complete=data.get("complete") is True and all(c is not None for c in items),
-            carried=tuple(c for c in items if c is not None),
+            complete=data.get("complete") is True and intact,
+            carried=carried,
         )
 
     def prior(self) -> Prior:
@@ -387,7 +386,7 @@ class StickyState:
                 "max_priority": self.max_priority,
                 "merge_base": self.merge_base,
                 "complete": self.complete,
-                "carried": [c.to_json() for c in self.carried],
+                "carried": pack(self.carried),
             }
         )
 

@@ -9,6 +9,7 @@ and what the summary says when the review had to be full.
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from collections.abc import Iterator
@@ -353,6 +354,16 @@ def test_lines_are_followed_through_a_push_and_changed_ones_are_none() -> None:
 def test_a_hand_edited_carried_list_makes_the_state_incomplete() -> None:
     good = {"id": "0" * 12, "path": "a.py", "line": 3, "end": None, "side": "RIGHT", "p": "P2"}
     good |= {"title": "t", "fp": "f" * 10, "at": "a" * 40}
+
+    def state_with(carried: Any) -> StickyState | None:
+        body = "x\n\n" + state_marker(
+            {"head": "a" * 40, "base": "b" * 40, "complete": True, "carried": carried}
+        )
+        return StickyState.parse(body)
+
+    packed = base64.urlsafe_b64encode(json.dumps([good]).encode()).decode()
+    state = state_with(packed)
+    assert state is not None and state.complete and len(state.carried) == 1
     for bad in (
         {**good, "line": "3"},
         {**good, "p": "P0"},
@@ -360,11 +371,11 @@ def test_a_hand_edited_carried_list_makes_the_state_incomplete() -> None:
         {**good, "line": True},
         7,
     ):
-        body = "x\n\n" + state_marker(
-            {"head": "a" * 40, "base": "b" * 40, "complete": True, "carried": [good, bad]}
-        )
-        state = StickyState.parse(body)
+        state = state_with(base64.urlsafe_b64encode(json.dumps([good, bad]).encode()).decode())
         assert state is not None and not state.complete and len(state.carried) == 1, bad
+    for broken in ("not base64!", [good], packed[:-3], base64.urlsafe_b64encode(b"{}").decode()):
+        state = state_with(broken)
+        assert state is not None and not state.complete and state.carried == (), broken
 
 
 def test_findings_that_do_not_fit_the_state_make_the_next_review_full() -> None:
