@@ -307,6 +307,8 @@ def plan_increment(
     )
     if reason is not None or prior is None:
         return None, incremental.full(reason or "no_prior_review", since)
+    if not prior.complete and not config.model:
+        return None, incremental.full("prior_incomplete", since)  # nothing to send first: no compare
     try:
         pushed = client.pushed_since(repo, prior.head, snapshot.head.sha)
     except GitHubError:
