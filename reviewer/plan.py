@@ -700,6 +700,7 @@ def make_plan(
     overhead: Callable[[str], int] = lambda nonce: 0,
     measure: Callable[[str, str, str], int] | None = None,
     only: Collection[tuple[str, int]] | None = None,
+    first: Collection[tuple[str, int]] = (),
     first_id: int = 0,
     context: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None = None,
     context_share: float = 0.0,
@@ -713,7 +714,8 @@ def make_plan(
     after that. `unit_tokens` caps a unit's diff text; `overhead(nonce)` is what a request costs
     without its diff and `measure(nonce, text, context_text)` (when given) counts the finished
     request, so the plan holds what will be sent. `only` restricts the plan to those hunks
-    (re-planning after a context-exceeded answer) and `first_id` numbers its units. `read_file(path)`
+    (re-planning after a context-exceeded answer) and `first_id` numbers its units; `first` hunks
+    (what a push changed) are placed before all others, whatever their risk. `read_file(path)`
     returns the head text (None when unavailable) and is called at most once per file, only for
     hunks that want context. `context(file, hunk)` gives a hunk's repository context
     (reviewer.context), ranked; each unit holds what its hunks ask for, up to `context_share` of
@@ -742,7 +744,7 @@ def make_plan(
             for h in f.hunks
             if only is None or (f.path, h.index) in only
         ),
-        key=lambda item: (-item[0], item[1].path, item[2].index),
+        key=lambda item: ((item[1].path, item[2].index) not in first, -item[0], item[1].path, item[2].index),
     )
     heads: dict[str, list[str] | None] = {}
 
@@ -1040,13 +1042,15 @@ def coverage(
     reviewed_units: Collection[int],
     unsent_reason: Mapping[int, str] | None = None,
     default_unsent: str = "budget",
+    carried: Collection[tuple[str, int]] = (),
 ) -> Coverage:
     """Per-file status from the plan and the units whose answers were used, line by line: a hunk
     is reviewed when every one of its lines was in a reviewed part (slices overlap), and a file
     with some reviewed lines but not all is `partial`. A line no call carried takes the planner's
     reason (`budget`, `context_window`); a line in a unit not reviewed takes that unit's reason from
     `unsent_reason`, else `default_unsent`. With mixed reasons, a run-wide cause (no_model,
-    no_credentials, model_error) is named first, then `context_window`."""
+    no_credentials, model_error) is named first, then `context_window`. `carried` hunks were
+    reviewed by an earlier run and are unchanged since (an incremental review): covered."""
     known = {u.id for u in plan.units}
     unknown = sorted(set(reviewed_units) - known) + sorted(set(unsent_reason or {}) - known)
     if unknown:
@@ -1078,6 +1082,8 @@ def coverage(
             if p.lines is not None and rng:
                 start, end = p.span or span(p.path, p.hunk_index, (rng.start, rng.stop))
                 sliced.setdefault(p.path, []).append(SliceCoverage(p.hunk_index, start, end, done))
+    for path, index in carried:
+        covered.setdefault((path, index), set()).update(positions(path, index, None))
     for x in plan.unplaced:
         key = (x.path, x.hunk_index)
         rng = positions(x.path, x.hunk_index, x.lines)

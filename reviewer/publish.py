@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from reviewer.errors import GitHubError, NoWriteAccess, Retryable, Unprocessable
+from reviewer.incremental import CarriedFinding, Prior, pack, unpack
 from reviewer.render import fit
 from reviewer.report import Finding, Published, priority_rank
 
@@ -54,6 +55,9 @@ STATE_KEYS: tuple[str, ...] = (
     "findings",
     "p1",
     "max_priority",
+    "merge_base",
+    "complete",
+    "carried",
 )
 READ_ONLY_DETAIL = (
     "read-only token (a fork PR, or the workflow lacks `pull-requests: write`): "
@@ -327,6 +331,9 @@ class StickyState:
     findings: int = 0
     p1: int = 0
     max_priority: str = ""
+    merge_base: str = ""
+    complete: bool = False
+    carried: tuple[CarriedFinding, ...] = ()
 
     @classmethod
     def parse(cls, body: str | None) -> StickyState | None:
@@ -334,6 +341,7 @@ class StickyState:
         if data is None:
             return None
         heads = data.get("reviewed_heads")
+        carried, intact = unpack(data.get("carried", ""))
         return cls(
             head=_text(data.get("head")),
             base=_text(data.get("base")),
@@ -346,6 +354,20 @@ class StickyState:
             findings=_count(data.get("findings")),
             p1=_count(data.get("p1")),
             max_priority=_text(data.get("max_priority")),
+            merge_base=_text(data.get("merge_base")),
+            complete=data.get("complete") is True and intact,
+            carried=carried,
+        )
+
+    def prior(self) -> Prior:
+        """What an incremental review needs of this state (trusted only once `proven_ours`)."""
+        return Prior(
+            head=self.head,
+            merge_base=self.merge_base,
+            config=self.config,
+            model=self.model,
+            complete=self.complete,
+            carried=self.carried,
         )
 
     def marker(self) -> str:
@@ -362,6 +384,9 @@ class StickyState:
                 "findings": self.findings,
                 "p1": self.p1,
                 "max_priority": self.max_priority,
+                "merge_base": self.merge_base,
+                "complete": self.complete,
+                "carried": pack(self.carried),
             }
         )
 

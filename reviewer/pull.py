@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from reviewer import gate
+from reviewer import gate, incremental
 from reviewer.budget import Budget
 from reviewer.config import Config, build_config, config_hash, env_layer, load_config_file, parse_config_text
 from reviewer.diff import LineIndex
 from reviewer.errors import ConfigError, GitHubError, NoWriteAccess
 from reviewer.events import skip_reason
+from reviewer.incremental import Increment
 from reviewer.publish import (
     READ_ONLY,
     READ_ONLY_DETAIL,
@@ -34,7 +35,7 @@ from reviewer.publish import (
     upsert_sticky,
 )
 from reviewer.render import Renderer
-from reviewer.report import PRIORITIES, Finding, Published, Report, priority_rank
+from reviewer.report import PRIORITIES, Finding, Incremental, Published, Report, priority_rank
 from reviewer.report_files import ReportDir
 
 if TYPE_CHECKING:
@@ -221,6 +222,10 @@ def review_pull(
     budget = budget_for(config) if budget_for is not None else Budget(config.limits)
     if cap_left is not None and cap_left < budget.limits.cost_usd:
         budget = Budget(dataclasses.replace(budget.limits, cost_usd=cap_left))
+    client.wait_within(budget.limits.seconds)
+    increment, increment_info = plan_increment(
+        client, job.repo, change, prior.state, config=config, renderer=renderer
+    )
     analysis = analyse(
         change,
         config,
@@ -229,7 +234,10 @@ def review_pull(
         renderer=renderer,
         warn=warn,
         corpus=source.context_corpus,
+        increment=increment,
     )
+    if increment is None:
+        analysis = dataclasses.replace(analysis, report=analysis.report.replace(incremental=increment_info))
     report, rendered = finish(
         analysis, source, config, renderer, publisher=writing.publisher, prior=prior.state
     )
@@ -273,6 +281,43 @@ def review_pull(
         report=report,
         rendered=rendered,
     )
+
+
+def plan_increment(
+    client: GitHubClient,
+    repo: str,
+    change: Change,
+    state: StickyState | None,
+    *,
+    config: Config,
+    renderer: Renderer,
+) -> tuple[Increment | None, Incremental]:
+    """An incremental review when our signed state allows one and the push descends from the head
+    it reviewed (one compare request); otherwise None and why the review is full. After an
+    incomplete review the whole PR is sent, what the push changed first."""
+    snapshot = change.snapshot
+    prior = state.prior() if state is not None else None
+    since = prior.head if prior is not None else None
+    reason = incremental.full_reason(
+        prior,
+        head=snapshot.head.sha,
+        merge_base=snapshot.merge_base,
+        config_digest=config_hash(config, renderer.templates_digest()),
+        model=config.model or "",
+    )
+    if reason is not None or prior is None:
+        return None, incremental.full(reason or "no_prior_review", since)
+    if not prior.complete and not config.model:
+        return None, incremental.full("prior_incomplete", since)  # nothing to send first: no compare
+    try:
+        pushed = client.pushed_since(repo, prior.head, snapshot.head.sha)
+    except GitHubError:
+        return None, incremental.full("compare_failed", since)
+    reason = "force_push" if pushed is None else incremental.compare_reason(pushed.status, len(pushed.files))
+    if reason is not None or pushed is None:
+        return None, incremental.full(reason or "force_push", since)
+    planned = incremental.increment(prior, pushed.files, change.files)
+    return planned, incremental.full(planned.reason, since)
 
 
 def _policy_skip(info: PullInfo, rules: SkipRules) -> tuple[str, str] | None:
@@ -571,7 +616,9 @@ def prepare_writing(
 
 
 def _published_findings(findings: Sequence[Finding], limit: int) -> list[Finding]:
-    return [f for f in findings[: max(0, limit)] if f.anchored]
+    """Inline candidates: anchored findings among those published, never one carried from an
+    earlier review (its inline comment, if any, is already on the PR)."""
+    return [f for f in findings[: max(0, limit)] if f.anchored and f.carried_from is None]
 
 
 def viewer_login(client: GitHubClient) -> str:

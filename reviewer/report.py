@@ -86,6 +86,8 @@ class Finding:
     anchored: bool = False
     anchor_reason: str = "not_checked"
     verified: bool | None = None
+    carried_from: str | None = None
+    """The head sha of the earlier review that found it, when carried forward unchanged (incremental)."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,8 @@ class FileCoverage:
     hunks_total: int
     hunks_reviewed: int
     slices: tuple[SliceCoverage, ...] = ()
+    reviewed_at: str | None = None
+    """The head sha whose review covered the file: this run's head, or an earlier one (incremental)."""
 
 
 @dataclass(frozen=True)
@@ -247,6 +251,20 @@ class PlanSummary:
 
 
 @dataclass(frozen=True)
+class Incremental:
+    """Whether this review re-used an earlier one (`mode` `incremental`) or reviewed it all (`full`),
+    and why. `reason` is a machine code (`incremental.REASONS`); `since` the earlier head."""
+
+    mode: Literal["full", "incremental"]
+    reason: str
+    since: str | None = None
+    hunks_sent: int = 0
+    hunks_carried: int = 0
+    findings_carried: int = 0
+    findings_dropped: int = 0
+
+
+@dataclass(frozen=True)
 class Report:
     snapshot: Snapshot
     model: ModelInfo
@@ -263,6 +281,7 @@ class Report:
     warnings: tuple[str, ...] = ()
     mode: str = "direct"
     plan: PlanSummary | None = None
+    incremental: Incremental | None = None
 
     def to_dict(self) -> dict[str, Any]:
         body = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}

@@ -9,14 +9,14 @@ import dataclasses
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reviewer import context as ctx
 from reviewer import findings as fnd
-from reviewer import gate, progress, rules, verify
+from reviewer import gate, incremental, progress, rules, verify
 from reviewer.budget import Budget
 from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
@@ -69,6 +69,10 @@ class Analysis:
     answers_expected: int
     answers_parsed: int
     answers_gapped: int
+    carry: tuple[incremental.CarriedFinding, ...] = ()
+    complete: bool = False
+    """The model findings the sticky state keeps for the next run, and whether the review covered
+    the whole PR with every finding kept (only then may the next push be reviewed incrementally)."""
 
 
 def unit_nonce() -> str:
@@ -141,11 +145,14 @@ def analyse(
     warn: Warn,
     client_factory: Callable[[Config, Budget, Warn], ModelClient] | None = None,
     corpus: Callable[[], ctx.Corpus | None] | None = None,
+    increment: incremental.Increment | None = None,
 ) -> Analysis:
     """Run every stage up to the gate; never raises for model trouble (it becomes gaps).
 
     `budget` is the caller's: one PR's own, or a PR's share of a scan's run budget. `corpus` opens
     the head of the repository for context (`Source.context_corpus`), only when a model will be called.
+    With an `increment`, only its re-sent hunks are planned; the rest keep the earlier review's
+    coverage and findings (see `reviewer.incremental`).
     """
     warnings = _Warnings(warn)
     change, unusable = _unusable_patches(_redacted(change), renderer)
@@ -184,7 +191,11 @@ def analyse(
     finder = _ContextFinder(files, corpus, warnings) if client is not None and corpus is not None else None
     planner = _Planner(config, client, renderer, change, files, read_head, finder)
     with reporter.stage("plan"):
-        plan = planner.plan(budget)
+        plan = planner.plan(
+            budget,
+            only=increment.resend if increment is not None else None,
+            first=increment.first if increment is not None else (),
+        )
     window = planner.window
     if client is not None and any(x.reason == "budget" for x in plan.unplaced):
         budget.mark_exhausted()
@@ -196,7 +207,26 @@ def analyse(
             )
     ok_units = {o.unit_id for o in outcomes if o.status == "ok"}
     unsent = {o.unit_id: _coverage_reason(o.status) for o in outcomes if o.status != "ok"}
-    cov = coverage(plan, files, reviewed_units=ok_units, unsent_reason=unsent, default_unsent=unsent_default)
+    carried_hunks = (
+        {(f.path, h.index) for f in files for h in f.hunks} - increment.resend
+        if increment is not None
+        else set()
+    )
+    answered = {(p.path, p.hunk_index) for u in plan.units if u.id in ok_units for p in u.parts}
+    cov = coverage(
+        plan,
+        files,
+        reviewed_units=ok_units,
+        unsent_reason=unsent,
+        default_unsent=unsent_default,
+        carried=carried_hunks,
+    )
+    cov = incremental.stamp_coverage(
+        cov,
+        head=head,
+        since=increment.since if increment is not None and increment.carries else None,
+        sent={path for path, _ in answered},
+    )
     gaps += _coverage_gaps(
         cov,
         renderer,
@@ -249,6 +279,12 @@ def analyse(
             )
         anchored, exclusions = list(rechecked.findings), [*exclusions, *rechecked.refuted]
 
+    increment_info = None
+    if increment is not None:
+        anchored, kept, dropped = incremental.merge(
+            anchored, increment.carried, answered=answered, index=index
+        )
+        increment_info = increment.info(len(kept), len(increment.dropped) + len(dropped))
     budget_report = budget.report()
     if budget_report.overrun:
         what = ", ".join(f"{o.limit} {o.used:g} of {o.allowed:g}" for o in budget_report.overrun)
@@ -266,7 +302,9 @@ def analyse(
         settings=Settings(language=config.language, max_findings=config.max_findings, fail_on=config.fail_on),
         verdict=gate.verdict(findings=anchored, coverage=cov, gaps=gaps, head_moved=False),
         warnings=tuple(warnings.items),
+        incremental=increment_info,
     )
+    carry, carry_complete = incremental.to_carry(report.findings, files, head=head)
     expected = len(outcomes) - sum(1 for o in outcomes if o.status in ("budget", "context_window"))
     return Analysis(
         report=report.replace(
@@ -286,7 +324,37 @@ def analyse(
         answers_expected=expected,
         answers_parsed=sum(1 for o in outcomes if o.status == "ok"),
         answers_gapped=sum(1 for o in outcomes if o.status in ("unparsed", "model_error")),
+        carry=carry,
+        complete=carry_complete and incremental.coverage_complete(cov, {g.why for g in gaps}),
     )
+
+
+def planned_cost(
+    change: Change,
+    config: Config,
+    *,
+    renderer: Renderer,
+    client_factory: Callable[[Config, Budget, Warn], ModelClient] | None = None,
+) -> float | None:
+    """What reviewing all of `change` would reserve, as the planner would pack it within the PR's
+    own token and call limits (money unbounded), before any call: each unit's request as it will be
+    sent and its answer's `max_tokens`, priced and held with the margin as the ledger holds them
+    (`Budget.reserve` applies it to the whole estimate). No context is read, so no
+    request reaches GitHub. 0 without a model or credentials (no call is made); None when the
+    price is unknown. Verification calls come on top, and only when budget is left."""
+    if not config.model:
+        return 0.0
+    budget = Budget(dataclasses.replace(config.limits, cost_usd=float("inf")))
+    client = (client_factory or _default_client)(config, budget, lambda message: None)
+    if client.credentials_missing():
+        return 0.0
+    price = client.price(client.models[0])
+    if price is None:
+        return None
+    change = _redacted(change)
+    plan = _Planner(config, client, renderer, change, change.files, None).plan(budget)
+    margin = client.margin_percent()
+    return sum((u.input_tokens * price[0] + u.answer_tokens * price[1]) * margin / 100 for u in plan.units)
 
 
 def conclude(
@@ -375,7 +443,14 @@ class _Planner:
         assert self.client is not None
         return self.client.count_request(self.messages(units_text, nonce, context_text), fnd.ANSWER_SCHEMA)
 
-    def plan(self, budget: Budget, *, only: set[tuple[str, int]] | None = None, first_id: int = 0) -> Plan:
+    def plan(
+        self,
+        budget: Budget,
+        *,
+        only: Collection[tuple[str, int]] | None = None,
+        first: Collection[tuple[str, int]] = (),
+        first_id: int = 0,
+    ) -> Plan:
         """The whole plan for what `budget` has left; without a model, only coverage matters."""
         client, config = self.client, self.config
         common: dict[str, Any] = {
@@ -384,6 +459,7 @@ class _Planner:
             "read_file": self.read_file,
             "redact": rules.redact,
             "only": only,
+            "first": first,
             "first_id": first_id,
         }
         if client is None:

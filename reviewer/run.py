@@ -18,6 +18,7 @@ from reviewer.budget import Budget
 from reviewer.config import Config, config_hash
 from reviewer.diff import LineIndex
 from reviewer.errors import UsageError
+from reviewer.incremental import CarriedFinding
 from reviewer.publish import COMMENT_LIMIT, StickyState, echo_untrusted, utf16_len
 from reviewer.render import Renderer, fit
 from reviewer.report import Published, Report
@@ -39,7 +40,13 @@ class Rendered:
 
 
 def state_for(
-    report: Report, config: Config, renderer: Renderer, *, prior: StickyState | None
+    report: Report,
+    config: Config,
+    renderer: Renderer,
+    *,
+    prior: StickyState | None,
+    carry: tuple[CarriedFinding, ...] = (),
+    complete: bool = False,
 ) -> StickyState:
     """The sticky marker's state (DESIGN 6): full shas, config hash, cumulative cost."""
     counts = gate.counts(report.findings)
@@ -61,6 +68,9 @@ def state_for(
         findings=len(report.findings),
         p1=counts["P1"],
         max_priority=max_priority(report),
+        merge_base=report.snapshot.merge_base,
+        complete=complete and report.verdict != "incomplete",
+        carried=carry,
     )
 
 
@@ -69,9 +79,15 @@ def max_priority(report: Report) -> str:
 
 
 def render_bodies(
-    report: Report, config: Config, renderer: Renderer, *, prior: StickyState | None = None
+    report: Report,
+    config: Config,
+    renderer: Renderer,
+    *,
+    prior: StickyState | None = None,
+    carry: tuple[CarriedFinding, ...] = (),
+    complete: bool = False,
 ) -> Rendered:
-    state = state_for(report, config, renderer, prior=prior)
+    state = state_for(report, config, renderer, prior=prior, carry=carry, complete=complete)
     marker = state.marker()
     body = renderer.comment(report.to_dict(), max_findings=config.max_findings)
     if report.snapshot.source == "github" and state.cost_usd is not None:
@@ -99,14 +115,15 @@ def finish(
     prior: StickyState | None = None,
 ) -> tuple[Report, Rendered]:
     """Render → gate → publish (only when publish_ready) → the report with what was published."""
-    rendered = render_bodies(analysis.report, config, renderer, prior=prior)
+    carry, complete = analysis.carry, analysis.complete
+    rendered = render_bodies(analysis.report, config, renderer, prior=prior, carry=carry, complete=complete)
     outputs = [
         gate.OutputSize(
             "comment", utf16_len(rendered.comment), COMMENT_LIMIT + 5_000, rendered.comment_truncated
         )
     ]
     report = conclude(analysis, current_head=source.head_sha(), outputs=outputs, renderer=renderer)
-    rendered = render_bodies(report, config, renderer, prior=prior)
+    rendered = render_bodies(report, config, renderer, prior=prior, carry=carry, complete=complete)
     if publisher is not None:
         if report.gate.publish_ready:
             report = report.replace(published=tuple(publisher(report, rendered.comment, analysis.index)))

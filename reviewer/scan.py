@@ -7,15 +7,16 @@ itself, and the sticky states of the rest come from one repository-wide comment 
 request), so an unchanged PR costs no request of its own, no contents read and no model call.
 Config and templates are read once, from the default branch, for the whole run: every PR is judged
 and reviewed with the same config hash. Reviews go oldest-updated first; cost and seconds are
-shared by the run, tokens and calls stay per PR. A PR whose estimated cost no longer fits what the
-run has left is deferred (listed, never half-reviewed), as are PRs past `scan-limit`.
+shared by the run, tokens and calls stay per PR. A PR whose planned cost (`review.planned_cost`)
+no longer fits what the run has left is deferred (listed, never half-reviewed), as are PRs past
+`scan-limit`; once the run cannot pay for one call or is out of time, the rest are deferred before
+any request of their own.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -24,11 +25,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TextIO
 
-from reviewer.budget import MARGIN_PERCENT, Budget
+from reviewer.budget import Budget
 from reviewer.config import Config, build_config, config_hash, env_layer, load_config_file, parse_config_text
 from reviewer.errors import GitHubError, Retryable
 from reviewer.events import is_bot
-from reviewer.plan import skip_reason as plan_skip_reason
 from reviewer.publish import StickyState, stickies_by_pull
 from reviewer.pull import (
     PrOutcome,
@@ -40,6 +40,7 @@ from reviewer.pull import (
     viewer_login,
 )
 from reviewer.render import Renderer
+from reviewer.review import planned_cost
 
 if TYPE_CHECKING:
     from reviewer.source import Change
@@ -50,10 +51,9 @@ MATRIX_MAX = 256
 COMMENT_PAGES = 10
 """Repository-wide comment pages read for sticky states (1,000 comments); past that, a PR's own
 comments are read when it comes up for review."""
-PROMPT_OVERHEAD_TOKENS = 2_500
-"""System prompt, review instructions and response schema of one call, counted at 3 characters a
-token (measured: about 1,850 for the packaged English templates)."""
-TOKENS_PER_CALL_ESTIMATE = 8_000
+MIN_CALL_INPUT_TOKENS = 1_000
+"""Less than any review request holds: the packaged system prompt, review instructions and response
+schema alone measure about 1,850 tokens. A run that cannot pay for this cannot pay for a call."""
 Status = Literal["reviewed", "skipped", "deferred", "failed", "planned"]
 
 
@@ -134,6 +134,21 @@ class RunBudget:
         limits = dataclasses.replace(config.limits, cost_usd=self.cost_left(), seconds=self.seconds_left())
         return Budget(limits)
 
+    def out_of_time(self) -> bool:
+        """No time left, or less than the longest PR of this run took."""
+        return self.seconds_left() <= 0 or self.seconds_left() < self.longest_pr_seconds
+
+    def early_deferral(self, config: Config, price: tuple[float, float] | None) -> str:
+        """Why the next PR is deferred before any request for it (its file list, its comments), or
+        "": the run is out of time, or its money cannot pay for even one call's prompt."""
+        if self.out_of_time():
+            return "seconds"
+        if config.limits.cost_usd <= 0 or self.cost_left() <= 0:
+            return "budget"
+        if price is not None and minimal_call_cost(price) > self.cost_left():
+            return "budget"
+        return ""
+
     def record(self, cost_usd: float | None, seconds: float) -> None:
         if cost_usd is None:
             self.cost_known = False
@@ -142,28 +157,9 @@ class RunBudget:
         self.longest_pr_seconds = max(self.longest_pr_seconds, seconds)
 
 
-def estimated_cost(change: Change, config: Config, price: tuple[float, float] | None) -> float | None:
-    """What a full review of `change` would reserve at most: its reviewable diff (3 characters a
-    token, line numbers included) plus the prompt of each call, the answers' `max_tokens`, the 15%
-    reservation margin; capped by the PR's own token limits. None when the price is unknown."""
-    if price is None:
-        return None
-    chars = 0
-    for file in change.files:
-        if plan_skip_reason(file, include=config.include, exclude=config.exclude) is not None:
-            continue
-        chars += len(file.path) + 40
-        chars += sum(len(line.text) + 10 for hunk in file.hunks for line in hunk.lines)
-    if chars == 0:
-        return 0.0
-    diff_tokens = chars // 3
-    calls = max(1, math.ceil(diff_tokens / TOKENS_PER_CALL_ESTIMATE))
-    context_tokens = (len(change.snapshot.title) + len(change.body)) // 3
-    input_tokens = min(
-        config.limits.input_tokens, diff_tokens + calls * (PROMPT_OVERHEAD_TOKENS + context_tokens)
-    )
-    output_tokens = min(config.limits.output_tokens, calls * config.max_output_tokens_per_call)
-    return (input_tokens * price[0] + output_tokens * price[1]) * MARGIN_PERCENT / 100
+def minimal_call_cost(price: tuple[float, float]) -> float:
+    """A floor under what one review call reserves (its prompt alone costs more)."""
+    return MIN_CALL_INPUT_TOKENS * price[0]
 
 
 def scan(
@@ -221,7 +217,7 @@ def scan(
                 rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "deferred", "over_limit")
                 continue
             started = run.elapsed()
-            row = _review_one(client, job, pull, run, price, warn, notices)
+            row = _review_one(client, job, pull, run, price, renderer, warn, notices)
             run.record(row.outcome.cost_usd if row.outcome else 0.0, run.elapsed() - started)
             if row.status == "reviewed":
                 reviewed += 1
@@ -338,19 +334,24 @@ def _review_one(
     pull: PullInfo,
     run: RunBudget,
     price: tuple[float, float] | None,
+    run_renderer: Renderer,
     warn: Callable[[str], None],
     notices: TextIO | None,
 ) -> ScanRow:
     def admit(change: Change, config: Config) -> str:
-        if run.seconds_left() <= 0 or run.seconds_left() < run.longest_pr_seconds:
-            return "seconds"
-        if config.limits.cost_usd <= 0 or run.cost_left() <= 0:
-            return "budget"
-        needed = estimated_cost(change, config, price)
+        early = run.early_deferral(config, price)
+        if early:
+            return early
+        needed = planned_cost(change, config, renderer=run_renderer)
         if needed is not None and needed > run.cost_left():
             return "budget"
         return ""
 
+    if job.config is not None:
+        early = run.early_deferral(job.config, price)
+        if early:
+            return ScanRow(pull.number, pull.title, pull.url, "deferred", early)
+    client.wait_within(run.seconds_left())
     try:
         outcome = review_pull(
             client,

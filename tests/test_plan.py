@@ -381,3 +381,11 @@ def test_mode_change_and_empty_file_are_reviewed_with_zero_hunks() -> None:
         "run.sh": ("reviewed", None, 0, 0),
         "src/__init__.py": ("reviewed", None, 0, 0),
     }
+
+
+def test_hunks_a_push_changed_are_planned_before_riskier_ones() -> None:
+    """After an incomplete review, what the push changed is reviewed first whatever its risk."""
+    same = ["value = compute(a, b)", "return value"]
+    patch = added_file("README.md", same) + added_file("src/auth/login.py", same)
+    plan, _ = plan_of(patch, unit_tokens=40, first={("README.md", 0)})
+    assert [[p.path for p in u.parts] for u in plan.units] == [["README.md"], ["src/auth/login.py"]]

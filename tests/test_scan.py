@@ -17,7 +17,9 @@ import pytest
 
 from reviewer.config import build_config, parse_config_text
 from reviewer.publish import sign_sticky, state_key
-from reviewer.scan import MATRIX_MAX, estimated_cost
+from reviewer.render import Renderer
+from reviewer.review import planned_cost
+from reviewer.scan import MATRIX_MAX
 from reviewer.source.github import GitHubClient, GitHubSource
 from tests.conftest import cli_env, run_cli
 from tests.factories import fake_github
@@ -140,6 +142,73 @@ def test_two_scans_in_a_row_review_once_and_then_only_what_changed(
     assert gh.violations == []
 
 
+def test_two_scans_of_300_prs_in_mixed_states_leave_unchanged_prs_alone(
+    gh: FakeGitHub, model: FakeModelServer, runner: Runner
+) -> None:
+    """Drafts, bots, unlabelled, already reviewed, changed since and never reviewed, mixed: the first
+    scan reviews exactly the changed and new ones; the second makes no model call, reads no file
+    contents and sends no request for any single PR."""
+    model.handler = quiet_model
+    label = {"scan_labels": "review-me"}
+    gh.add_pull(
+        REPO,
+        1,
+        head_sha=sha(1),
+        base_sha=BASE,
+        labels=["review-me"],
+        files=[diff_entry("m1.py", patch_for(1))],
+    )
+    seeded = runner.run("schedule", SCHEDULE, **label, **with_model(model))
+    assert seeded.code == 0, seeded.stderr
+    state = marker_state(gh.comments(REPO, 1)[0]["body"])
+    key = state_key({"IMREVIEW_STATE_KEY": "e2e-state-key"})
+    expected: set[int] = set()
+    for n in range(2, 301):
+        kind = n % 10
+        gh.add_pull(
+            REPO,
+            n,
+            head_sha=sha(n),
+            base_sha=BASE,
+            draft=kind == 1,
+            author="renovate[bot]" if kind == 2 else "octocat",
+            author_type="Bot" if kind == 2 else "User",
+            labels=[] if kind == 3 else ["review-me"],
+            files=[diff_entry(f"m{n}.py", patch_for(n))],
+        )
+        if kind in (1, 2, 3):
+            continue
+        if kind == 5 and n <= 60:
+            expected.add(n)  # never reviewed
+            continue
+        changed = kind == 4 and n <= 100
+        if changed:
+            expected.add(n)
+        reviewed = {**state, "head": sha(n, "f") if changed else sha(n)}
+        body = "## imreview\n\n<!-- imreview:state v1 " + json.dumps(reviewed) + " -->"
+        gh.add_comment(REPO, n, sign_sticky(body, repo=REPO, number=n, key=key))
+    calls = len(model.requests)
+    mark = len(gh.requests)
+    first = runner.run("schedule", SCHEDULE, **label, **with_model(model))
+    assert first.code == 0, first.stderr
+    assert reviewed_numbers(gh) - {1} == expected and len(expected) == 16
+    assert len(model.requests) - calls == 16
+    assert f"{len(expected)} reviewed" in first.summary
+
+    calls = len(model.requests)
+    mark = len(gh.requests)
+    second = runner.run("schedule", SCHEDULE, **label, **with_model(model))
+    assert second.code == 0, second.stderr
+    later = gh.requests[mark:]
+    print(f"\nREST requests for a second scan of 300 open PRs: {len(later)}")
+    assert len(model.requests) == calls, "no model call for unchanged PRs"
+    assert not [r for r in later if "/contents/" in r.path and "imreview.yml" not in r.path]
+    assert not [r for r in later if r.path == "/graphql"], "no file contents read"
+    assert not [r for r in later if re.search(r"/pulls/\d+", r.path)]
+    assert "0 reviewed" in second.summary
+    assert gh.violations == []
+
+
 def test_scan_limit_labels_and_oldest_updated_first(
     gh: FakeGitHub, model: FakeModelServer, runner: Runner
 ) -> None:
@@ -176,10 +245,11 @@ def test_run_budget_that_fits_three_prs_reviews_three_and_defers_seven(
     gh.add_content(REPO, "main", ".github/imreview.yml", PRICES)
     model.handler = quiet_model
     config = build_config(
-        file_layer=parse_config_text(PRICES, "imreview.yml"), env={}, overrides={"model": MODEL}
+        file_layer=parse_config_text(PRICES, "imreview.yml"), env={}, overrides=with_model(model)
     )
     price = (10 / 1e6, 20 / 1e6)
-    needed = estimated_cost(GitHubSource(GitHubClient(TOKEN, gh.url), REPO, 1).change(), config, price)
+    change = GitHubSource(GitHubClient(TOKEN, gh.url), REPO, 1).change()
+    needed = planned_cost(change, config, renderer=Renderer())
     assert needed is not None and needed > 0
     per_pr = 10 * price[0] + 5 * price[1]
     run_budget = 2 * per_pr + needed + per_pr / 2
@@ -240,6 +310,41 @@ def test_a_rate_limited_pr_is_waited_out_or_deferred(
     assert reviewed_numbers(gh) == {1, 3}, "a short Retry-After is waited out; a long one defers the PR"
     assert "GitHub rate limit; try the next run" in run.summary
     assert gh.comments(REPO, 2) == []
+
+
+def test_a_rate_limit_wait_longer_than_the_run_has_left_defers_the_pr(
+    gh: FakeGitHub, model: FakeModelServer, runner: Runner
+) -> None:
+    """A 60 s Retry-After is under the fixed 120 s ceiling, but a run with 45 s in all cannot sit
+    it out: the PR is deferred at once instead of sleeping past the run's time budget."""
+    add_open_prs(gh, 2)
+    model.handler = quiet_model
+    gh.fail(
+        "GET",
+        r"/pulls/1$",
+        403,
+        {"message": "You have exceeded a secondary rate limit"},
+        times=10,
+        headers={"Retry-After": "60"},
+    )
+    run = runner.run("schedule", SCHEDULE, max_seconds="45", **with_model(model))
+    assert run.code == 0, run.stderr
+    assert reviewed_numbers(gh) == {2}
+    assert "GitHub rate limit; try the next run" in run.summary
+    assert len(gh.requests_to("GET", r"/pulls/1$")) == 1, "no second try after a wait the run cannot afford"
+
+
+def test_a_run_that_cannot_pay_for_one_call_defers_every_pr_without_reading_its_diff(
+    gh: FakeGitHub, model: FakeModelServer, runner: Runner
+) -> None:
+    add_open_prs(gh, 5)
+    gh.add_content(REPO, "main", ".github/imreview.yml", PRICES)
+    model.handler = quiet_model
+    run = runner.run("schedule", SCHEDULE, max_cost_usd="0.001", **with_model(model))
+    assert run.code == 0, run.stderr
+    assert "5 deferred" in run.summary
+    assert model.requests == []
+    assert not gh.requests_to("GET", r"/pulls/\d+"), "a deferred PR costs no request of its own"
 
 
 # --------------------------------------------------------------------------- request counts

@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import re
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -141,8 +142,49 @@ class CheckRunInfo:
     details_url: str
 
 
+@dataclass(frozen=True)
+class PushedChange:
+    """The compare API between an earlier reviewed head and the PR's head (incremental review)."""
+
+    status: str
+    files: tuple[DiffFile, ...]
+
+
+class WaitCap:
+    """The longest rate-limit wait still worth sitting out: `ceiling`, lowered to the seconds left
+    before `deadline` (a review's or a scan's time budget), so a wait never outlives the budget;
+    past it the request raises and the caller defers the PR."""
+
+    def __init__(self, ceiling: float) -> None:
+        self.ceiling = ceiling
+        self.deadline: float | None = None
+
+    def seconds(self) -> float:
+        if self.deadline is None:
+            return self.ceiling
+        return max(0.0, min(self.ceiling, self.deadline - time.monotonic()))
+
+
 class _BoundedRetry(GithubRetry):
-    """GithubRetry that also caps a `Retry-After` sleep, which urllib3 would honour however long."""
+    """GithubRetry that also caps a `Retry-After` sleep, which urllib3 would honour however long,
+    at what the shared `WaitCap` allows now (urllib3 copies a Retry per attempt; the cap is shared)."""
+
+    def __init__(self, *, wait_cap: WaitCap | None = None, **kwargs: Any) -> None:
+        self.wait_cap = wait_cap or WaitCap(float(kwargs.get("max_rate_limit_wait") or 120.0))
+        kwargs["max_rate_limit_wait"] = self.wait_cap.ceiling
+        super().__init__(**kwargs)
+
+    @property
+    def max_rate_limit_wait(self) -> float:
+        return self.wait_cap.seconds()
+
+    @max_rate_limit_wait.setter
+    def max_rate_limit_wait(self, value: float | None) -> None:
+        """GithubRetry sets it; the shared cap decides."""
+
+    def new(self, **kw: Any) -> _BoundedRetry:
+        kw["wait_cap"] = self.wait_cap
+        return super().new(**kw)
 
     def sleep_for_retry(self, response: BaseHTTPResponse) -> bool:
         wait = self.get_retry_after(response)
@@ -243,13 +285,14 @@ class GitHubClient:
         if not re.match(r"https?://[^/]+", base):
             raise UsageError(f"GITHUB_API_URL {api_url!r} is not an http(s) URL")
         self.api_url = base
+        self.wait_cap = WaitCap(max_rate_limit_wait)
         retry = _BoundedRetry(
+            wait_cap=self.wait_cap,
             total=retries,
             backoff_factor=0.5,
             allowed_methods={"GET"},
             status_forcelist=[429, *range(500, 600)],
             raise_on_status=False,
-            max_rate_limit_wait=max_rate_limit_wait,
             secondary_rate_wait=min(secondary_rate_wait, max_rate_limit_wait),
         )
         self._gh = Github(
@@ -266,6 +309,10 @@ class GitHubClient:
             ACTIONS_BOT if token.strip().startswith(INSTALLATION_TOKEN_PREFIX) else None
         )
         self._texts: dict[tuple[str, str, str], str | None] = {}
+
+    def wait_within(self, seconds: float | None) -> None:
+        """Rate-limit waits from now on end within `seconds` (None: only the fixed ceiling)."""
+        self.wait_cap.deadline = None if seconds is None else time.monotonic() + max(seconds, 0.0)
 
     def _repo(self, repo: str) -> Any:
         if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
@@ -476,6 +523,28 @@ class GitHubClient:
     def merge_base(self, repo: str, base: str, head: str) -> str:
         with _translated(f"compare {base}...{head} in {repo}"):
             return self._repo(repo).compare(base, head).merge_base_commit.sha
+
+    def pushed_since(self, repo: str, earlier: str, head: str) -> PushedChange | None:
+        """`GET /compare/{earlier}...{head}`: whether `head` descends from `earlier` (`ahead`) and
+        the files it changed since; None when `earlier` is gone (a force-push let it be collected)."""
+        with _translated(f"compare {earlier[:12]}...{head[:12]} in {repo}"):
+            try:
+                found = self._repo(repo).compare(earlier, head)
+            except GithubException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+            files = tuple(
+                parse_github_file(
+                    filename=f.filename,
+                    status=f.status,
+                    patch=f.patch,
+                    previous_filename=f.previous_filename,
+                    changes=f.changes,
+                )
+                for f in found.files
+            )
+            return PushedChange(status=str(found.status), files=files)
 
     def pull_files(self, repo: str, number: int, *, limit: int = FILES_LIMIT) -> list[DiffFile]:
         """The PR files list (GitHub stops at 3000), parsed; a file without a patch is listed."""

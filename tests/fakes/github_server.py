@@ -383,6 +383,7 @@ class FakeGitHub:
         self._repos: dict[str, _Repo] = {}
         self._pulls: dict[tuple[str, int], _Pull] = {}
         self._contents: dict[tuple[str, str, str], str] = {}
+        self._git: dict[str, Any] = {}
         self._statuses: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self._check_runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._comments: dict[int, tuple[str, int, dict[str, Any]]] = {}
@@ -534,6 +535,11 @@ class FakeGitHub:
             if files is not None:
                 pull.files = [self._complete_entry(repo, sha, f) for f in files]
 
+    def set_base(self, repo: str, number: int, sha: str) -> None:
+        """The base branch moved: GitHub reports its new tip as the PR's `base.sha`."""
+        with self._lock:
+            self._pulls[(repo, number)].base_sha = sha
+
     def add_comment(
         self, repo: str, number: int, body: str, *, login: str = ACTIONS_BOT, kind: str = "Bot"
     ) -> int:
@@ -543,6 +549,12 @@ class FakeGitHub:
             data = self._comment_json(repo, number, comment_id, body, self._user(login, kind))
             self._comments[comment_id] = (repo, number, data)
         return comment_id
+
+    def use_git(self, repo: str, git: Any) -> None:
+        """Answer `compare/{a}...{b}` for shas of this repo from a real repository
+        (`tests.fakes.git_repo.GitRepo`): status by ancestry, files as git diffs them."""
+        with self._lock:
+            self._git[repo] = git
 
     def add_content(self, repo: str, ref: str, path: str, text: str) -> None:
         with self._lock:
@@ -1495,6 +1507,8 @@ class FakeGitHub:
         base, sep, head = basehead.partition("...")
         if not sep:
             return _Reply(404, _error(404))
+        if full in self._git:
+            return self._git_compare(full, base, head)
         with self._lock:
             pull = next(
                 (
@@ -1525,6 +1539,34 @@ class FakeGitHub:
                 "total_commits": pull.commits,
                 "commits": [self._commit_json(full, pull.head_sha)],
                 "files": [],
+            },
+        )
+
+    def _git_compare(self, full: str, base: str, head: str) -> _Reply:
+        git = self._git[full]
+        try:
+            status = git.status(base, head)
+            merge_base = git.git("merge-base", base, head).strip()
+            entries = git.entries(base, head)
+        except Exception:  # an unknown sha: GitHub says 404
+            return _Reply(404, _error(404))
+        basehead = f"{base}...{head}"
+        return _Reply(
+            200,
+            {
+                "url": self._api(f"/repos/{full}/compare/{basehead}"),
+                "html_url": f"{WEB}/{full}/compare/{basehead}",
+                "permalink_url": f"{WEB}/{full}/compare/{basehead}",
+                "diff_url": f"{WEB}/{full}/compare/{basehead}.diff",
+                "patch_url": f"{WEB}/{full}/compare/{basehead}.patch",
+                "base_commit": self._commit_json(full, base),
+                "merge_base_commit": self._commit_json(full, merge_base),
+                "status": status,
+                "ahead_by": 1 if status in ("ahead", "diverged") else 0,
+                "behind_by": 1 if status in ("behind", "diverged") else 0,
+                "total_commits": 1,
+                "commits": [self._commit_json(full, head)],
+                "files": [self._complete_entry(full, head, e) for e in entries],
             },
         )
 
