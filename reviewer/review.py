@@ -276,6 +276,7 @@ def analyse(
                 redact=rules.redact,
                 warn=warnings,
                 reviewed_paths=shown,
+                evidence=_evidence([u for u in plan.units if u.id in ok_units]),
             )
         anchored, exclusions = list(rechecked.findings), [*exclusions, *rechecked.refuted]
 
@@ -509,6 +510,24 @@ def _user_prompt(
         legend=LEGEND,
         nonce=nonce,
     )
+
+
+def _evidence(units: Sequence[Unit]) -> Callable[[Finding], Sequence[ctx.Snippet]]:
+    """The repository context of the answered calls that showed a finding's line (its whole file
+    when the finding has no line), so the verifier sees what the reviewer saw."""
+
+    def shown_with(finding: Finding) -> Sequence[ctx.Snippet]:
+        line = finding.line
+        return ctx.merge(
+            u.context
+            for u in units
+            if any(
+                p.path == finding.path and (line is None or p.span is None or p.span[0] <= line <= p.span[1])
+                for p in u.parts
+            )
+        )
+
+    return shown_with
 
 
 class _ContextFinder:

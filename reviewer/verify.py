@@ -6,10 +6,13 @@ Order (DESIGN 4.4, issue 8):
    or no-op fix refutes the finding (it becomes an exclusion with the reason); a line outside the
    diff leaves it summary-only with `verified: false`. A file that cannot be read (a diff-only
    source, a failed API call) refutes nothing: only the file's text at that commit can.
-2. A verification call re-checks P1/P2 findings against fuller code around their line. `holds:
-   false` refutes (exclusion, with the model's reason); `holds: true` sets `verified: true`; a
-   finding the model leaves out stays `verified: null`. No budget, an error, or an unparsable
-   answer leaves every finding as it was, with a warning.
+2. A verification call re-checks P1/P2 findings against fuller code around their line, and against
+   the repository context (definitions, call sites) the review call showed with that code: the
+   verifier judges a claim on the evidence it was made from. `holds: false` refutes (exclusion,
+   with the model's reason); `holds: true` sets `verified: true`; a finding the model leaves out
+   stays `verified: null`. When the budget cannot pay for the context it is left out, not the
+   call. No budget, an error, or an unparsable answer leaves every finding as it was, with a
+   warning.
 
 Only findings on files the model was shown are re-checked: a model-chosen path must never pull a
 skipped file (such as `.env`) into a prompt.
@@ -24,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from reviewer import context as ctx
 from reviewer import findings as fnd
 from reviewer.diff import DiffFile
 from reviewer.errors import BudgetExhausted, ModelError
@@ -39,6 +43,7 @@ Redact = Callable[[str], str]
 
 CONTEXT_LINES = 25
 MAX_VERIFY = 8
+MAX_EVIDENCE_CHARS = 12_000
 _WS = re.compile(r"\s+")
 _DIFF_PREFIX = re.compile(r"^\s*(?:\(?\d+\)?\s+)?[+\- ~]\s")
 _FENCED = re.compile(r"^```[\w+-]*\n(.*?)\n?```$", re.S)
@@ -129,8 +134,10 @@ def recheck(
     redact: Redact,
     warn: Callable[[str], None],
     reviewed_paths: set[str],
+    evidence: Callable[[Finding], Sequence[ctx.Snippet]] = lambda finding: (),
 ) -> Outcome:
-    """One verification call for up to MAX_VERIFY P1/P2 model findings on files the model saw."""
+    """One verification call for up to MAX_VERIFY P1/P2 model findings on files the model saw.
+    `evidence`: the repository context the review call that raised a finding was shown."""
     targets = [
         f
         for f in found
@@ -158,17 +165,28 @@ def recheck(
         for f in targets
     ]
     nonce = secrets.token_hex(8)
-    messages = [
-        {"role": "system", "content": renderer.prompt("system", language=renderer.language)},
-        {
-            "role": "user",
-            "content": renderer.prompt("verify", findings=items, nonce=nonce, language=renderer.language),
-        },
-    ]
-    try:
+    excerpts = _excerpts(ctx.merge(evidence(f) for f in targets), redact)
+
+    def ask(excerpts: str) -> Mapping[str, tuple[bool, str]]:
+        prompt = renderer.prompt(
+            "verify", findings=items, excerpts=excerpts, nonce=nonce, language=renderer.language
+        )
+        messages = [
+            {"role": "system", "content": renderer.prompt("system", language=renderer.language)},
+            {"role": "user", "content": prompt},
+        ]
         verdicts, _ = client.complete_json(
             messages, phase="verify", parse=parse_verdicts, response_schema=fnd.VERDICTS_SCHEMA
         )
+        return verdicts
+
+    try:
+        try:
+            verdicts = ask(excerpts)
+        except BudgetExhausted:
+            if not excerpts:
+                raise
+            verdicts = ask("")  # refused before any request: the findings alone may still fit
     except (BudgetExhausted, ModelError) as exc:
         detail = " ".join(str(exc).split())[:120] or type(exc).__name__
         warn(f"verification skipped: {redact(detail)}")
@@ -184,6 +202,18 @@ def recheck(
         else:
             refuted.append(Exclusion(claim=f.title, reason=redact(decision[1]), path=f.path, line=f.line))
     return Outcome(tuple(kept), tuple(refuted))
+
+
+def _excerpts(snippets: Sequence[ctx.Snippet], redact: Redact) -> str:
+    """The best-ranked context snippets that fit MAX_EVIDENCE_CHARS, rendered as the review showed them."""
+    chosen: list[ctx.Snippet] = []
+    used = 0
+    for s in snippets:
+        size = len(redact(s.text())) + len(ctx.SEPARATOR)
+        if used + size <= MAX_EVIDENCE_CHARS:
+            chosen.append(s)
+            used += size
+    return ctx.render(chosen, redact)
 
 
 def _context(text: str | None, line: int | None, redact: Redact) -> str:

@@ -352,3 +352,51 @@ def test_the_action_reads_files_named_like_the_change_first_then_the_nearest() -
     ]
     picked = ctx.candidate_paths(paths, {"billing/cart.py"}, 4, names={"money"})
     assert picked == ["deep/a/b/money.py", "billing/tax.py", "shop/checkout.py", "zz/far.py"]
+
+
+def test_the_verifier_sees_the_context_the_finding_was_made_from(repo: Repo, tmp_path: Path) -> None:
+    """A claim that rests on a definition in another file is re-checked with that definition."""
+    repo.commit({"billing/money.py": MONEY, "billing/cart.py": CART_BASE}, "base")
+    repo.branch("feature")
+    repo.commit({"billing/cart.py": CART_HEAD}, "cents")
+    finding = {
+        "path": "billing/cart.py",
+        "line": 5,
+        "priority": "P1",
+        "title": "Cents multiplied by 100 twice",
+        "trigger": "any cart total",
+        "observation": "to_cents already multiplies by 100, so totals come out 100 times too large",
+        "suggestion": "return to_cents(sum(prices))",
+        "quote": "return to_cents(sum(prices)) * 100",
+        "confidence": 0.9,
+    }
+
+    def answer(body: dict[str, object]) -> dict[str, object]:
+        user = body["messages"][1]["content"]  # type: ignore[index]
+        if "Review the pull request" in user:
+            return text(json.dumps({"findings": [finding], "exclusions": [], "signals": []}))
+        found = re.search(r"^id: ([0-9a-f]{12})$", user, re.M)
+        assert found is not None
+        verdict = {"id": found.group(1), "holds": True, "reason": "to_cents multiplies by 100"}
+        return text(json.dumps({"verdicts": [verdict]}))
+
+    out = tmp_path / "report.json"
+    with FakeModelServer(handler=answer) as server:
+        proc = run_cli(
+            [
+                *("review", str(repo.path), "--base", "main", "--model", "openai/fake-model"),
+                *("--api-base", server.api_base, "--json", str(out)),
+            ],
+            cwd=tmp_path,
+            env=cli_env(tmp_path),
+        )
+        assert proc.returncode == 0, proc.stderr
+        verify = [r for r in server.requests if "Check each one" in r["messages"][1]["content"]]
+    (request,) = verify
+    prompt = request["messages"][1]["content"]
+    assert "billing/money.py lines 4-6 (definition of `to_cents`)" in prompt
+    assert "     6 ~     return round(amount * 100)" in prompt
+    report = json.loads(out.read_text())
+    assert [(f["title"], f["verified"]) for f in report["findings"]] == [
+        ("Cents multiplied by 100 twice", True)
+    ]

@@ -188,3 +188,54 @@ def test_an_unreadable_file_refutes_nothing() -> None:
         say=Renderer().translate,
     )
     assert out.refuted == () and out.findings[0].verified is False
+
+
+def _evidence_run(max_input_tokens: int) -> tuple[list[dict], object]:
+    from reviewer.budget import Budget
+    from reviewer.config import build_config
+    from reviewer.context import Snippet
+    from reviewer.llm import ModelClient
+    from reviewer.verify import recheck
+    from tests.fakes.model_server import FakeModelServer, text
+
+    claim = _finding()
+    helper = Snippet(
+        path="src/perms.py",
+        start=1,
+        lines=tuple(f"    check_{n}(user)  # audited" for n in range(300)),
+        kind="definition",
+        symbol="grant_all",
+    )
+    answer = {"verdicts": [{"id": claim.id, "holds": True, "reason": "debug is user input"}]}
+    with FakeModelServer(handler=lambda body: text(json.dumps(answer))) as server:
+        config = build_config(
+            overrides={
+                "model": "openai/fake-model",
+                "api_base": server.api_base,
+                "max_input_tokens": max_input_tokens,
+            }
+        )
+        client = ModelClient(config, Budget(config.limits), warn=lambda m: None)
+        out = recheck(
+            client,
+            [claim],
+            renderer=Renderer(),
+            read_head=lambda path: HEAD,
+            redact=lambda s: s,
+            warn=lambda m: None,
+            reviewed_paths={"src/app.py"},
+            evidence=lambda f: (helper,) if f.path == "src/app.py" else (),
+        )
+        return list(server.requests), out
+
+
+def test_the_recheck_shows_the_evidence_and_drops_it_before_the_call_when_it_does_not_fit() -> None:
+    requests, out = _evidence_run(100_000)
+    (request,) = requests
+    assert "src/perms.py lines 1-300 (definition of `grant_all`)" in request["messages"][-1]["content"]
+    assert [f.verified for f in out.findings] == [True]  # type: ignore[attr-defined]
+
+    requests, out = _evidence_run(2_500)
+    (request,) = requests
+    assert "src/perms.py" not in request["messages"][-1]["content"], "one call, without the context"
+    assert [f.verified for f in out.findings] == [True], "verified all the same"  # type: ignore[attr-defined]
