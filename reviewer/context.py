@@ -23,6 +23,7 @@ from pathlib import PurePosixPath
 from typing import Literal, Protocol
 
 from reviewer.diff import DiffFile, Hunk
+from reviewer.secret_files import is_secret_file
 
 SnippetKind = Literal["definition", "call_site"]
 
@@ -166,10 +167,11 @@ def _family(path: str) -> frozenset[str]:
 
 
 def searchable(path: str) -> bool:
-    """Whether a head file may be searched and shown: not vendored, not minified, not a lockfile."""
+    """Whether a head file may be searched and shown: not a secret file (`.env`, a key), not
+    vendored, not minified, not a lockfile."""
     pure = PurePosixPath(path)
     name = pure.name.lower()
-    if any(part in _VENDORED for part in pure.parts[:-1]):
+    if is_secret_file(path) or any(part in _VENDORED for part in pure.parts[:-1]):
         return False
     return not (".min." in name or name.endswith(".lock") or name.endswith("-lock.json"))
 

@@ -187,7 +187,7 @@ def json_object(text: str) -> Any:
         try:
             value, _ = decoder.raw_decode(candidate)
             return value
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:  # nesting deeper than the parser's stack
             last_error = exc
     raise ValueError(f"no JSON object found in the answer ({last_error or 'no opening brace'})")
 
@@ -462,11 +462,20 @@ def same_root_cause(a: Finding, b: Finding) -> bool:
 
 
 def dedupe(findings: Iterable[Finding]) -> tuple[Finding, ...]:
-    """One finding per root cause: the most severe copy wins, then an anchored one, then the surest."""
+    """One finding per root cause: a deterministic rule's copy always wins (it is exact, and a
+    model copy could be refuted later, or written to be, taking the rule's finding with it); then
+    the most severe copy, then an anchored one, then the surest."""
     kept: list[Finding] = []
     ranked = sorted(
         findings,
-        key=lambda f: (priority_rank(f.priority), not f.anchored, -f.confidence, f.path, f.line or 0),
+        key=lambda f: (
+            f.source == "llm",
+            priority_rank(f.priority),
+            not f.anchored,
+            -f.confidence,
+            f.path,
+            f.line or 0,
+        ),
     )
     for finding in ranked:
         if not any(same_root_cause(finding, other) for other in kept):

@@ -141,7 +141,7 @@ def unpack(value: Any) -> tuple[tuple[CarriedFinding, ...], bool]:
         return (), False
     try:
         items = json.loads(base64.urlsafe_b64decode(value.encode("ascii")).decode("utf-8"))
-    except (ValueError, UnicodeError, binascii.Error):
+    except (ValueError, UnicodeError, binascii.Error, RecursionError):
         return (), False
     if not isinstance(items, list):
         return (), False

@@ -20,6 +20,7 @@ from pathlib import PurePosixPath
 from reviewer import context as ctx
 from reviewer.diff import DiffFile, Hunk
 from reviewer.report import Coverage, CoverageStatus, FileCoverage, SliceCoverage
+from reviewer.secret_files import is_secret_file
 
 LEGEND = (
     'Each file starts with "## File: <path> (<status>)", then its hunks. Each hunk has an "@@" header '
@@ -81,13 +82,6 @@ _GENERATED_HEAD_LINES = 10
 _MINIFIED_NAME = re.compile(r"\.min\.(js|mjs|cjs|css)$", re.IGNORECASE)
 _MINIFIED_AVG_LINE = 400
 _MINIFIED_LONGEST = 1000
-_SECRET_NAME = re.compile(
-    r"^(\.env([.\-_].+)?|.+\.env(?!\.(?:py|js|ts|rb|go|sh|java)$)(\.[\w-]+)?"
-    r"|\.envrc|\.netrc|_netrc|\.pypirc|\.npmrc|\.git-credentials|\.htpasswd|credentials(\.json)?"
-    r"|id_(rsa|dsa|ecdsa|ed25519)(\..*)?|client_secret.*\.json|service[-_]account.*\.json|secrets\.ya?ml"
-    r"|.*\.(pem|key|p12|pfx|jks|keystore|kdbx|ppk))$",
-    re.IGNORECASE,
-)
 _BINARY_EXT = _words(
     ".png .jpg .jpeg .gif .bmp .ico .webp .tif .tiff .psd .pdf .zip .gz .tgz .bz2 .xz .7z .rar .jar .war "
     ".class .so .dylib .dll .exe .bin .o .a .lib .pyc .pyd .whl .woff .woff2 .ttf .otf .eot .mp3 .mp4 .mov "
@@ -276,7 +270,7 @@ def pure_path(path: str) -> PurePosixPath:
 def skip_reason(file: DiffFile, *, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> str | None:
     """Why policy leaves this file out of the model's view, or None. Secret files win over everything."""
     names = [file.path] + ([file.old_path] if file.old_path else [])
-    if any(_SECRET_NAME.match(pure_path(p).name) for p in names):
+    if any(is_secret_file(p) for p in names):
         return "secret_file"
     if matches_any(file.path, exclude) or (include and not matches_any(file.path, include)):
         return "excluded"

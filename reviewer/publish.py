@@ -295,7 +295,7 @@ def _parse_marker(body: str | None, prefix: str) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(line[len(prefix) : -len("-->")])
-    except ValueError:
+    except (ValueError, RecursionError):  # anyone can post a marker nested deeper than the parser's stack
         return None
     return value if isinstance(value, dict) else None
 

@@ -400,3 +400,44 @@ def test_the_verifier_sees_the_context_the_finding_was_made_from(repo: Repo, tmp
     assert [(f["title"], f["verified"]) for f in report["findings"]] == [
         ("Cents multiplied by 100 twice", True)
     ]
+
+
+DSN = "SENTRY_DSN=https://0123456789abcdef@o1.ingest.sentry.io/5\n"
+
+
+def test_a_secret_file_is_never_context_in_the_change_or_not(repo: Repo, tmp_path: Path) -> None:
+    """A committed `config/.env` that the change does not touch, and one the PR changes (skipped by
+    policy), hold the definition the changed line uses: neither is quoted to the model."""
+    repo.commit({"config/.env": DSN, "Makefile": "all:\n\techo ok\n"}, "base")
+    repo.branch("feature")
+    repo.commit({"Makefile": "all:\n\techo ok\n\tcurl -X POST $SENTRY_DSN\n"}, "post")
+    prompts: list[str] = []
+
+    def answer(body: dict[str, object]) -> dict[str, object]:
+        prompts.append(body["messages"][-1]["content"])  # type: ignore[index]
+        return text(EMPTY_ANSWER)
+
+    with FakeModelServer(handler=answer) as server:
+        proc = run_cli(
+            [
+                *("review", str(repo.path), "--base", "main", "--model", "openai/fake-model"),
+                *("--api-base", server.api_base),
+            ],
+            cwd=tmp_path,
+            env=cli_env(tmp_path),
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert prompts and not any("0123456789abcdef" in p or "config/.env" in p for p in prompts)
+
+    files = [
+        parse_patch(
+            b"diff --git a/.env b/.env\n--- a/.env\n+++ b/.env\n@@ -1 +1,2 @@\n+DB_PASS=x\n " + DSN.encode()
+        )[0],
+        parse_patch(
+            b"diff --git a/deploy b/deploy\n--- a/deploy\n+++ b/deploy\n@@ -1 +1,2 @@\n #!/bin/sh\n"
+            b"+curl $SENTRY_DSN\n"
+        )[0],
+    ]
+    corpus = ctx.MemoryCorpus({".env": "DB_PASS=x\n" + DSN, "deploy": "#!/bin/sh\ncurl $SENTRY_DSN\n"})
+    finder = ctx.Finder(files, corpus)
+    assert finder.for_hunk(files[1], files[1].hunks[0]) == ()

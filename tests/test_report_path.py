@@ -131,3 +131,26 @@ def test_in_actions_each_stage_is_a_log_group_with_its_time(tmp_path: Path, gh: 
     for i, line in enumerate(lines):
         if line == "::endgroup::":
             assert re.fullmatch(r"imreview: .+ took \d+\.\d s", lines[i - 1]), lines[i - 1]
+
+
+@pytest.mark.parametrize("planted", ["directory", "file"])
+def test_a_symlink_the_pr_checked_out_is_not_followed(tmp_path: Path, gh: FakeGitHub, planted: str) -> None:
+    """An earlier `actions/checkout` of the PR can put its own `.imreview` (or report name) in the
+    workspace as a symlink: we run as root, so following it would overwrite and open up its target."""
+    host_workspace = tmp_path / "host" / "work" / "widgets" / "widgets"
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o755)
+    precious = outside / "precious.txt"
+    precious.write_text("keep me\n")
+    precious.chmod(0o600)
+    if planted == "directory":
+        host_workspace.mkdir(parents=True)
+        (host_workspace / ".imreview").symlink_to(outside, target_is_directory=True)
+    else:
+        (host_workspace / ".imreview").mkdir(parents=True)
+        (host_workspace / ".imreview" / "report-7.json").symlink_to(precious)
+    outputs = run_in_container(tmp_path, gh, "pull_request", event_payload("pull_request.opened"))
+    assert json.loads(host_step_reads(tmp_path, outputs["report-path"]))["snapshot"]["number"] == 7
+    assert sorted(p.name for p in outside.iterdir()) == ["precious.txt"]
+    assert precious.read_text() == "keep me\n" and precious.stat().st_mode & 0o777 == 0o600
+    assert outside.stat().st_mode & 0o777 == 0o755
