@@ -147,7 +147,10 @@ def test_dockerfile_follows_the_runners_rules() -> None:
     assert instructions("USER") == [], "the action must run as root to reach /github/workspace"
     assert instructions("WORKDIR") == [], "the workspace is mounted over the working directory"
     [base] = instructions("FROM")
-    assert re.fullmatch(r"python:3\.11-slim(@sha256:[0-9a-f]{64})?", base)
+    defaults = dict(arg.partition("=")[::2] for arg in instructions("ARG"))
+    if m := re.fullmatch(r"\$\{?(\w+)\}?", base):
+        base = defaults[m.group(1)]
+    assert re.fullmatch(r"python:3\.11-slim(@sha256:[0-9a-f]{64})?", base), "the runner builds the default base"
 
 
 def test_dockerfile_entrypoint_is_exec_form_and_absolute() -> None:
@@ -211,9 +214,9 @@ def test_entrypoint_calls_the_action_command() -> None:
 # --- requirements.lock -------------------------------------------------------------------------
 
 
-def lock_entries() -> dict[str, tuple[str, list[str]]]:
+def lock_entries(name: str = "requirements.lock") -> dict[str, tuple[str, list[str]]]:
     """name → (version, hashes) from a pip hash-checking requirements file."""
-    text = (ROOT / "requirements.lock").read_text(encoding="utf-8")
+    text = (ROOT / name).read_text(encoding="utf-8")
     entries: dict[str, tuple[str, list[str]]] = {}
     for block in re.split(r"\n(?=[A-Za-z0-9])", text):
         lines = [ln for ln in block.splitlines() if not ln.strip().startswith("#")]
@@ -246,6 +249,21 @@ def test_lock_agrees_with_pyproject() -> None:
     for requirement in project["dependencies"]:
         name, _, version = requirement.partition("==")
         assert entries[name.lower()][0] == version, requirement
+
+
+def test_build_lock_pins_the_build_backend_with_hashes() -> None:
+    """The image builds the package with --no-build-isolation: the backend must come from the lock."""
+    tomllib = pytest.importorskip("tomllib")
+    build = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["build-system"]
+    entries = lock_entries("requirements-build.lock")
+    for requirement in build["requires"]:
+        name, _, version = requirement.partition("==")
+        assert entries[name.lower()][0] == version, requirement
+    assert all(hashes for _, hashes in entries.values())
+    assert not set(entries) & set(lock_entries()), "a package pinned in both locks"
+    runs = instructions("RUN")
+    assert any(re.search(r"--require-hashes --no-deps -r \S*requirements-build\.lock", r) for r in runs)
+    assert any("--no-build-isolation" in r for r in runs)
 
 
 def test_config_mirroring_defaults_in_code_match_action_yml(action: dict[str, Any]) -> None:
