@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 CONTEXT_FILES = ("Dockerfile", ".dockerignore", "requirements.lock", "pyproject.toml", "README.md", "LICENSE")
 CONTEXT_DIRS = ("reviewer", "templates")
 BEFORE_REV = "10f78db"
@@ -65,6 +67,16 @@ for d, _, files in os.walk(site):
             total += os.path.getsize(p)
             pyc += os.path.getsize(p) if f.endswith(".pyc") else 0
 print(json.dumps({"site_packages": total, "pyc": pyc}))
+"""
+FIRST_CALL = """
+import sys, time
+t = time.perf_counter()
+import litellm
+litellm.completion(
+    model="openai/fake-model", api_base=sys.argv[1], api_key="none",
+    messages=[{"role": "user", "content": "hi"}], max_tokens=5,
+)
+print(f"{time.perf_counter() - t:.3f}")
 """
 IMPORT_LITELLM = (
     "import time; t = time.perf_counter(); import litellm; print(f'{time.perf_counter() - t:.3f}')"
@@ -146,6 +158,12 @@ def startup(tag: str, event_dir: Path, runs: int) -> dict[str, Any]:
         first_line(["docker", "run", "--rm", "--entrypoint", "/bin/true", tag]) for _ in range(runs + 1)
     ][1:]
     results["container_start_s"] = statistics.median(s[1] for s in samples)
+    from tests.fakes.model_server import FakeModelServer, text
+
+    with FakeModelServer(handler=lambda _body: text("ok")) as model:
+        call = ["docker", "run", "--rm", "--network", "host", "--entrypoint", "/usr/local/bin/python", tag]
+        calls = [float(sh([*call, "-c", FIRST_CALL, model.api_base]).stdout) for _ in range(runs + 1)][1:]
+    results["import_and_first_call_s"] = statistics.median(calls)
     imports = [float(sh([*python, "-c", IMPORT_LITELLM]).stdout) for _ in range(runs + 1)][1:]
     results["import_litellm_s"] = statistics.median(imports)
     return results
@@ -238,14 +256,17 @@ def render(results: dict[str, Any]) -> None:
     columns = [
         "variant", "image", "site-packages", "of which .pyc", "cold build", "warm rebuild",
         "`docker run` → first line (Action)", "`imreview --help` first line",
-        "`import litellm` in the container", "container start",
+        "`import litellm` in the container", "import + first model call (loopback)", "container start",
     ]  # fmt: skip
     print("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
     for name, r in results.items():
         cells: list[str] = [name, mb(r["image"]), mb(r["site_packages"]), mb(r["pyc"])]
         cells.append(f"{r['cold_build_s']:.0f} s" if "cold_build_s" in r else "–")
         cells.append(f"{r['warm_rebuild_s']:.1f} s" if "warm_rebuild_s" in r else "–")
-        for key in ("action_first_line_s", "help_first_line_s", "import_litellm_s", "container_start_s"):
+        for key in (
+            "action_first_line_s", "help_first_line_s", "import_litellm_s", "import_and_first_call_s",
+            "container_start_s",
+        ):  # fmt: skip
             cells.append(f"{r[key]:.2f} s")
         print("| " + " | ".join(cells) + " |")
     for name in [name for name in ("before", "lean") if name in results]:
