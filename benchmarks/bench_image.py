@@ -39,8 +39,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-CONTEXT_FILES = ("Dockerfile", ".dockerignore", "requirements.lock", "pyproject.toml", "README.md", "LICENSE")
-CONTEXT_DIRS = ("reviewer", "templates")
 BEFORE_REV = "10f78db"
 BYTECODE_STEP = "PYTHONDONTWRITEBYTECODE='' python -c"
 NO_COMPILE = "requirements.lock --no-compile;"
@@ -90,7 +88,12 @@ class Variant:
 
 
 def sh(argv: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, check=True, text=True, capture_output=True, **kwargs)  # type: ignore[call-overload]
+    proc: subprocess.CompletedProcess[str] = subprocess.run(argv, text=True, capture_output=True, **kwargs)  # type: ignore[call-overload]
+    if proc.returncode:
+        sys.exit(
+            f"{' '.join(argv[:4])} … failed ({proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
+        )
+    return proc
 
 
 def variants(before_rev: str) -> list[Variant]:
@@ -112,10 +115,17 @@ def variants(before_rev: str) -> list[Variant]:
 
 
 def copy_context(into: Path) -> None:
-    for name in (*CONTEXT_FILES, "entrypoint.py"):
-        shutil.copy2(ROOT / name, into / name)
-    for name in CONTEXT_DIRS:
-        shutil.copytree(ROOT / name, into / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    """What .dockerignore lets through (its `!name` lines), and the Dockerfile."""
+    lines = (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+    for name in [
+        "Dockerfile",
+        ".dockerignore",
+        *(line[1:].rstrip("/") for line in lines if line.startswith("!")),
+    ]:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, into / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(ROOT / name, into / name)
 
 
 def build(context: Path, dockerfile: Path, tag: str, base: str, *, cache: bool) -> float:
@@ -197,6 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--builds", type=int, default=5, help="cold and warm builds of `before` and `lean`")
     ap.add_argument("--before-rev", default=BEFORE_REV, help="commit holding the `before` Dockerfile")
     ap.add_argument("--json", type=Path, help="write the raw numbers here")
+    ap.add_argument(
+        "--resume", action="store_true", help="keep the variants already in --json, measure the rest"
+    )
     ap.add_argument("--from-json", type=Path, help="print the tables from an earlier --json, measure nothing")
     args = ap.parse_args(argv)
 
@@ -209,6 +222,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Builds and runs every variant; the JSON file (if any) is rewritten after each one."""
     load = os.getloadavg()[0]
     results: dict[str, Any] = {"_machine": {"base": args.base, "runs": args.runs, "builds": args.builds}}
+    if args.resume and args.json and args.json.exists():
+        results = json.loads(args.json.read_text(encoding="utf-8"))
+        assert results["_machine"]["base"] == args.base, f"{args.json} measured another base"
     with tempfile.TemporaryDirectory(prefix="imreview-image-") as tmp:
         work = Path(tmp)
         context, event_dir = work / "context", work / "event"
@@ -218,6 +234,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         (event_dir / "event.json").write_text(json.dumps(EVENT), encoding="utf-8")
         init = context / "reviewer" / "__init__.py"
         for n, variant in enumerate(variants(args.before_rev)):
+            if variant.name in results:
+                continue
             tag = f"imreview-bench:{n}"
             dockerfile = work / f"Dockerfile.{n}"
             dockerfile.write_text(variant.dockerfile, encoding="utf-8")
@@ -235,11 +253,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             row |= sizes(tag)
             row |= startup(tag, event_dir, args.runs)
             results[variant.name] = row
-            results["_machine"] |= {
-                "cores": os.cpu_count(),
-                "load_start": load,
-                "load_end": os.getloadavg()[0],
-            }
+            results["_machine"] |= {"cores": os.cpu_count(), "load_end": os.getloadavg()[0]}
+            results["_machine"].setdefault("load_start", load)
             if args.json:
                 args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
             print(f"{variant.name}: done", file=sys.stderr)
