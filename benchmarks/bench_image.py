@@ -14,7 +14,9 @@ JSON (`--json`):
 - `lean, no .pyc`: the same without the bytecode step (no dependency module precompiled);
 - `lean, every .pyc`: the same with pip compiling every installed module.
 
-Timings are medians of `--runs` runs after one warm-up (the image read once into the page cache).
+Timings are medians of `--runs` runs after one warm-up round (each image read once into the page
+cache); the four images take turns in every round, so a change in the machine's load weighs on
+each alike.
 Cold builds (`--no-cache`, every wheel downloaded from PyPI: there is no pip cache in the build)
 are medians of `--builds` builds of `before` and `lean`; a warm rebuild appends a comment to
 reviewer/__init__.py in the copied context and builds with the layer cache.
@@ -147,7 +149,8 @@ def first_line(argv: Sequence[str]) -> tuple[float, float, str]:
     return first, time.perf_counter() - start, line.strip()
 
 
-def startup(tag: str, event_dir: Path, runs: int) -> dict[str, Any]:
+def startup_sample(tag: str, event_dir: Path, api_base: str) -> dict[str, Any]:
+    """One run of each startup measurement against one image."""
     action = [
         "docker", "run", "--rm",
         "-e", "GITHUB_EVENT_NAME=pull_request",
@@ -157,26 +160,38 @@ def startup(tag: str, event_dir: Path, runs: int) -> dict[str, Any]:
         tag,
     ]  # fmt: skip
     python = ["docker", "run", "--rm", "--entrypoint", "/usr/local/bin/python", tag]
-    results: dict[str, Any] = {}
-    samples = [first_line(action) for _ in range(runs + 1)][1:]
-    results["action_first_line_s"] = statistics.median(s[0] for s in samples)
-    results["action_exit_s"] = statistics.median(s[1] for s in samples)
-    results["action_line"] = samples[0][2]
-    samples = [first_line([*python, "-m", "reviewer", "--help"]) for _ in range(runs + 1)][1:]
-    results["help_first_line_s"] = statistics.median(s[0] for s in samples)
-    samples = [
-        first_line(["docker", "run", "--rm", "--entrypoint", "/bin/true", tag]) for _ in range(runs + 1)
-    ][1:]
-    results["container_start_s"] = statistics.median(s[1] for s in samples)
+    action_first, action_exit, line = first_line(action)
+    return {
+        "action_first_line_s": action_first,
+        "action_exit_s": action_exit,
+        "action_line": line,
+        "help_first_line_s": first_line([*python, "-m", "reviewer", "--help"])[0],
+        "container_start_s": first_line(["docker", "run", "--rm", "--entrypoint", "/bin/true", tag])[1],
+        "import_litellm_s": float(sh([*python, "-c", IMPORT_LITELLM]).stdout),
+        "import_and_first_call_s": float(
+            sh(["docker", "run", "--rm", "--network", "host", *python[3:], "-c", FIRST_CALL, api_base]).stdout
+        ),
+    }
+
+
+def startup(tags: dict[str, str], event_dir: Path, runs: int) -> dict[str, dict[str, Any]]:
+    """Medians per image; the images take turns in every round, so the machine's load (shared,
+    changing) weighs on each alike. Round 0 is a warm-up and is dropped."""
     from tests.fakes.model_server import FakeModelServer, text
 
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in tags}
     with FakeModelServer(handler=lambda _body: text("ok")) as model:
-        call = ["docker", "run", "--rm", "--network", "host", "--entrypoint", "/usr/local/bin/python", tag]
-        calls = [float(sh([*call, "-c", FIRST_CALL, model.api_base]).stdout) for _ in range(runs + 1)][1:]
-    results["import_and_first_call_s"] = statistics.median(calls)
-    imports = [float(sh([*python, "-c", IMPORT_LITELLM]).stdout) for _ in range(runs + 1)][1:]
-    results["import_litellm_s"] = statistics.median(imports)
-    return results
+        for _ in range(runs + 1):
+            for name, tag in tags.items():
+                samples[name].append(startup_sample(tag, event_dir, model.api_base))
+    medians: dict[str, dict[str, Any]] = {}
+    for name, rows in samples.items():
+        rows = rows[1:]
+        medians[name] = {
+            key: statistics.median(r[key] for r in rows) for key in rows[0] if key != "action_line"
+        }
+        medians[name]["action_line"] = rows[0]["action_line"]
+    return medians
 
 
 def sizes(tag: str) -> dict[str, Any]:
@@ -219,8 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    """Builds and runs every variant; the JSON file (if any) is rewritten after each one."""
-    load = os.getloadavg()[0]
+    """Builds every variant (the JSON file, if any, is rewritten after each), then runs them."""
     results: dict[str, Any] = {"_machine": {"base": args.base, "runs": args.runs, "builds": args.builds}}
     if args.resume and args.json and args.json.exists():
         results = json.loads(args.json.read_text(encoding="utf-8"))
@@ -250,23 +264,29 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 row |= {"cold_builds": cold, "warm_rebuilds": warm}
             else:
                 build(context, dockerfile, tag, args.base, cache=False)
-            row |= sizes(tag)
-            row |= startup(tag, event_dir, args.runs)
-            results[variant.name] = row
-            results["_machine"] |= {"cores": os.cpu_count(), "load_end": os.getloadavg()[0]}
-            results["_machine"].setdefault("load_start", load)
-            if args.json:
-                args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-            print(f"{variant.name}: done", file=sys.stderr)
+            results[variant.name] = row | sizes(tag)
+            save(args.json, results)
+            print(f"{variant.name}: built", file=sys.stderr)
+        load = os.getloadavg()[0]
+        tags = {variant.name: f"imreview-bench:{n}" for n, variant in enumerate(variants(args.before_rev))}
+        for name, row in startup(tags, event_dir, args.runs).items():
+            results[name] |= row
+    results["_machine"] |= {"cores": os.cpu_count(), "load_start": load, "load_end": os.getloadavg()[0]}
+    save(args.json, results)
     return results
+
+
+def save(path: Path | None, results: dict[str, Any]) -> None:
+    if path:
+        path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 
 
 def render(results: dict[str, Any]) -> None:
     machine = results.pop("_machine")
     print(
         f"Base image: `{machine['base']}`; medians of {machine['runs']} runs ({machine['builds']} builds); "
-        f"{machine['cores']} cores, load average {machine['load_start']:.1f} at the start, "
-        f"{machine['load_end']:.1f} at the end.\n"
+        f"{machine['cores']} cores, load average {machine['load_start']:.1f} when the timed runs began, "
+        f"{machine['load_end']:.1f} when they ended.\n"
     )
     columns = [
         "variant", "image", "site-packages", "of which .pyc", "cold build", "warm rebuild",
