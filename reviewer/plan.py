@@ -9,6 +9,7 @@ no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -206,6 +207,17 @@ class Allowance:
 
 
 @dataclass(frozen=True)
+class TextFree:
+    """Plan without writing any part's text: no model, so nothing will be sent and only the plan's
+    size and coverage are reported. `tokens(n)` is what `count_tokens` gives a text of n characters;
+    `may_redact(text)` is False only when `redact` leaves `text` unchanged, so a hunk whose lines
+    cannot be redacted is sized from its lines' lengths alone (its text is never built)."""
+
+    tokens: Callable[[int], int]
+    may_redact: Callable[[str], bool]
+
+
+@dataclass(frozen=True)
 class Plan:
     units: tuple[Unit, ...]
     skipped: tuple[Skip, ...]
@@ -345,9 +357,13 @@ def _file_header(file: DiffFile) -> str:
     return f"## File: {file.path} ({', '.join(details)})"
 
 
-def _numbered(hunk: Hunk, extension: Sequence[tuple[int, str]]) -> list[str]:
+def _hunk_head(hunk: Hunk) -> str:
     head = f"@@ -{hunk.old_start},{hunk.old_len} +{hunk.new_start},{hunk.new_len} @@"
-    out = [f"{head} {hunk.header}" if hunk.header else head]
+    return f"{head} {hunk.header}" if hunk.header else head
+
+
+def _numbered(hunk: Hunk, extension: Sequence[tuple[int, str]]) -> list[str]:
+    out = [_hunk_head(hunk)]
     out.extend(f"{n:>6} ~ {text}" for n, text in extension)
     for line in hunk.lines:
         if line.kind == "-":
@@ -698,6 +714,7 @@ def make_plan(
     first_id: int = 0,
     context: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None = None,
     context_share: float = 0.0,
+    text_free: TextFree | None = None,
 ) -> Plan:
     """Filter, rank, and decide for the whole allowance at once which hunks go into which call.
 
@@ -713,7 +730,8 @@ def make_plan(
     returns the head text (None when unavailable) and is called at most once per file, only for
     hunks that want context. `context(file, hunk)` gives a hunk's repository context
     (reviewer.context), ranked; each unit holds what its hunks ask for, up to `context_share` of
-    what it could hold when it opened, so the diff always keeps the rest.
+    what it could hold when it opened, so the diff always keeps the rest. With `text_free`, parts
+    carry no text (`UnitPart.text` is empty) and are sized as if it had been written.
     """
     if unit_tokens <= 0:
         raise ValueError(f"unit_tokens must be a positive number of tokens, got {unit_tokens}")
@@ -769,10 +787,10 @@ def make_plan(
         return {s.key: snippet_tokens[s.key] for s in snippets}
 
     unplaced: list[Unplaced] = []
+    headers: dict[str, str] = {}
     for risk, f, hunk in ranked:
-        header = _file_header(f)
-        plain = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, ())])))
-        plain_tokens = count_tokens(plain.text)
+        header = headers.get(f.path) or headers.setdefault(f.path, _file_header(f))
+        plain, plain_tokens = _whole(f, hunk, header, count_tokens, redact, text_free)
         call_room = packer.call_room(packer.fresh().overhead)
         if plain_tokens > call_room:
             for part, tokens in _slices(f, hunk, call_room, count_tokens, redact, unplaced):
@@ -790,7 +808,7 @@ def make_plan(
             unplaced += _fill(packer, _Piece(risk, f, hunk, 0, len(hunk.lines)), count_tokens, redact)
 
     shown = _Context(wanted, count_tokens, redact, packer.context_frame)
-    units = _finish(packer, measure, unplaced, shown)
+    units = _finish(packer, measure, unplaced, shown, keep_text=text_free is None)
     file_risk = {f.path: max((risks[(f.path, h.index)] for h in f.hunks), default=-1.0) for f in reviewable}
     return Plan(
         units=units,
@@ -801,6 +819,32 @@ def make_plan(
         no_patch=tuple(sorted(no_patch)),
         unplaced=tuple(unplaced),
     )
+
+
+_NARROW_OLD = 10_000
+_NARROW_NEW = 1_000_000
+"""Below these line numbers every numbered line's prefix (`{n:>6} + `, `{(n):>6} - `) is 9 characters."""
+
+
+def _whole(
+    f: DiffFile,
+    hunk: Hunk,
+    header: str,
+    count_tokens: Callable[[str], int],
+    redact: Callable[[str], str],
+    text_free: TextFree | None,
+) -> tuple[UnitPart, int]:
+    """The whole hunk as one part and its tokens. Text-free, a hunk that redaction cannot change
+    and whose line numbers all fit the 6-column prefix is sized from its lines' lengths: the
+    numbered text is its lines joined as they are (`check`) plus the 9-character prefix of each."""
+    if text_free is not None and (
+        hunk.old_start + hunk.old_len <= _NARROW_OLD and hunk.new_start + hunk.new_len <= _NARROW_NEW
+    ):
+        check = "\n".join([header, _hunk_head(hunk), *[line.text for line in hunk.lines]])
+        if not text_free.may_redact(check):
+            return UnitPart(f.path, hunk.index, ""), text_free.tokens(len(check) + 9 * len(hunk.lines))
+    part = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, ())])))
+    return part, count_tokens(part.text)
 
 
 def _call_room(packer: _Packer, overhead: int) -> int:
@@ -960,6 +1004,8 @@ def _finish(
     measure: Callable[[str, str, str], int] | None,
     unplaced: list[Unplaced],
     context: _Context,
+    *,
+    keep_text: bool = True,
 ) -> tuple[Unit, ...]:
     """Count each finished request as it will be sent; a unit the exact count no longer fits (a
     token merge at a part join) gives up its context first (its least ranked snippets), then its
@@ -972,10 +1018,14 @@ def _finish(
         room = u.ctx_tokens
         while parts:
             ordered = _ordered([(p, r) for p, r, _ in parts])
-            text = "\n\n".join(p.text for p in ordered)
+            if not keep_text:
+                ordered = tuple(dataclasses.replace(p, text="") if p.text else p for p in ordered)
             snippets, context_text, context_tokens = context.choose(ordered, room)
             tokens = sum(t for _, _, t in parts) + SEPARATOR_TOKENS * (len(parts) - 1) + context_tokens
-            counted = measure(u.nonce, text, context_text) if measure else u.overhead + tokens
+            if measure is not None:
+                counted = measure(u.nonce, "\n\n".join(p.text for p in ordered), context_text)
+            else:
+                counted = u.overhead + tokens
             held_in = _held(counted, a.margin_percent)
             answer = answer_tokens(tokens, a)
             fits_window = a.window is None or held_in + answer <= a.window

@@ -21,7 +21,7 @@ from reviewer.budget import Budget
 from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
 from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
-from reviewer.plan import LEGEND, Allowance, Plan, Unit, coverage, make_plan
+from reviewer.plan import LEGEND, Allowance, Plan, TextFree, Unit, coverage, make_plan
 from reviewer.report import (
     Coverage,
     Exclusion,
@@ -83,7 +83,15 @@ def unit_nonce() -> str:
 
 def approx_tokens(text: str) -> int:
     """A conservative stand-in for a tokenizer when no model is configured."""
-    return max(1, len(text) // 3)
+    return _approx_tokens_of(len(text))
+
+
+def _approx_tokens_of(chars: int) -> int:
+    return max(1, chars // 3)
+
+
+NO_MODEL_SIZING = TextFree(tokens=_approx_tokens_of, may_redact=rules.may_hold_secret)
+"""Without a model no unit text is sent: the plan sizes its parts without writing them."""
 
 
 class _Warnings:
@@ -464,7 +472,13 @@ class _Planner:
             "first_id": first_id,
         }
         if client is None:
-            return make_plan(self.files, unit_tokens=self.window, count_tokens=approx_tokens, **common)
+            return make_plan(
+                self.files,
+                unit_tokens=self.window,
+                count_tokens=approx_tokens,
+                text_free=NO_MODEL_SIZING,
+                **common,
+            )
         self.window, self.window_source = client.window()
         limits, spent = budget.limits, budget.spent()
         price = client.price(client.models[0])
