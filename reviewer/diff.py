@@ -14,12 +14,11 @@ GitHub accepts an inline comment only on a line of a hunk: RIGHT for added and c
 
 from __future__ import annotations
 
-import functools
 import gc
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import unidiff
 
@@ -43,7 +42,34 @@ _GITHUB_STATUS: Mapping[str, FileStatus] = {
 }
 
 
-@dataclass(frozen=True)
+_T = TypeVar("_T")
+
+
+class _computed_once(Generic[_T]):  # noqa: N801 - used as a decorator, like functools.cached_property
+    """functools.cached_property without its lock (Python < 3.12 takes one per first read, and a large
+    diff has tens of thousands of hunks): the value lands in the instance's __dict__ and shadows this."""
+
+    def __init__(self, func: Callable[[Any], _T]) -> None:
+        self.func = func
+        self.name = func.__name__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> _computed_once[_T]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type) -> _T: ...
+
+    def __get__(self, instance: object | None, owner: type) -> _T | _computed_once[_T]:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.name] = self.func(instance)
+        return value
+
+
+@dataclass(frozen=True, slots=True)
 class DiffLine:
     kind: LineKind
     old: int | None
@@ -61,11 +87,11 @@ class Hunk:
     header: str
     lines: tuple[DiffLine, ...]
 
-    @functools.cached_property
+    @_computed_once
     def added(self) -> int:
         return sum(1 for line in self.lines if line.kind == "+")
 
-    @functools.cached_property
+    @_computed_once
     def removed(self) -> int:
         return sum(1 for line in self.lines if line.kind == "-")
 
@@ -112,7 +138,7 @@ class DiffFile:
     def added_lines(self) -> Iterable[DiffLine]:
         return self._added_lines
 
-    @functools.cached_property
+    @_computed_once
     def _added_lines(self) -> tuple[DiffLine, ...]:
         """Every rule and the planner walk the added lines; collect them once per file."""
         return tuple(line for hunk in self.hunks for line in hunk.lines if line.kind == "+")

@@ -489,11 +489,16 @@ class _FreeRoom:
         self.set(self._count - 1, free)
 
     def set(self, index: int, free: int) -> None:
+        tree = self._tree
         i = index + self._size
-        self._tree[i] = free
+        tree[i] = free
         while i > 1:
             i //= 2
-            self._tree[i] = max(self._tree[2 * i], self._tree[2 * i + 1])
+            left, right = tree[2 * i], tree[2 * i + 1]
+            top = left if left >= right else right
+            if tree[i] == top:
+                return  # every node above already holds the right maximum
+            tree[i] = top
 
     def first(self, at_least: int, start: int) -> int | None:
         """The smallest index >= start whose free room is at least `at_least`, or None."""
@@ -551,6 +556,8 @@ class _Packer:
         a = allowance
         self._unlimited = a.calls is None and a.input_tokens is None and a.output_tokens is None
         self._unlimited &= a.cost_usd is None or a.price is None
+        self._only_size = self._unlimited and a.window is None
+        """Nothing but `unit_tokens` limits a unit (no model): the free-room tree alone decides."""
         self._call_rooms: dict[int, int] = {}
 
     def cost(self, overhead: int, tokens: int) -> _Cost:
@@ -629,6 +636,8 @@ class _Packer:
 
         A unit whose free room cannot hold even the smallest option (with its separator) fails
         `fits_call` for every option, so the free-room tree skips it without asking."""
+        if self._only_size and len(options) == 1 and not context:
+            return self._add_sized(*options[0], risk)
         need = min(tokens for _, tokens in options) + SEPARATOR_TOKENS
         index = self._free.first(need, 0)
         while index is not None:
@@ -636,6 +645,25 @@ class _Packer:
                 return True
             index = self._free.first(need, index + 1)
         return self._place(len(self.units), options, risk, context or {})
+
+    def _add_sized(self, part: UnitPart, tokens: int, risk: float) -> bool:
+        """`add` when only `unit_tokens` limits a unit: the first unit with room takes the part."""
+        index = self._free.first(tokens + SEPARATOR_TOKENS, 0)
+        if index is not None:
+            unit = self.units[index]
+            unit.parts.append((part, risk, tokens))
+            unit.tokens += tokens + SEPARATOR_TOKENS
+            self._free.set(index, self.unit_tokens - unit.tokens)
+            return True
+        if tokens > self.unit_tokens:
+            return False
+        unit = self.fresh()
+        unit.parts.append((part, risk, tokens))
+        unit.tokens = tokens
+        self.units.append(unit)
+        self._next = None
+        self._free.append(self.unit_tokens - tokens)
+        return True
 
     def _place(
         self,
@@ -749,15 +777,13 @@ def make_plan(
             reviewable.append(f)
 
     risks = {(f.path, h.index): hunk_risk(f.path, h) for f in reviewable for h in f.hunks}
-    ranked = sorted(
-        (
-            (risks[(f.path, h.index)], f, h)
-            for f in reviewable
-            for h in f.hunks
-            if only is None or (f.path, h.index) in only
-        ),
-        key=lambda item: ((item[1].path, item[2].index) not in first, -item[0], item[1].path, item[2].index),
+    order = sorted(
+        (((f.path, h.index) not in first, -risks[(f.path, h.index)], f.path, h.index), n, h.index)
+        for n, f in enumerate(reviewable)
+        for h in f.hunks
+        if only is None or (f.path, h.index) in only
     )
+    ranked = [(-key[1], reviewable[n], reviewable[n].hunks[index]) for key, n, index in order]
     heads: dict[str, list[str] | None] = {}
 
     def head_lines(f: DiffFile) -> list[str] | None:
@@ -1102,13 +1128,24 @@ def coverage(
     by_path = {f.path: f for f in files}
     covered: dict[tuple[str, int], set[int]] = {}
     why: dict[tuple[str, int], dict[int, str]] = {}
+    whole: dict[tuple[str, int], str] = {}
+    """Hunks whose every line got one reason at once (a whole hunk in one unit): `why` by line,
+    kept as one entry until another reason arrives for the hunk."""
     sliced: dict[str, list[SliceCoverage]] = {}
 
-    def positions(path: str, index: int, lines: tuple[int, int] | None) -> range:
+    def size(path: str, index: int) -> int:
         f = by_path.get(path)
-        n = len(f.hunks[index].lines) if f is not None and index < len(f.hunks) else 0
+        return len(f.hunks[index].lines) if f is not None and index < len(f.hunks) else 0
+
+    def positions(path: str, index: int, lines: tuple[int, int] | None) -> range:
+        n = size(path, index)
         start, stop = lines or (0, n)
         return range(max(start, 0), min(stop, n))
+
+    def reasons_by_line(key: tuple[str, int]) -> dict[int, str]:
+        if key in whole:
+            why[key] = dict.fromkeys(range(size(*key)), whole.pop(key))
+        return why.setdefault(key, {})
 
     def span(path: str, index: int, lines: tuple[int, int]) -> tuple[int, int]:
         return _span(by_path[path].hunks[index], lines[0], lines[1])
@@ -1122,7 +1159,10 @@ def coverage(
                 covered.setdefault(key, set()).update(rng)
             else:
                 reason = (unsent_reason or {}).get(u.id, default_unsent)
-                why.setdefault(key, {}).update(dict.fromkeys(rng, reason))
+                if key not in why and key not in whole and rng == range(size(*key)):
+                    whole[key] = reason
+                else:
+                    reasons_by_line(key).update(dict.fromkeys(rng, reason))
             if p.lines is not None and rng:
                 start, end = p.span or span(p.path, p.hunk_index, (rng.start, rng.stop))
                 sliced.setdefault(p.path, []).append(SliceCoverage(p.hunk_index, start, end, done))
@@ -1131,8 +1171,10 @@ def coverage(
     for x in plan.unplaced:
         key = (x.path, x.hunk_index)
         rng = positions(x.path, x.hunk_index, x.lines)
-        for i in rng:
-            why.setdefault(key, {}).setdefault(i, x.reason)
+        if rng:
+            reasons = reasons_by_line(key)
+            for i in rng:
+                reasons.setdefault(i, x.reason)
         if x.lines != WHOLE_HUNK and rng:
             start, end = span(x.path, x.hunk_index, (rng.start, rng.stop))
             sliced.setdefault(x.path, []).append(SliceCoverage(x.hunk_index, start, end, False))
@@ -1163,6 +1205,9 @@ def coverage(
             gaps = [i for i in range(len(hunk.lines)) if i not in got] if got else range(len(hunk.lines))
             if not gaps:
                 hunks_done += 1
+                continue
+            if key in whole:
+                missing.append(whole[key])
                 continue
             reasons = why.get(key, {})
             missing.extend(dict.fromkeys(map(reasons.get, gaps, itertools.repeat("budget"))))
