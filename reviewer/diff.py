@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, overload
 
@@ -123,11 +123,11 @@ class DiffFile:
     unusable: str = ""
     """Why a patch that was sent could not be used (`not_a_diff`); the file is then `has_patch=False`."""
 
-    @property
+    @_computed_once
     def additions(self) -> int:
         return sum(h.added for h in self.hunks)
 
-    @property
+    @_computed_once
     def deletions(self) -> int:
         return sum(h.removed for h in self.hunks)
 
@@ -141,7 +141,17 @@ class DiffFile:
     @_computed_once
     def _added_lines(self) -> tuple[DiffLine, ...]:
         """Every rule and the planner walk the added lines; collect them once per file."""
-        return tuple(line for hunk in self.hunks for line in hunk.lines if line.kind == "+")
+        return tuple([line for hunk in self.hunks for line in hunk.lines if line.kind == "+"])
+
+    @_computed_once
+    def added_text(self) -> str:
+        """The added lines' texts joined by newlines, for checks that scan them all at once."""
+        return "\n".join([line.text for line in self.added_lines()])
+
+    @_computed_once
+    def longest_added(self) -> int:
+        """The length of the longest added line (0 without one)."""
+        return max([len(line.text) for line in self.added_lines()], default=0)
 
 
 def _clean(value: str) -> str:
@@ -295,8 +305,6 @@ def _parse_fast(text: str) -> tuple[DiffFile, ...]:
         lines.pop()
     strip_cr = "\r" in text
     out: list[DiffFile] = []
-    n = len(lines)
-    i = 0
     info: list[str] = []
     source: str | None = None
     target: str | None = None
@@ -307,9 +315,8 @@ def _parse_fast(text: str) -> tuple[DiffFile, ...]:
     def close() -> None:
         out.append(_diff_file(info, source, target, tuple(hunks), binary))
 
-    while i < n:
-        line = lines[i]
-        i += 1
+    rest = iter(lines)
+    for line in rest:
         if line.startswith("diff --git "):
             m = _GIT_HEADERS[0].match(line) or _GIT_HEADERS[1].match(line) or _GIT_HEADERS[2].match(line)
             if not m:
@@ -322,8 +329,7 @@ def _parse_fast(text: str) -> tuple[DiffFile, ...]:
         if not open_file:
             raise _Unusual("text outside a diff --git file")
         if line.startswith("@@") and (h := _HUNK_HEADER.match(line)):
-            hunk, i = _read_hunk(lines, i, h, len(hunks), strip_cr)
-            hunks.append(hunk)
+            hunks.append(_read_hunk(rest, h, len(hunks), strip_cr))
             continue
         if hunks:
             if line and not line.startswith("\\ No newline at end of file"):
@@ -355,9 +361,10 @@ def _parse_fast(text: str) -> tuple[DiffFile, ...]:
     return tuple(out)
 
 
-def _read_hunk(lines: list[str], i: int, h: re.Match[str], index: int, strip_cr: bool) -> tuple[Hunk, int]:
-    """The hunk whose header `h` matched, its body from lines[i]; returns it and the next index.
-    Numbered and cut where unidiff cuts: it ends once both sides hold the header's counts."""
+def _read_hunk(lines: Iterator[str], h: re.Match[str], index: int, strip_cr: bool) -> Hunk:
+    """The hunk whose header `h` matched, its body read from `lines` (left just after it).
+    Numbered and cut where unidiff cuts: it ends once both sides hold the header's counts (a side
+    that overshoots never comes back, so the counts are checked once, at the end)."""
     old_start, new_start = int(h.group(1)), int(h.group(3))
     old_len = 1 if h.group(2) is None else int(h.group(2))
     new_len = 1 if h.group(4) is None else int(h.group(4))
@@ -367,33 +374,37 @@ def _read_hunk(lines: list[str], i: int, h: re.Match[str], index: int, strip_cr:
     old, new = old_start, new_start
     body: list[DiffLine] = []
     add = body.append
-    n = len(lines)
-    while old < old_end or new < new_end:
-        if i >= n:
-            raise _Unusual("hunk shorter than its header says")
-        line = lines[i]
-        i += 1
+    for line in lines:
         kind = line[:1]
         if kind == "+":
-            if new == new_end:
-                raise _Unusual("hunk longer than its header says")
-            add(DiffLine("+", None, new, line[1:].rstrip("\r") if strip_cr else line[1:]))
+            add(DiffLine("+", None, new, line[1:]))
             new += 1
         elif kind == "-":
-            if old == old_end:
-                raise _Unusual("hunk longer than its header says")
-            add(DiffLine("-", old, None, line[1:].rstrip("\r") if strip_cr else line[1:]))
+            add(DiffLine("-", old, None, line[1:]))
             old += 1
-        elif kind == " " or line in ("", "\r"):
-            if old == old_end or new == new_end:
-                raise _Unusual("hunk longer than its header says")
-            add(DiffLine(" ", old, new, line[1:].rstrip("\r") if strip_cr else line[1:]))
+        elif kind == " " or not line or line == "\r":
+            add(DiffLine(" ", old, new, line[1:]))
             old += 1
             new += 1
-        elif kind != "\\":
+        elif kind == "\\":
+            continue
+        else:
             raise _Unusual("not a hunk line")
-    header = h.group(5).strip()
-    return Hunk(index, old_start, old_len, new_start, new_len, header, tuple(body)), i
+        if new >= new_end and old >= old_end:
+            break
+    else:
+        raise _Unusual("hunk shorter than its header says")
+    if new != new_end or old != old_end:
+        raise _Unusual("hunk longer than its header says")
+    if strip_cr:
+        body = [
+            DiffLine(line.kind, line.old, line.new, line.text.rstrip("\r")) if line.text.endswith("\r") else line
+            for line in body
+        ]
+    hunk = Hunk(index, old_start, old_len, new_start, new_len, header=h.group(5).strip(), lines=tuple(body))
+    # every line is + (new side), - (old side) or context (both), and both sides hold their counts:
+    hunk.__dict__["added"], hunk.__dict__["removed"] = len(body) - old_len, len(body) - new_len
+    return hunk
 
 
 def parse_github_file(

@@ -308,9 +308,9 @@ def skip_reason(file: DiffFile, *, include: Sequence[str] = (), exclude: Sequenc
                 break
             if _GENERATED_MARK.match(line.text):
                 return "generated"
-    added = file.added_lines()
-    if max((len(line.text) for line in added), default=0) < _MINIFIED_LONGEST:
+    if file.longest_added < _MINIFIED_LONGEST:
         return None
+    added = file.added_lines()
     lengths = [len(line.text) for line in added if line.text.strip()]
     if lengths and max(lengths) >= _MINIFIED_LONGEST and sum(lengths) / len(lengths) >= _MINIFIED_AVG_LINE:
         return "minified"

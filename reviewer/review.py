@@ -119,7 +119,7 @@ def _redacted(change: Change) -> Change:
 
 
 def _patch_chars(file: DiffFile) -> int:
-    return sum(len(line.text) + 2 for hunk in file.hunks for line in hunk.lines)
+    return sum([len(line.text) + 2 for hunk in file.hunks for line in hunk.lines])
 
 
 def _unusable_patches(change: Change, renderer: Renderer) -> tuple[Change, list[Gap]]:

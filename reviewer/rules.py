@@ -684,7 +684,7 @@ def run_rules(files: Sequence[DiffFile], *, messages: Mapping[str, str] | None =
     hits: list[_Hit] = []
     code: list[DiffFile] = []
     for file in files:
-        added_text = "\n".join(line.text for line in file.added_lines())
+        added_text = file.added_text
         if _CONFLICT_LITERALS.search(added_text):
             for hunk in file.hunks:
                 hits.extend(_conflicts(file.path, hunk, prose))

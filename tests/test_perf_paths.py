@@ -172,7 +172,15 @@ def test_the_hunk_reader_reads_git_diffs_as_unidiff_does(case: tuple[str, bool])
         return
     assert diff.parse_patch(text) == expected
     if not damaged and not text.endswith("\n\n"):
-        assert diff._parse_fast(text) == expected, "a diff git writes never needs unidiff"
+        fast = diff._parse_fast(text)
+        assert fast == expected, "a diff git writes never needs unidiff"
+        counted = [(f.additions, f.deletions) for f in fast]
+        assert counted == [
+            (sum(line.kind == "+" for line in f.added_lines()), sum(h.removed for h in f.hunks)) for f in expected
+        ]
+        assert [h.removed for f in fast for h in f.hunks] == [
+            sum(line.kind == "-" for line in h.lines) for f in expected for h in f.hunks
+        ]
 
 
 def test_a_form_feed_or_line_separator_stays_inside_its_line() -> None:
