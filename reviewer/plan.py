@@ -895,10 +895,22 @@ def _shrinking(extension: Sequence[tuple[int, str]]) -> list[tuple[tuple[int, st
     return list(dict.fromkeys(out))
 
 
-def _slice_text(f: DiffFile, hunk: Hunk, start: int, stop: int) -> str:
-    body = _numbered(hunk, ())
-    head = body[0] + f"  [slice: diff lines {start + 1}-{stop} of {len(hunk.lines)} in this hunk]"
-    return "\n".join([_file_header(f), head, *body[1 + start : 1 + stop]])
+@dataclass(frozen=True)
+class _Written:
+    """A hunk's file header and numbered lines, written once: every slice of it joins some of them."""
+
+    file: DiffFile
+    hunk: Hunk
+    header: str
+    body: Sequence[str]
+
+    @classmethod
+    def of(cls, f: DiffFile, hunk: Hunk) -> _Written:
+        return cls(f, hunk, _file_header(f), _numbered(hunk, ()))
+
+    def slice_text(self, start: int, stop: int) -> str:
+        head = self.body[0] + f"  [slice: diff lines {start + 1}-{stop} of {len(self.hunk.lines)} in this hunk]"
+        return "\n".join([self.header, head, *self.body[1 + start : 1 + stop]])
 
 
 def _span(hunk: Hunk, start: int, stop: int) -> tuple[int, int]:
@@ -910,28 +922,39 @@ def _span(hunk: Hunk, start: int, stop: int) -> tuple[int, int]:
 
 
 def _largest_slice(
-    f: DiffFile,
-    hunk: Hunk,
+    written: _Written,
     start: int,
     stop: int,
     cap: int,
     count_tokens: Callable[[str], int],
     redact: Callable[[str], str],
 ) -> tuple[UnitPart, int] | None:
-    """The longest slice [start, end) with end <= stop whose text fits `cap` tokens, or None."""
-    if cap <= 0:
+    """The longest slice [start, end) with end <= stop whose text fits `cap` tokens, or None.
+
+    Counts grow with lines, so the end is found by doubling from one line, then halving between the
+    last fit and the first miss: every slice written is at most twice the one returned, and cutting
+    a hunk of n lines costs O(n log n) instead of writing the rest of the hunk at every step."""
+    if cap <= 0 or start >= stop:
         return None
+    f, hunk = written.file, written.hunk
 
     def part(end: int) -> tuple[UnitPart, int]:
-        text = redact(_slice_text(f, hunk, start, end))
+        text = redact(written.slice_text(start, end))
         whole = start == 0 and end == len(hunk.lines)
         p = UnitPart(f.path, hunk.index, text, None if whole else (start, end), _span(hunk, start, end))
         return p, count_tokens(text)
 
-    if start < stop and part(start + 1)[1] > cap:
-        return None  # not even one line: no need to count the larger slices (counts grow with lines)
-    lo, hi = start, stop
-    best: tuple[UnitPart, int] | None = None
+    best = part(start + 1)
+    if best[1] > cap:
+        return None  # not even one line
+    lo, hi, step = start + 1, stop, 1
+    while lo < hi:
+        probe = min(lo + step, hi)
+        candidate = part(probe)
+        if candidate[1] > cap:
+            hi = probe - 1
+            break
+        best, lo, step = candidate, probe, step * 2
     while lo < hi:
         mid = (lo + hi + 1) // 2
         candidate = part(mid)
@@ -953,9 +976,10 @@ def _slices(
     """A hunk too big for one call, cut at line boundaries into slices that each fit one call,
     overlapping by SLICE_OVERLAP_LINES; a line that does not fit even alone is `context_window`."""
     out: list[tuple[UnitPart, int]] = []
+    written = _Written.of(f, hunk)
     start, n = 0, len(hunk.lines)
     while start < n:
-        best = _largest_slice(f, hunk, start, n, cap, count_tokens, redact)
+        best = _largest_slice(written, start, n, cap, count_tokens, redact)
         if best is None:
             unplaced.append(Unplaced(f.path, hunk.index, (start, start + 1), "context_window"))
             start += 1
@@ -977,13 +1001,15 @@ def _fill(
     """Spend what the allowance still holds on the first lines of a hunk that did not fit whole,
     before any less risky hunk gets the room; whatever still does not fit is `budget`."""
     start = piece.start
+    written: _Written | None = None
     while start < piece.stop:
         candidates = [*packer.units, packer.fresh()]
         best_unit = max(candidates, key=packer.room)
         room = packer.room(best_unit) - (SEPARATOR_TOKENS if best_unit.parts else 0)
         if room < MIN_SLICE_TOKENS:
             break
-        best = _largest_slice(piece.file, piece.hunk, start, piece.stop, room, count_tokens, redact)
+        written = written or _Written.of(piece.file, piece.hunk)
+        best = _largest_slice(written, start, piece.stop, room, count_tokens, redact)
         if best is None or not packer.add([best], piece.risk):
             break
         end = (best[0].lines or (0, len(piece.hunk.lines)))[1]

@@ -195,8 +195,12 @@ def review_and_report(
 ) -> int:
     """The local flow (`imreview review`): review, gate, write files, return the exit code."""
     renderer = Renderer(language=config.language, template_dir=config.template_dir)
-    change = source.change()
-    gc.freeze()  # the diff's objects (one per line) live to the end: later collections need not rescan them
+    gc.disable()
+    try:
+        change = source.change()
+    finally:
+        gc.freeze()  # the diff's objects (one per line) live to the end: no collection need rescan them
+        gc.enable()
     if config.model:
         from reviewer.llm import preload_litellm
 

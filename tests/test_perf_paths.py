@@ -15,7 +15,7 @@ import unidiff
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reviewer import diff, rules
+from reviewer import diff, plan, rules
 from reviewer.render import Renderer, template_cache_dir
 from reviewer.source.local import LocalSource
 from tests.conftest import Repo
@@ -199,6 +199,58 @@ def test_a_blank_context_line_takes_unidiffs_path() -> None:
     patch = "diff --git a/m b/m\n--- a/m\n+++ b/m\n@@ -1,3 +1,3 @@\n a\n\n-b\n+c\n"
     (file,) = diff.parse_patch(patch)
     assert [line.kind for line in file.hunks[0].lines] == [" ", " ", "-", "+"]
+
+
+# --- slicing a long hunk writes each slice's lines a bounded number of times ---------------------
+
+
+def _approx(text: str) -> int:
+    return max(1, len(text) // 3)
+
+
+def _slices_by_scan(f: diff.DiffFile, hunk: diff.Hunk, cap: int) -> list[tuple[tuple[int, int] | None, str]]:
+    """Each slice the longest that fits, found by trying every end: the plain rule the planner's
+    doubling-then-halving search must reproduce."""
+    body = plan._numbered(hunk, ())
+    n = len(hunk.lines)
+
+    def text(start: int, end: int) -> str:
+        head = body[0] + f"  [slice: diff lines {start + 1}-{end} of {n} in this hunk]"
+        return rules.redact("\n".join([plan._file_header(f), head, *body[1 + start : 1 + end]]))
+
+    out: list[tuple[tuple[int, int] | None, str]] = []
+    start = 0
+    while start < n:
+        fits = [end for end in range(start + 1, n + 1) if _approx(text(start, end)) <= cap]
+        if not fits:
+            start += 1
+            continue
+        end = max(fits)
+        out.append((None if start == 0 and end == n else (start, end), text(start, end)))
+        if end >= n:
+            break
+        start = max(end - plan.SLICE_OVERLAP_LINES, start + 1)
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 120), min_size=1, max_size=60),
+    cap=st.integers(10, 400),
+    secret_at=st.one_of(st.none(), st.integers(0, 59)),
+)
+def test_slices_are_the_longest_that_fit(lengths: list[int], cap: int, secret_at: int | None) -> None:
+    texts = ["x" * k for k in lengths]
+    if secret_at is not None and secret_at < len(texts):
+        texts[secret_at] = "token = ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    patch = "diff --git a/big.txt b/big.txt\n--- a/big.txt\n+++ b/big.txt\n"
+    patch += f"@@ -1,0 +1,{len(texts)} @@\n" + "".join(f"+{t}\n" for t in texts)
+    (f,) = diff.parse_patch(patch)
+    hunk = f.hunks[0]
+    unplaced: list[plan.Unplaced] = []
+    got = plan._slices(f, hunk, cap, _approx, rules.redact, unplaced)
+    assert [(p.lines, p.text) for p, _ in got] == _slices_by_scan(f, hunk, cap)
+    assert all(tokens == _approx(p.text) <= cap for p, tokens in got)
 
 
 # --- the regex gates never hide a secret --------------------------------------------------------
