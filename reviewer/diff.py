@@ -18,11 +18,12 @@ import gc
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, overload
-
-import unidiff
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from reviewer.errors import PatchError
+
+if TYPE_CHECKING:
+    import unidiff
 
 LineKind = Literal["+", "-", " "]
 FileStatus = Literal["added", "modified", "removed", "renamed", "copied"]
@@ -266,6 +267,8 @@ def parse_patch(raw: bytes | str) -> tuple[DiffFile, ...]:
     finally:
         if collecting:
             gc.enable()
+    import unidiff  # only unusual input needs it
+
     try:
         patch = unidiff.PatchSet(_lines(text))
     except unidiff.UnidiffParseError as exc:
