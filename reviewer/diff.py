@@ -15,6 +15,7 @@ GitHub accepts an inline comment only on a line of a hunk: RIGHT for added and c
 from __future__ import annotations
 
 import gc
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -303,9 +304,6 @@ def _parse_fast(text: str) -> tuple[DiffFile, ...]:
     without its per-line objects. It takes only the shapes git writes (a `diff --git` header, its
     mode / rename / index lines, ---/+++, hunks, `\\ No newline` markers) and reads them exactly as
     unidiff's full parse does; anything else raises `_Unusual` and unidiff decides."""
-    lines = text.split("\n")
-    if not lines[-1]:
-        lines.pop()
     strip_cr = "\r" in text
     out: list[DiffFile] = []
     info: list[str] = []
@@ -318,7 +316,7 @@ def _parse_fast(text: str) -> tuple[DiffFile, ...]:
     def close() -> None:
         out.append(_diff_file(info, source, target, tuple(hunks), binary))
 
-    rest = iter(lines)
+    rest = _lines_of(text)
     for line in rest:
         if line.startswith("diff --git "):
             m = _GIT_HEADERS[0].match(line) or _GIT_HEADERS[1].match(line) or _GIT_HEADERS[2].match(line)
@@ -362,6 +360,27 @@ def _parse_fast(text: str) -> tuple[DiffFile, ...]:
     if open_file:
         close()
     return tuple(out)
+
+
+_CHUNK = 1 << 20
+
+
+def _lines_of(text: str) -> Iterator[str]:
+    """The lines of `text` (split at `\\n` only, no final empty line), split a megabyte at a time:
+    a list of every line of a large diff would hold as much memory again as the lines it parses to."""
+    end = len(text) - 1 if text.endswith("\n") else len(text)
+
+    def chunks() -> Iterator[list[str]]:
+        start = 0
+        while start < end:
+            stop = text.find("\n", start + _CHUNK, end)
+            stop = end if stop < 0 else stop
+            yield text[start:stop].split("\n")
+            start = stop + 1
+        if start == end and end < len(text):
+            yield [""]  # the text ended with an empty line before its last newline
+
+    return itertools.chain.from_iterable(chunks())
 
 
 def _read_hunk(lines: Iterator[str], h: re.Match[str], index: int, strip_cr: bool) -> Hunk:

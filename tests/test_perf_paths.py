@@ -174,6 +174,11 @@ def test_the_hunk_reader_reads_git_diffs_as_unidiff_does(case: tuple[str, bool])
     if not damaged and not text.endswith("\n\n"):
         fast = diff._parse_fast(text)
         assert fast == expected, "a diff git writes never needs unidiff"
+        chunk, diff._CHUNK = diff._CHUNK, 7
+        try:
+            assert diff._parse_fast(text) == expected, "lines split a few characters at a time read the same"
+        finally:
+            diff._CHUNK = chunk
         counted = [(f.additions, f.deletions) for f in fast]
         assert counted == [
             (sum(line.kind == "+" for line in f.added_lines()), sum(h.removed for h in f.hunks)) for f in expected
