@@ -47,7 +47,7 @@ _GITHUB_STATUS: Mapping[str, FileStatus] = {
 _T = TypeVar("_T")
 
 
-class _computed_once(Generic[_T]):  # noqa: N801 - used as a decorator, like functools.cached_property
+class _computed_once(Generic[_T]):
     """functools.cached_property without its lock (Python < 3.12 takes one per first read, and a large
     diff has tens of thousands of hunks): the value lands in the instance's __dict__ and shadows this."""
 
@@ -174,7 +174,11 @@ def _file_from_unidiff(patched: unidiff.PatchedFile) -> DiffFile:
 
 
 def _diff_file(
-    info: Sequence[str], source_file: str | None, target_file: str | None, hunks: tuple[Hunk, ...], binary: bool
+    info: Sequence[str],
+    source_file: str | None,
+    target_file: str | None,
+    hunks: tuple[Hunk, ...],
+    binary: bool,
 ) -> DiffFile:
     """A file from its header lines (`diff --git`, modes, renames), its ---/+++ names and its hunks,
     decided as unidiff's PatchedFile decides added / removed / renamed."""
@@ -420,7 +424,9 @@ def _read_hunk(lines: Iterator[str], h: re.Match[str], index: int, strip_cr: boo
         raise _Unusual("hunk longer than its header says")
     if strip_cr:
         body = [
-            DiffLine(line.kind, line.old, line.new, line.text.rstrip("\r")) if line.text.endswith("\r") else line
+            DiffLine(line.kind, line.old, line.new, line.text.rstrip("\r"))
+            if line.text.endswith("\r")
+            else line
             for line in body
         ]
     hunk = Hunk(index, old_start, old_len, new_start, new_len, header=h.group(5).strip(), lines=tuple(body))

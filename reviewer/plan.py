@@ -909,7 +909,9 @@ class _Written:
         return cls(f, hunk, _file_header(f), _numbered(hunk, ()))
 
     def slice_text(self, start: int, stop: int) -> str:
-        head = self.body[0] + f"  [slice: diff lines {start + 1}-{stop} of {len(self.hunk.lines)} in this hunk]"
+        head = (
+            self.body[0] + f"  [slice: diff lines {start + 1}-{stop} of {len(self.hunk.lines)} in this hunk]"
+        )
         return "\n".join([self.header, head, *self.body[1 + start : 1 + stop]])
 
 

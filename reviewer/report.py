@@ -7,7 +7,6 @@ read only that dict, so `imreview render report.json` reproduces any output.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import re
 from collections.abc import Mapping
@@ -308,10 +307,15 @@ def _plain(value: Any) -> Any:
 _SCALARS = frozenset({str, int, float, bool})
 
 
-@functools.lru_cache(maxsize=256)
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+
+
 def _field_names(cls: type) -> tuple[str, ...] | None:
     """A dataclass's field names, looked up once per class: a report holds one per file."""
-    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+    if cls not in _FIELD_NAMES:
+        names = tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+        _FIELD_NAMES[cls] = names
+    return _FIELD_NAMES[cls]
 
 
 _WS = re.compile(r"\s+")

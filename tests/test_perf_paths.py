@@ -181,7 +181,8 @@ def test_the_hunk_reader_reads_git_diffs_as_unidiff_does(case: tuple[str, bool])
             diff._CHUNK = chunk
         counted = [(f.additions, f.deletions) for f in fast]
         assert counted == [
-            (sum(line.kind == "+" for line in f.added_lines()), sum(h.removed for h in f.hunks)) for f in expected
+            (sum(line.kind == "+" for line in f.added_lines()), sum(h.removed for h in f.hunks))
+            for f in expected
         ]
         assert [h.removed for f in fast for h in f.hunks] == [
             sum(line.kind == "-" for line in h.lines) for f in expected for h in f.hunks
