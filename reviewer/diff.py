@@ -305,9 +305,10 @@ _BINARY = re.compile(
 
 def _parse_fast(text: str) -> tuple[DiffFile, ...]:
     """`git diff` output read in one pass, one object per line (unidiff's header pass plus a hunk
-    reader took twice as long on 3,000 files, unidiff's full parse far longer). It takes only the shapes git writes (a `diff --git` header, its
-    mode / rename / index lines, ---/+++, hunks, `\\ No newline` markers) and reads them exactly as
-    unidiff's full parse does; anything else raises `_Unusual` and unidiff decides."""
+    reader took twice as long on 3,000 files, unidiff's full parse far longer). It takes only the
+    shapes git writes (a `diff --git` header, its mode / rename / index lines, ---/+++, hunks,
+    `\\ No newline` markers) and reads them exactly as unidiff's full parse does; anything else
+    raises `_Unusual` and unidiff decides."""
     strip_cr = "\r" in text
     out: list[DiffFile] = []
     info: list[str] = []
