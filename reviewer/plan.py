@@ -9,6 +9,7 @@ no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -206,6 +207,17 @@ class Allowance:
 
 
 @dataclass(frozen=True)
+class TextFree:
+    """Plan without writing any part's text: no model, so nothing will be sent and only the plan's
+    size and coverage are reported. `tokens(n)` is what `count_tokens` gives a text of n characters;
+    `may_redact(text)` is False only when `redact` leaves `text` unchanged, so a hunk whose lines
+    cannot be redacted is sized from its lines' lengths alone (its text is never built)."""
+
+    tokens: Callable[[int], int]
+    may_redact: Callable[[str], bool]
+
+
+@dataclass(frozen=True)
 class Plan:
     units: tuple[Unit, ...]
     skipped: tuple[Skip, ...]
@@ -296,9 +308,9 @@ def skip_reason(file: DiffFile, *, include: Sequence[str] = (), exclude: Sequenc
                 break
             if _GENERATED_MARK.match(line.text):
                 return "generated"
-    added = file.added_lines()
-    if max((len(line.text) for line in added), default=0) < _MINIFIED_LONGEST:
+    if file.longest_added < _MINIFIED_LONGEST:
         return None
+    added = file.added_lines()
     lengths = [len(line.text) for line in added if line.text.strip()]
     if lengths and max(lengths) >= _MINIFIED_LONGEST and sum(lengths) / len(lengths) >= _MINIFIED_AVG_LINE:
         return "minified"
@@ -345,9 +357,13 @@ def _file_header(file: DiffFile) -> str:
     return f"## File: {file.path} ({', '.join(details)})"
 
 
-def _numbered(hunk: Hunk, extension: Sequence[tuple[int, str]]) -> list[str]:
+def _hunk_head(hunk: Hunk) -> str:
     head = f"@@ -{hunk.old_start},{hunk.old_len} +{hunk.new_start},{hunk.new_len} @@"
-    out = [f"{head} {hunk.header}" if hunk.header else head]
+    return f"{head} {hunk.header}" if hunk.header else head
+
+
+def _numbered(hunk: Hunk, extension: Sequence[tuple[int, str]]) -> list[str]:
+    out = [_hunk_head(hunk)]
     out.extend(f"{n:>6} ~ {text}" for n, text in extension)
     for line in hunk.lines:
         if line.kind == "-":
@@ -473,11 +489,16 @@ class _FreeRoom:
         self.set(self._count - 1, free)
 
     def set(self, index: int, free: int) -> None:
+        tree = self._tree
         i = index + self._size
-        self._tree[i] = free
+        tree[i] = free
         while i > 1:
             i //= 2
-            self._tree[i] = max(self._tree[2 * i], self._tree[2 * i + 1])
+            left, right = tree[2 * i], tree[2 * i + 1]
+            top = left if left >= right else right
+            if tree[i] == top:
+                return  # every node above already holds the right maximum
+            tree[i] = top
 
     def first(self, at_least: int, start: int) -> int | None:
         """The smallest index >= start whose free room is at least `at_least`, or None."""
@@ -535,6 +556,8 @@ class _Packer:
         a = allowance
         self._unlimited = a.calls is None and a.input_tokens is None and a.output_tokens is None
         self._unlimited &= a.cost_usd is None or a.price is None
+        self._only_size = self._unlimited and a.window is None
+        """Nothing but `unit_tokens` limits a unit (no model): the free-room tree alone decides."""
         self._call_rooms: dict[int, int] = {}
 
     def cost(self, overhead: int, tokens: int) -> _Cost:
@@ -613,6 +636,8 @@ class _Packer:
 
         A unit whose free room cannot hold even the smallest option (with its separator) fails
         `fits_call` for every option, so the free-room tree skips it without asking."""
+        if self._only_size and len(options) == 1 and not context:
+            return self._add_sized(*options[0], risk)
         need = min(tokens for _, tokens in options) + SEPARATOR_TOKENS
         index = self._free.first(need, 0)
         while index is not None:
@@ -620,6 +645,25 @@ class _Packer:
                 return True
             index = self._free.first(need, index + 1)
         return self._place(len(self.units), options, risk, context or {})
+
+    def _add_sized(self, part: UnitPart, tokens: int, risk: float) -> bool:
+        """`add` when only `unit_tokens` limits a unit: the first unit with room takes the part."""
+        index = self._free.first(tokens + SEPARATOR_TOKENS, 0)
+        if index is not None:
+            unit = self.units[index]
+            unit.parts.append((part, risk, tokens))
+            unit.tokens += tokens + SEPARATOR_TOKENS
+            self._free.set(index, self.unit_tokens - unit.tokens)
+            return True
+        if tokens > self.unit_tokens:
+            return False
+        unit = self.fresh()
+        unit.parts.append((part, risk, tokens))
+        unit.tokens = tokens
+        self.units.append(unit)
+        self._next = None
+        self._free.append(self.unit_tokens - tokens)
+        return True
 
     def _place(
         self,
@@ -698,6 +742,7 @@ def make_plan(
     first_id: int = 0,
     context: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None = None,
     context_share: float = 0.0,
+    text_free: TextFree | None = None,
 ) -> Plan:
     """Filter, rank, and decide for the whole allowance at once which hunks go into which call.
 
@@ -713,7 +758,8 @@ def make_plan(
     returns the head text (None when unavailable) and is called at most once per file, only for
     hunks that want context. `context(file, hunk)` gives a hunk's repository context
     (reviewer.context), ranked; each unit holds what its hunks ask for, up to `context_share` of
-    what it could hold when it opened, so the diff always keeps the rest.
+    what it could hold when it opened, so the diff always keeps the rest. With `text_free`, parts
+    carry no text (`UnitPart.text` is empty) and are sized as if it had been written.
     """
     if unit_tokens <= 0:
         raise ValueError(f"unit_tokens must be a positive number of tokens, got {unit_tokens}")
@@ -731,15 +777,13 @@ def make_plan(
             reviewable.append(f)
 
     risks = {(f.path, h.index): hunk_risk(f.path, h) for f in reviewable for h in f.hunks}
-    ranked = sorted(
-        (
-            (risks[(f.path, h.index)], f, h)
-            for f in reviewable
-            for h in f.hunks
-            if only is None or (f.path, h.index) in only
-        ),
-        key=lambda item: ((item[1].path, item[2].index) not in first, -item[0], item[1].path, item[2].index),
+    order = sorted(
+        (((f.path, h.index) not in first, -risks[(f.path, h.index)], f.path, h.index), n, h.index)
+        for n, f in enumerate(reviewable)
+        for h in f.hunks
+        if only is None or (f.path, h.index) in only
     )
+    ranked = [(-key[1], reviewable[n], reviewable[n].hunks[index]) for key, n, index in order]
     heads: dict[str, list[str] | None] = {}
 
     def head_lines(f: DiffFile) -> list[str] | None:
@@ -769,10 +813,10 @@ def make_plan(
         return {s.key: snippet_tokens[s.key] for s in snippets}
 
     unplaced: list[Unplaced] = []
+    headers: dict[str, str] = {}
     for risk, f, hunk in ranked:
-        header = _file_header(f)
-        plain = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, ())])))
-        plain_tokens = count_tokens(plain.text)
+        header = headers.get(f.path) or headers.setdefault(f.path, _file_header(f))
+        plain, plain_tokens = _whole(f, hunk, header, count_tokens, redact, text_free)
         call_room = packer.call_room(packer.fresh().overhead)
         if plain_tokens > call_room:
             for part, tokens in _slices(f, hunk, call_room, count_tokens, redact, unplaced):
@@ -790,7 +834,7 @@ def make_plan(
             unplaced += _fill(packer, _Piece(risk, f, hunk, 0, len(hunk.lines)), count_tokens, redact)
 
     shown = _Context(wanted, count_tokens, redact, packer.context_frame)
-    units = _finish(packer, measure, unplaced, shown)
+    units = _finish(packer, measure, unplaced, shown, keep_text=text_free is None)
     file_risk = {f.path: max((risks[(f.path, h.index)] for h in f.hunks), default=-1.0) for f in reviewable}
     return Plan(
         units=units,
@@ -801,6 +845,32 @@ def make_plan(
         no_patch=tuple(sorted(no_patch)),
         unplaced=tuple(unplaced),
     )
+
+
+_NARROW_OLD = 10_000
+_NARROW_NEW = 1_000_000
+"""Below these line numbers every numbered line's prefix (`{n:>6} + `, `{(n):>6} - `) is 9 characters."""
+
+
+def _whole(
+    f: DiffFile,
+    hunk: Hunk,
+    header: str,
+    count_tokens: Callable[[str], int],
+    redact: Callable[[str], str],
+    text_free: TextFree | None,
+) -> tuple[UnitPart, int]:
+    """The whole hunk as one part and its tokens. Text-free, a hunk that redaction cannot change
+    and whose line numbers all fit the 6-column prefix is sized from its lines' lengths: the
+    numbered text is its lines joined as they are (`check`) plus the 9-character prefix of each."""
+    if text_free is not None and (
+        hunk.old_start + hunk.old_len <= _NARROW_OLD and hunk.new_start + hunk.new_len <= _NARROW_NEW
+    ):
+        check = "\n".join([header, _hunk_head(hunk), *[line.text for line in hunk.lines]])
+        if not text_free.may_redact(check):
+            return UnitPart(f.path, hunk.index, ""), text_free.tokens(len(check) + 9 * len(hunk.lines))
+    part = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, ())])))
+    return part, count_tokens(part.text)
 
 
 def _call_room(packer: _Packer, overhead: int) -> int:
@@ -825,10 +895,24 @@ def _shrinking(extension: Sequence[tuple[int, str]]) -> list[tuple[tuple[int, st
     return list(dict.fromkeys(out))
 
 
-def _slice_text(f: DiffFile, hunk: Hunk, start: int, stop: int) -> str:
-    body = _numbered(hunk, ())
-    head = body[0] + f"  [slice: diff lines {start + 1}-{stop} of {len(hunk.lines)} in this hunk]"
-    return "\n".join([_file_header(f), head, *body[1 + start : 1 + stop]])
+@dataclass(frozen=True)
+class _Written:
+    """A hunk's file header and numbered lines, written once: every slice of it joins some of them."""
+
+    file: DiffFile
+    hunk: Hunk
+    header: str
+    body: Sequence[str]
+
+    @classmethod
+    def of(cls, f: DiffFile, hunk: Hunk) -> _Written:
+        return cls(f, hunk, _file_header(f), _numbered(hunk, ()))
+
+    def slice_text(self, start: int, stop: int) -> str:
+        head = (
+            self.body[0] + f"  [slice: diff lines {start + 1}-{stop} of {len(self.hunk.lines)} in this hunk]"
+        )
+        return "\n".join([self.header, head, *self.body[1 + start : 1 + stop]])
 
 
 def _span(hunk: Hunk, start: int, stop: int) -> tuple[int, int]:
@@ -840,28 +924,39 @@ def _span(hunk: Hunk, start: int, stop: int) -> tuple[int, int]:
 
 
 def _largest_slice(
-    f: DiffFile,
-    hunk: Hunk,
+    written: _Written,
     start: int,
     stop: int,
     cap: int,
     count_tokens: Callable[[str], int],
     redact: Callable[[str], str],
 ) -> tuple[UnitPart, int] | None:
-    """The longest slice [start, end) with end <= stop whose text fits `cap` tokens, or None."""
-    if cap <= 0:
+    """The longest slice [start, end) with end <= stop whose text fits `cap` tokens, or None.
+
+    Counts grow with lines, so the end is found by doubling from one line, then halving between the
+    last fit and the first miss: every slice written is at most twice the one returned, and cutting
+    a hunk of n lines costs O(n log n) instead of writing the rest of the hunk at every step."""
+    if cap <= 0 or start >= stop:
         return None
+    f, hunk = written.file, written.hunk
 
     def part(end: int) -> tuple[UnitPart, int]:
-        text = redact(_slice_text(f, hunk, start, end))
+        text = redact(written.slice_text(start, end))
         whole = start == 0 and end == len(hunk.lines)
         p = UnitPart(f.path, hunk.index, text, None if whole else (start, end), _span(hunk, start, end))
         return p, count_tokens(text)
 
-    if start < stop and part(start + 1)[1] > cap:
-        return None  # not even one line: no need to count the larger slices (counts grow with lines)
-    lo, hi = start, stop
-    best: tuple[UnitPart, int] | None = None
+    best = part(start + 1)
+    if best[1] > cap:
+        return None  # not even one line
+    lo, hi, step = start + 1, stop, 1
+    while lo < hi:
+        probe = min(lo + step, hi)
+        candidate = part(probe)
+        if candidate[1] > cap:
+            hi = probe - 1
+            break
+        best, lo, step = candidate, probe, step * 2
     while lo < hi:
         mid = (lo + hi + 1) // 2
         candidate = part(mid)
@@ -883,9 +978,10 @@ def _slices(
     """A hunk too big for one call, cut at line boundaries into slices that each fit one call,
     overlapping by SLICE_OVERLAP_LINES; a line that does not fit even alone is `context_window`."""
     out: list[tuple[UnitPart, int]] = []
+    written = _Written.of(f, hunk)
     start, n = 0, len(hunk.lines)
     while start < n:
-        best = _largest_slice(f, hunk, start, n, cap, count_tokens, redact)
+        best = _largest_slice(written, start, n, cap, count_tokens, redact)
         if best is None:
             unplaced.append(Unplaced(f.path, hunk.index, (start, start + 1), "context_window"))
             start += 1
@@ -907,13 +1003,15 @@ def _fill(
     """Spend what the allowance still holds on the first lines of a hunk that did not fit whole,
     before any less risky hunk gets the room; whatever still does not fit is `budget`."""
     start = piece.start
+    written: _Written | None = None
     while start < piece.stop:
         candidates = [*packer.units, packer.fresh()]
         best_unit = max(candidates, key=packer.room)
         room = packer.room(best_unit) - (SEPARATOR_TOKENS if best_unit.parts else 0)
         if room < MIN_SLICE_TOKENS:
             break
-        best = _largest_slice(piece.file, piece.hunk, start, piece.stop, room, count_tokens, redact)
+        written = written or _Written.of(piece.file, piece.hunk)
+        best = _largest_slice(written, start, piece.stop, room, count_tokens, redact)
         if best is None or not packer.add([best], piece.risk):
             break
         end = (best[0].lines or (0, len(piece.hunk.lines)))[1]
@@ -960,6 +1058,8 @@ def _finish(
     measure: Callable[[str, str, str], int] | None,
     unplaced: list[Unplaced],
     context: _Context,
+    *,
+    keep_text: bool = True,
 ) -> tuple[Unit, ...]:
     """Count each finished request as it will be sent; a unit the exact count no longer fits (a
     token merge at a part join) gives up its context first (its least ranked snippets), then its
@@ -972,10 +1072,14 @@ def _finish(
         room = u.ctx_tokens
         while parts:
             ordered = _ordered([(p, r) for p, r, _ in parts])
-            text = "\n\n".join(p.text for p in ordered)
+            if not keep_text:
+                ordered = tuple(dataclasses.replace(p, text="") if p.text else p for p in ordered)
             snippets, context_text, context_tokens = context.choose(ordered, room)
             tokens = sum(t for _, _, t in parts) + SEPARATOR_TOKENS * (len(parts) - 1) + context_tokens
-            counted = measure(u.nonce, text, context_text) if measure else u.overhead + tokens
+            if measure is not None:
+                counted = measure(u.nonce, "\n\n".join(p.text for p in ordered), context_text)
+            else:
+                counted = u.overhead + tokens
             held_in = _held(counted, a.margin_percent)
             answer = answer_tokens(tokens, a)
             fits_window = a.window is None or held_in + answer <= a.window
@@ -1052,13 +1156,24 @@ def coverage(
     by_path = {f.path: f for f in files}
     covered: dict[tuple[str, int], set[int]] = {}
     why: dict[tuple[str, int], dict[int, str]] = {}
+    whole: dict[tuple[str, int], str] = {}
+    """Hunks whose every line got one reason at once (a whole hunk in one unit): `why` by line,
+    kept as one entry until another reason arrives for the hunk."""
     sliced: dict[str, list[SliceCoverage]] = {}
 
-    def positions(path: str, index: int, lines: tuple[int, int] | None) -> range:
+    def size(path: str, index: int) -> int:
         f = by_path.get(path)
-        n = len(f.hunks[index].lines) if f is not None and index < len(f.hunks) else 0
+        return len(f.hunks[index].lines) if f is not None and index < len(f.hunks) else 0
+
+    def positions(path: str, index: int, lines: tuple[int, int] | None) -> range:
+        n = size(path, index)
         start, stop = lines or (0, n)
         return range(max(start, 0), min(stop, n))
+
+    def reasons_by_line(key: tuple[str, int]) -> dict[int, str]:
+        if key in whole:
+            why[key] = dict.fromkeys(range(size(*key)), whole.pop(key))
+        return why.setdefault(key, {})
 
     def span(path: str, index: int, lines: tuple[int, int]) -> tuple[int, int]:
         return _span(by_path[path].hunks[index], lines[0], lines[1])
@@ -1072,7 +1187,10 @@ def coverage(
                 covered.setdefault(key, set()).update(rng)
             else:
                 reason = (unsent_reason or {}).get(u.id, default_unsent)
-                why.setdefault(key, {}).update(dict.fromkeys(rng, reason))
+                if key not in why and key not in whole and rng == range(size(*key)):
+                    whole[key] = reason
+                else:
+                    reasons_by_line(key).update(dict.fromkeys(rng, reason))
             if p.lines is not None and rng:
                 start, end = p.span or span(p.path, p.hunk_index, (rng.start, rng.stop))
                 sliced.setdefault(p.path, []).append(SliceCoverage(p.hunk_index, start, end, done))
@@ -1081,8 +1199,10 @@ def coverage(
     for x in plan.unplaced:
         key = (x.path, x.hunk_index)
         rng = positions(x.path, x.hunk_index, x.lines)
-        for i in rng:
-            why.setdefault(key, {}).setdefault(i, x.reason)
+        if rng:
+            reasons = reasons_by_line(key)
+            for i in rng:
+                reasons.setdefault(i, x.reason)
         if x.lines != WHOLE_HUNK and rng:
             start, end = span(x.path, x.hunk_index, (rng.start, rng.stop))
             sliced.setdefault(x.path, []).append(SliceCoverage(x.hunk_index, start, end, False))
@@ -1113,6 +1233,9 @@ def coverage(
             gaps = [i for i in range(len(hunk.lines)) if i not in got] if got else range(len(hunk.lines))
             if not gaps:
                 hunks_done += 1
+                continue
+            if key in whole:
+                missing.append(whole[key])
                 continue
             reasons = why.get(key, {})
             missing.extend(dict.fromkeys(map(reasons.get, gaps, itertools.repeat("budget"))))

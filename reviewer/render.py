@@ -12,6 +12,7 @@ remove anything that could forge the untrusted-data delimiters.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -318,6 +319,18 @@ def untrusted(value: Any, limit: int | None = UNTRUSTED_LIMIT) -> str:
 
 def untrusted_line(value: Any, limit: int | None = LINE_LIMIT, cell: bool = False) -> str:
     """Like `untrusted`, collapsed to one line; `cell=True` also escapes `|` for a table cell."""
+    if type(value) is str and len(value) <= _REMEMBERED_LINE:
+        return _untrusted_line(value, limit, cell)
+    return _untrusted_line.__wrapped__(value, limit, cell)
+
+
+_REMEMBERED_LINE = 200
+"""Short values repeat (a coverage table names the same status and reason on every row): each is
+sanitized once per process."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _untrusted_line(value: Any, limit: int | None, cell: bool) -> str:
     text = _WS.sub(" ", _strip_comments(_NEWLINES.sub("\n", _shown(value)))).strip()
     return _sanitize(text, limit, cell=cell)
 

@@ -292,13 +292,30 @@ class Report:
 
 
 def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if value is None or type(value) in _SCALARS:
+        return value
+    names = _field_names(type(value))
+    if names is not None:
+        return {name: _plain(getattr(value, name)) for name in names}
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+_SCALARS = frozenset({str, int, float, bool})
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    """A dataclass's field names, looked up once per class: a report holds one per file."""
+    if cls not in _FIELD_NAMES:
+        names = tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+        _FIELD_NAMES[cls] = names
+    return _FIELD_NAMES[cls]
 
 
 _WS = re.compile(r"\s+")

@@ -21,7 +21,7 @@ from reviewer.budget import Budget
 from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
 from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
-from reviewer.plan import LEGEND, Allowance, Plan, Unit, coverage, make_plan
+from reviewer.plan import LEGEND, Allowance, Plan, TextFree, Unit, coverage, make_plan
 from reviewer.report import (
     Coverage,
     Exclusion,
@@ -47,7 +47,8 @@ NO_MODEL_WINDOW = 128_000
 MAX_REPLANS = 3
 MAX_PATCH_CHARS = 1_000_000
 """A file's diff longer than this is listed, not reviewed: no budget default could send it, and
-slicing and redacting it costs minutes (a 4 MB diff took 38 s). GitHub omits such patches itself."""
+slicing and redacting it costs time for nothing (linear, about 0.6 s per MB on a loaded 2-core
+runner; benchmarks/BIG_DIFF.md). GitHub omits such patches itself."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,15 @@ def unit_nonce() -> str:
 
 def approx_tokens(text: str) -> int:
     """A conservative stand-in for a tokenizer when no model is configured."""
-    return max(1, len(text) // 3)
+    return _approx_tokens_of(len(text))
+
+
+def _approx_tokens_of(chars: int) -> int:
+    return max(1, chars // 3)
+
+
+NO_MODEL_SIZING = TextFree(tokens=_approx_tokens_of, may_redact=rules.may_hold_secret)
+"""Without a model no unit text is sent: the plan sizes its parts without writing them."""
 
 
 class _Warnings:
@@ -111,7 +120,7 @@ def _redacted(change: Change) -> Change:
 
 
 def _patch_chars(file: DiffFile) -> int:
-    return sum(len(line.text) + 2 for hunk in file.hunks for line in hunk.lines)
+    return sum([len(line.text) + 2 for hunk in file.hunks for line in hunk.lines])
 
 
 def _unusable_patches(change: Change, renderer: Renderer) -> tuple[Change, list[Gap]]:
@@ -464,7 +473,13 @@ class _Planner:
             "first_id": first_id,
         }
         if client is None:
-            return make_plan(self.files, unit_tokens=self.window, count_tokens=approx_tokens, **common)
+            return make_plan(
+                self.files,
+                unit_tokens=self.window,
+                count_tokens=approx_tokens,
+                text_free=NO_MODEL_SIZING,
+                **common,
+            )
         self.window, self.window_source = client.window()
         limits, spent = budget.limits, budget.spent()
         price = client.price(client.models[0])

@@ -617,12 +617,15 @@ def _runs(files: Sequence[DiffFile]) -> list[list[tuple[str, str, int]]]:
     runs: list[list[tuple[str, str, int]]] = []
     for file in sorted(files, key=lambda f: f.path):
         for hunk in file.hunks:
+            if hunk.added < MIN_DUPLICATE_LINES:
+                continue  # a run holds added lines only
             run: list[tuple[str, str, int]] = []
             for line in hunk.lines:
-                if line.kind == "+" and line.new is not None:
-                    norm = " ".join(line.text.split())
-                    if _ALNUM.search(norm):
-                        run.append((norm, file.path, line.new))
+                if line.kind == "+":
+                    if line.new is not None:
+                        norm = " ".join(line.text.split())
+                        if _ALNUM.search(norm):
+                            run.append((norm, file.path, line.new))
                 elif line.kind != "-":
                     if len(run) >= MIN_DUPLICATE_LINES:
                         runs.append(run)
@@ -641,10 +644,9 @@ def _duplicates(files: Sequence[DiffFile], prose: _Prose) -> tuple[Signal, ...]:
         texts = [text for text, _, _ in run]
         for off in range(len(run) - size + 1):
             key = tuple(texts[off : off + size])
-            if len(set(key)) < 3:
-                continue
             if key not in seen:
-                seen[key] = (ri, off)
+                if len(set(key)) >= 3:  # a window seen before passed this already
+                    seen[key] = (ri, off)
                 continue
             fr, fo = seen[key]
             if fr == ri and off - fo < size:
@@ -684,7 +686,7 @@ def run_rules(files: Sequence[DiffFile], *, messages: Mapping[str, str] | None =
     hits: list[_Hit] = []
     code: list[DiffFile] = []
     for file in files:
-        added_text = "\n".join(line.text for line in file.added_lines())
+        added_text = file.added_text
         if _CONFLICT_LITERALS.search(added_text):
             for hunk in file.hunks:
                 hits.extend(_conflicts(file.path, hunk, prose))

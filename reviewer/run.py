@@ -6,6 +6,7 @@ Order: render the PR bodies → gate (re-read the head; sizes after truncation) 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -194,7 +195,12 @@ def review_and_report(
 ) -> int:
     """The local flow (`imreview review`): review, gate, write files, return the exit code."""
     renderer = Renderer(language=config.language, template_dir=config.template_dir)
-    change = source.change()
+    gc.disable()
+    try:
+        change = source.change()
+    finally:
+        gc.freeze()  # the diff's objects (one per line) live to the end: no collection need rescan them
+        gc.enable()
     if config.model:
         from reviewer.llm import preload_litellm
 
