@@ -276,8 +276,9 @@ def parse_patch(raw: bytes | str) -> tuple[DiffFile, ...]:
 
     try:
         patch = unidiff.PatchSet(_lines(text))
-    except unidiff.UnidiffParseError as exc:
-        raise PatchError(f"malformed diff: {exc}") from exc
+    except Exception as exc:  # unidiff has failed with errors of its own on hostile input, not only this one
+        detail = str(exc) if isinstance(exc, unidiff.UnidiffParseError) else type(exc).__name__
+        raise PatchError(f"malformed diff: {detail}") from exc
     return tuple(_file_from_unidiff(f) for f in patch)
 
 
@@ -451,16 +452,17 @@ def parse_github_file(
     (text that is not a diff, binary junk) is not guessed at either: `unusable="not_a_diff"`.
     """
     mapped = _GITHUB_STATUS.get(status, "modified")
-    old_name = previous_filename or filename
     if patch is None:
         pure_move = mapped in ("renamed", "copied") and changes == 0 and previous_filename is not None
         return DiffFile(path=filename, status=mapped, old_path=previous_filename, has_patch=pure_move)
-    src = "/dev/null" if mapped == "added" else f"a/{old_name}"
-    dst = "/dev/null" if mapped == "removed" else f"b/{filename}"
-    header = f"diff --git a/{old_name} b/{filename}\n"
+    # The names come from GitHub's entry, not from the text: headers with the real names would let
+    # a name holding a newline or a tab (git allows both) rewrite the diff that is parsed.
+    src = "/dev/null" if mapped == "added" else "a/old"
+    dst = "/dev/null" if mapped == "removed" else "b/new"
+    header = "diff --git a/old b/new\n"
     if mapped in ("renamed", "copied") and previous_filename:
         verb = "rename" if mapped == "renamed" else "copy"
-        header += f"{verb} from {previous_filename}\n{verb} to {filename}\n"
+        header += f"{verb} from old\n{verb} to new\n"
     if mapped == "added":
         header += "new file mode 100644\n"
     elif mapped == "removed":

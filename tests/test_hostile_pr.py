@@ -110,3 +110,24 @@ def test_a_hostile_pr_gets_an_inert_comment_review_and_summary(tmp_path: Path) -
         assert (
             json.loads(Path(run.outputs["report-path"]).read_text())["budget"]["limits"]["cost_usd"] != 1000
         )
+
+
+def test_file_names_holding_a_newline_or_a_tab_are_reviewed_like_any_other(tmp_path: Path) -> None:
+    """Git allows both in a path; a name must never rewrite the diff text we parse, nor end the run."""
+    aws = "@@ -1,2 +1,3 @@\n import os\n+AWS_KEY = 'AKIAZ7QW3RTY5UIO2PLM'\n x = 1"
+    names = ["docs/a.md\n+++ b/x", "api/handler\t.py"]
+    with FakeGitHub() as gh:
+        gh.add_token(e2e.TOKEN)
+        gh.add_repo(e2e.REPO)
+        files = [
+            diff_entry("app.py", aws),
+            *(diff_entry(n, "@@ -0,0 +1 @@\n+hi", status="added") for n in names),
+        ]
+        gh.add_pull(e2e.REPO, 7, head_sha=e2e.HEAD, base_sha=e2e.BASE, files=files)
+        run = e2e.Runner(tmp_path, gh.url).run("pull_request", e2e.event_payload("pull_request.opened"))
+        assert "Error" not in run.stdout, run.stdout
+        report = run.report()
+        assert {f["path"]: f["status"] for f in report["coverage"]["files"]}.keys() >= {"app.py", *names}
+        assert not any(g["why"] == "not_a_diff" for g in report["gaps"]), report["gaps"]
+        assert any(f["source"].startswith("rule:") and f["priority"] == "P1" for f in report["findings"])
+        assert len(gh.comments(e2e.REPO, 7)) == 1
