@@ -552,6 +552,7 @@ class ModelClient:
             input_tokens=input_estimate,
             max_output_tokens=max_tokens,
             cost_usd=estimate,
+            answer_cost_usd=0.0 if price is None else max_tokens * price[1],
             margin_percent=self.margin_percent(),
         )
         timeout, capped = self._timeout(max_tokens, input_estimate)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from reviewer import context as ctx
+from reviewer.budget import COST_SLACK_USD, held_cost_usd, held_tokens
 from reviewer.diff import DiffFile, Hunk
 from reviewer.report import Coverage, CoverageStatus, FileCoverage, SliceCoverage
 from reviewer.secret_files import is_secret_file
@@ -417,7 +418,15 @@ def answer_tokens(diff_tokens: int, allowance: Allowance) -> int:
 
 
 def _held(tokens: int, margin_percent: int) -> int:
-    return (tokens * margin_percent + 99) // 100
+    return held_tokens(tokens, margin_percent)
+
+
+def _held_cost(allowance: Allowance, input_tokens: int, answer: int) -> float:
+    """The cost a unit holds, as `Budget.reserve` holds it: the margin on the input part only."""
+    if allowance.price is None:
+        return 0.0
+    p_in, p_out = allowance.price
+    return held_cost_usd(input_tokens * p_in + answer * p_out, answer * p_out, allowance.margin_percent)
 
 
 @dataclass
@@ -541,10 +550,7 @@ class _Packer:
         a = self.allowance
         held_in = _held(overhead + tokens, a.margin_percent)
         answer = answer_tokens(tokens, a)
-        price = 0.0
-        if a.price is not None:
-            price = (overhead + tokens) * a.price[0] * a.margin_percent / 100 + answer * a.price[1]
-        return _Cost(held_in, answer, price)
+        return _Cost(held_in, answer, _held_cost(a, overhead + tokens, answer))
 
     def fits_call(self, overhead: int, tokens: int) -> bool:
         if tokens > self.unit_tokens:
@@ -574,7 +580,9 @@ class _Packer:
             return False
         if a.output_tokens is not None and out + c.answer > a.output_tokens:
             return False
-        return not (a.cost_usd is not None and a.price is not None and cost + c.cost > a.cost_usd + 1e-12)
+        return not (
+            a.cost_usd is not None and a.price is not None and cost + c.cost > a.cost_usd + COST_SLACK_USD
+        )
 
     def fresh(self) -> _Open:
         """The next unit to open (its nonce drawn once, so its counted prompt is the sent one)."""
@@ -967,6 +975,7 @@ def _finish(
     a = packer.allowance
     units: list[Unit] = []
     held_total = 0
+    cost_total = 0.0
     for u in packer.units:
         parts = list(u.parts)
         room = u.ctx_tokens
@@ -980,6 +989,9 @@ def _finish(
             answer = answer_tokens(tokens, a)
             fits_window = a.window is None or held_in + answer <= a.window
             fits_budget = a.input_tokens is None or held_total + held_in <= a.input_tokens
+            cost = _held_cost(a, counted, answer)
+            if a.cost_usd is not None and a.price is not None:
+                fits_budget = fits_budget and cost_total + cost <= a.cost_usd + COST_SLACK_USD
             if fits_window and fits_budget:
                 units.append(
                     Unit(
@@ -996,6 +1008,7 @@ def _finish(
                     )
                 )
                 held_total += held_in
+                cost_total += cost
                 break
             if snippets:
                 room = context_tokens + context.frame - 1

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from reviewer import context as ctx
 from reviewer import findings as fnd
 from reviewer import gate, incremental, progress, rules, verify
-from reviewer.budget import Budget
+from reviewer.budget import Budget, held_cost_usd
 from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
 from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
@@ -339,9 +339,10 @@ def planned_cost(
 ) -> float | None:
     """What reviewing all of `change` would reserve, as the planner would pack it within the PR's
     own token and call limits (money unbounded), before any call: each unit's request as it will be
-    sent and its answer's `max_tokens`, priced and held with the margin as the ledger holds them
-    (`Budget.reserve` applies it to the whole estimate). No context is read, so no
-    request reaches GitHub. 0 without a model or credentials (no call is made); None when the
+    sent and its answer's `max_tokens`, priced and held as the ledger holds them (the margin on the
+    input only). No context is read, so no request reaches GitHub: each hunk is priced with as much
+    context as it can expect (`context.stand_in`: a definition per name it uses, call sites per
+    function it changes), held within the unit's `context_share` as the review would hold it. 0 without a model or credentials (no call is made); None when the
     price is unknown. Verification calls come on top, and only when budget is left."""
     if not config.model:
         return 0.0
@@ -353,9 +354,14 @@ def planned_cost(
     if price is None:
         return None
     change = _redacted(change)
-    plan = _Planner(config, client, renderer, change, change.files, None).plan(budget)
+    plan = _Planner(config, client, renderer, change, change.files, None, ctx.stand_in).plan(budget)
     margin = client.margin_percent()
-    return sum((u.input_tokens * price[0] + u.answer_tokens * price[1]) * margin / 100 for u in plan.units)
+    return sum(
+        held_cost_usd(
+            u.input_tokens * price[0] + u.answer_tokens * price[1], u.answer_tokens * price[1], margin
+        )
+        for u in plan.units
+    )
 
 
 def conclude(
@@ -410,7 +416,7 @@ class _Planner:
         change: Change,
         files: Sequence[DiffFile],
         read_file: Callable[[str], str | None] | None,
-        finder: _ContextFinder | None = None,
+        finder: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None = None,
     ) -> None:
         self.finder = finder
         self.config = config
