@@ -343,7 +343,8 @@ def planned_cost(
     input only). No context is read, so no request reaches GitHub: each hunk is priced with as much
     context as it can expect (`context.stand_in`: a definition per name it uses, call sites per
     function it changes), held within the unit's `context_share` as the review would hold it.
-    0 without a model or credentials (no call is made); None when the price is unknown. Verification calls come on top, and only when budget is left."""
+    0 without a model or credentials (no call is made); None when the price is unknown.
+    Verification calls come on top, and only when budget is left."""
     if not config.model:
         return 0.0
     budget = Budget(dataclasses.replace(config.limits, cost_usd=float("inf")))
