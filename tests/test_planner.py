@@ -272,7 +272,7 @@ def test_a_configured_smaller_window_wins_over_the_server_and_silence_means_8192
 
 def _helpers(n: int) -> str:
     return "".join(
-        f"def helper_{i}(value, scale):\n    \"\"\"Step {i} of the pipeline.\"\"\"\n"
+        f'def helper_{i}(value, scale):\n    """Step {i} of the pipeline."""\n'
         f"    adjusted = value * scale + {i}\n    return round(adjusted, 2)\n\n\n"
         for i in range(n)
     )
