@@ -46,6 +46,9 @@ CUT_ANSWER_FINDINGS = 3
 REPAIR_ANSWER_CHARS = 16_000
 PROMPT_SAFETY_TOKENS = 64
 MIN_USEFUL_MAX_TOKENS = 256
+PLAUSIBLE_USAGE_RATIO = 2
+"""A reported answer size below 1/this of the local count is a lie or a bug: charge the local count
+(stand-in tokenizers differ from a server's by well under 2x)."""
 BACKOFF_BASE_SECONDS = 1.0
 PLACEHOLDER_API_KEY = "imreview-no-key"
 PROBE_TIMEOUT_SECONDS = 3.0
@@ -609,9 +612,16 @@ class ModelClient:
             raise _classify(litellm, error) from error
         usage = getattr(response, "usage", None)
         input_tokens = int(getattr(usage, "prompt_tokens", None) or input_estimate)
-        output_tokens = _output_tokens(
+        output_tokens, trusted = _output_tokens(
             usage, lambda extra: self._count(model, text=text + extra), choice.message
         )
+        reported = getattr(usage, "completion_tokens", None)
+        if not trusted and reported:
+            self._warn_once(
+                f"usage:{model}",
+                f"model {model!r} reported {reported} completion tokens for an answer counted locally "
+                f"as {output_tokens}: charged {output_tokens}",
+            )
         cost = None if price is None else input_tokens * price[0] + output_tokens * price[1]
         self.budget.settle(
             reservation,
@@ -777,18 +787,28 @@ def _missing_provider_keys(litellm: ModuleType, model: str) -> list[str]:
             os.environ.update(blank)
 
 
-def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> int:
+def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> tuple[int, bool]:
     """Answer tokens as the server counted them, hidden reasoning included: providers that report
     `reasoning_tokens` outside `completion_tokens` get both counted; without usage, the visible
-    text and any `reasoning_content` are counted locally."""
+    text and any `reasoning_content` are counted locally. A report below what the answer's own size
+    makes plausible (less than 1/PLAUSIBLE_USAGE_RATIO of the local count) is not trusted: the answer
+    is charged its local count, so a server cannot send megabytes and charge a handful of tokens.
+    (tokens, whether the server's report was used)."""
     completion = getattr(usage, "completion_tokens", None)
     details = getattr(usage, "completion_tokens_details", None)
     reasoning = getattr(details, "reasoning_tokens", None) or 0
-    if completion:
-        completion = int(completion)
-        return completion + int(reasoning) if reasoning > completion else completion
+    content = getattr(message, "content", None)
     hidden = getattr(message, "reasoning_content", None)
-    return count(hidden if isinstance(hidden, str) else "")
+    hidden = hidden if isinstance(hidden, str) else ""
+    if not completion:
+        return count(hidden), False
+    reported = int(completion)
+    reported = reported + int(reasoning) if reasoning > reported else reported
+    size = len((content if isinstance(content, str) else "").encode()) + len(hidden.encode())
+    if size <= PLAUSIBLE_USAGE_RATIO * reported:
+        return reported, True  # a token is at least one byte: the report cannot be implausibly low
+    local = count(hidden)
+    return (local, False) if local > PLAUSIBLE_USAGE_RATIO * reported else (reported, True)
 
 
 def _classify(litellm: ModuleType, error: Exception) -> Exception:
