@@ -736,6 +736,11 @@ class ModelClient:
             self._keys_missing[model] = missing
         return list(missing)
 
+    def sends_schema(self) -> bool:
+        """Whether every model of the chain gets the response schema as `response_format`, so a
+        prompt can leave the answer's shape to it (a fallback without it needs the long format)."""
+        return all(self._supports_schema(model) for model in self.models)
+
     def _supports_schema(self, model: str) -> bool:
         try:
             return bool(_litellm().supports_response_schema(model=model))

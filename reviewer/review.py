@@ -430,6 +430,7 @@ class _Planner:
             client.window() if client else (config.context_window or NO_MODEL_WINDOW, "config")
         )
         self._system = _system_prompt(renderer, config)
+        self.schema_sent = client is not None and client.sends_schema()
 
     def messages(self, units_text: str, nonce: str, context_text: str = "") -> list[dict[str, str]]:
         return [
@@ -443,6 +444,7 @@ class _Planner:
                     units_text=units_text,
                     nonce=nonce,
                     context_text=context_text,
+                    schema_sent=self.schema_sent,
                 ),
             },
         ]
@@ -504,8 +506,17 @@ def _system_prompt(renderer: Renderer, config: Config) -> str:
 
 
 def _user_prompt(
-    renderer: Renderer, config: Config, change: Change, *, units_text: str, nonce: str, context_text: str = ""
+    renderer: Renderer,
+    config: Config,
+    change: Change,
+    *,
+    units_text: str,
+    nonce: str,
+    context_text: str = "",
+    schema_sent: bool = False,
 ) -> str:
+    """The user message; with `schema_sent` (every model of the chain gets the response schema) the
+    answer format says what the fields mean and leaves their shape to the schema."""
     return renderer.prompt(
         "review",
         title=change.snapshot.title,
@@ -516,6 +527,7 @@ def _user_prompt(
         context=context_text,
         legend=LEGEND,
         nonce=nonce,
+        schema_sent=schema_sent,
     )
 
 

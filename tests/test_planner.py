@@ -316,3 +316,26 @@ def test_scans_price_of_a_pr_covers_a_review_that_shows_repository_context(
 
     assert price(0.0) < spent, "without context the price is below what the review spent"
     assert spent <= price(0.3) < 3 * spent
+
+
+def test_a_model_given_the_response_schema_gets_the_short_answer_format(
+    tmp_path: Path, server: FakeModelServer
+) -> None:
+    """The schema already says the answer's shape: the prompt keeps what the fields mean (line and
+    side, quote, priorities in the method) and drops the example object, which a model without
+    structured output still gets."""
+    repo = build(tmp_path, pr_shapes.small())
+    prompts = {}
+    for model in (KNOWN, UNKNOWN):
+        server.requests.clear()
+        review(repo, server, tmp_path, model=model)
+        (request,) = server.requests
+        prompts[model] = (request["messages"][0]["content"], request["messages"][1]["content"], request)
+    system, short, sent = prompts[KNOWN]
+    _, long, plain = prompts[UNKNOWN]
+    assert "response_format" in sent and "response_format" not in plain
+    for rule in ('"side": "LEFT"', '"quote"', '"" for DELETE', '"findings": []', '"confidence"'):
+        assert rule in short and rule in long, rule
+    assert '{"findings": [{"path"' in long and '{"findings": [{"path"' not in short
+    assert "P1 must fix before merge" in system and "trigger" in system and "exclusion" in system
+    assert len(long) - len(short) > 1500
