@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from reviewer.diff import DiffFile, parse_github_file, parse_patch
 from reviewer.budget import held_tokens
+from reviewer.diff import DiffFile, parse_github_file, parse_patch
 from reviewer.plan import SEPARATOR_TOKENS, Allowance, Plan, coverage, make_plan
 from reviewer.rules import redact
 
