@@ -918,9 +918,11 @@ def _get_json(url: str, api_key: str | None) -> Any:
 def _exact_tokenizer(model: str) -> bool:
     """True when litellm counts this model with its own tokenizer (tiktoken knows OpenAI models)."""
     try:
-        name, provider, _, _ = _litellm().get_llm_provider(model)
+        litellm = _litellm()
+        name, provider, _, _ = litellm.get_llm_provider(model)
         if provider not in ("openai", "azure"):
             return False
+        litellm.token_counter(model=model, text="")  # points tiktoken at litellm's bundled files (offline)
         import tiktoken
 
         tiktoken.encoding_for_model(name)

@@ -411,3 +411,25 @@ def test_a_plausible_usage_report_is_charged_as_reported(server: FakeModelServer
         _, (completion,) = h.client.complete_json(MESSAGES, phase="review", parse=parse_json)
         assert completion.output_tokens == expected
     assert not [w for w in h.warnings if "completion tokens" in w]
+
+
+def test_an_openai_model_is_counted_exactly_from_the_first_plan_of_a_process() -> None:
+    """The margin is decided before the first count: it must not depend on whether something in the
+    process already made litellm set up its offline tokenizer files (was: 10 % of a fresh run's
+    input budget held back for gpt-4o-mini)."""
+    code = (
+        "from reviewer.budget import Budget, Limits\n"
+        "from reviewer.config import Config\n"
+        "from reviewer.llm import ModelClient\n"
+        "client = ModelClient(Config(model='openai/gpt-4o-mini'), Budget(Limits()), warn=print)\n"
+        "print(client.margin_percent())\n"
+    )
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "CUSTOM_TIKTOKEN_CACHE_DIR")
+    }
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == "100"
