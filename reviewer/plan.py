@@ -341,14 +341,16 @@ SENSITIVE_SOURCE_WEIGHT = _CATEGORY_WEIGHT["source"] * 1.5
 """The risk weight of security-sensitive source: the code packed first, whatever its size."""
 
 
-def pack_order(risk: float, path: str, tokens: int) -> tuple[bool, float]:
+def pack_order(risk: float, path: str, tokens: int) -> tuple[bool, float, float]:
     """The order hunks are packed in (ascending): security-sensitive source that adds code first,
-    then everything by risk per token of its diff text, so a tight budget takes many small risky
-    hunks before one huge one of the same risk (the hunk that no longer fits whole is then cut to
-    fill what is left). Measured in benchmarks/PLANNER.md: reference lines shown."""
+    then by category (source, tests, config, docs; deletion-only hunks last), and within those by
+    risk per token of the diff text, so a tight budget takes many small risky hunks before one huge
+    one of the same kind (the hunk that no longer fits whole is then cut to fill what is left).
+    Measured in benchmarks/PLANNER.md (reference lines shown)."""
     weight = _CATEGORY_WEIGHT[category(path)] * (1.5 if sensitive(path) else 1.0)
-    first = weight >= SENSITIVE_SOURCE_WEIGHT and risk >= weight
-    return (not first, -risk / max(tokens, 1))
+    adds = risk >= weight
+    first = adds and weight >= SENSITIVE_SOURCE_WEIGHT
+    return (not first, -_CATEGORY_WEIGHT[category(path)] if adds else 0.0, -risk / max(tokens, 1))
 
 
 def _file_header(file: DiffFile) -> str:
@@ -723,8 +725,8 @@ def make_plan(
 ) -> Plan:
     """Filter, rank, and decide for the whole allowance at once which hunks go into which call.
 
-    Security-sensitive source first, then the most risk per token (`pack_order`), each hunk into the
-    earliest unit with room (units fill close to the per-call
+    Security-sensitive source first, then by category and risk per token (`pack_order`), each hunk
+    into the earliest unit with room (units fill close to the per-call
     limit); a hunk too big for one call is cut at line boundaries into overlapping slices; context
     back to the enclosing definition shrinks before a hunk is left out; a hunk the budget cannot
     take whole fills what is left with its first lines, and less risky hunks only get what is left
