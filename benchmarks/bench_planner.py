@@ -351,12 +351,12 @@ def main_bench() -> None:
         "",
         '*Reference lines shown* (the "large + eval" PR only): of the 8 lines the shipped eval set',
         "labels as defects (planted P1–P3 bugs in 8 small modules added to the large PR), the share shown",
-        "numbered to the model. The planner packs security-sensitive source first, then each category by",
-        "risk per token, so at a tight budget many small risky hunks go before one huge one; the eval's defects sit",
-        "in small hunks, which is what that order favours (and what real review comments often are), while",
-        "the large PR's big new files lose lines at 16k: the added-lines and riskiest-files shares reward",
-        "big hunks. Eight lines are a small sample; the eval set is what we can ship, not a corpus of",
-        "real review comments.",
+        "numbered to the model. The planner packs security-sensitive source first, then each category",
+        "by risk per token, so at a tight budget many small risky hunks go before one huge one. The",
+        "eval's defects sit in small hunks, which is what that order favours (and what real review",
+        "comments often are), while the large PR's big hunks lose lines at 16k: the changed-lines and",
+        "riskiest-files shares reward big hunks. Eight lines are a small sample; the eval set is what we",
+        "can ship, not a corpus of real review comments.",
         "",
     ]
     options.output.write_text("\n".join(out))
