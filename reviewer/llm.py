@@ -49,6 +49,8 @@ MIN_USEFUL_MAX_TOKENS = 256
 PLAUSIBLE_USAGE_RATIO = 2
 """A reported answer size below 1/this of the local count is a lie or a bug: charge the local count
 (stand-in tokenizers differ from a server's by well under 2x)."""
+PLAUSIBLE_USAGE_SLACK_TOKENS = 64
+"""...and more than this many tokens below it: a few tokens of a short answer evade nothing."""
 BACKOFF_BASE_SECONDS = 1.0
 PLACEHOLDER_API_KEY = "imreview-no-key"
 PROBE_TIMEOUT_SECONDS = 3.0
@@ -796,7 +798,8 @@ def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> tup
     """Answer tokens as the server counted them, hidden reasoning included: providers that report
     `reasoning_tokens` outside `completion_tokens` get both counted; without usage, the visible
     text and any `reasoning_content` are counted locally. A report below what the answer's own size
-    makes plausible (less than 1/PLAUSIBLE_USAGE_RATIO of the local count) is not trusted: the answer
+    makes plausible (less than 1/PLAUSIBLE_USAGE_RATIO of the local count, and by more than
+    PLAUSIBLE_USAGE_SLACK_TOKENS) is not trusted: the answer
     is charged its local count, so a server cannot send megabytes and charge a handful of tokens.
     (tokens, whether the server's report was used)."""
     completion = getattr(usage, "completion_tokens", None)
@@ -810,10 +813,11 @@ def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> tup
     reported = int(completion)
     reported = reported + int(reasoning) if reasoning > reported else reported
     size = len((content if isinstance(content, str) else "").encode()) + len(hidden.encode())
-    if size <= PLAUSIBLE_USAGE_RATIO * reported:
+    if size <= PLAUSIBLE_USAGE_RATIO * reported + PLAUSIBLE_USAGE_SLACK_TOKENS:
         return reported, True  # a token is at least one byte: the report cannot be implausibly low
     local = count(hidden)
-    return (local, False) if local > PLAUSIBLE_USAGE_RATIO * reported else (reported, True)
+    implausible = local > PLAUSIBLE_USAGE_RATIO * reported + PLAUSIBLE_USAGE_SLACK_TOKENS
+    return (local, False) if implausible else (reported, True)
 
 
 def _classify(litellm: ModuleType, error: Exception) -> Exception:

@@ -419,6 +419,11 @@ ANSWER_WINDOW_SHARE = 4
 SEPARATOR_TOKENS = 2
 """Slack per part for the blank line that joins parts (a join can merge tokens, never add many)."""
 
+REQUEST_SLACK_TOKENS = 16
+"""Held per request beyond its overhead and parts when the finished request is counted whole
+(`measure`): tokens merge or split where the parts join the prompt (measured: 7 on one slice), and
+a unit packed to the brim must not lose a whole part to that."""
+
 MIN_SLICE_TOKENS = 24
 """Below this much room no slice (file header, hunk header and one line) can fit: stop filling."""
 
@@ -784,7 +789,8 @@ def make_plan(
         return heads[f.path]
 
     share = max(0.0, min(context_share, 0.9)) if context is not None else 0.0
-    packer = _Packer(allowance, unit_tokens, nonce, overhead, first_id, share)
+    held_overhead = (lambda n: overhead(n) + REQUEST_SLACK_TOKENS) if measure is not None else overhead
+    packer = _Packer(allowance, unit_tokens, nonce, held_overhead, first_id, share)
     if share and measure is not None:
         sample = packer.fresh().nonce
         packer.context_frame = max(0, measure(sample, "", "~") - measure(sample, "", ""))

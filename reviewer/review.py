@@ -21,7 +21,7 @@ from reviewer.budget import Budget, held_cost_usd
 from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
 from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
-from reviewer.plan import LEGEND, Allowance, Plan, Unit, coverage, make_plan
+from reviewer.plan import LEGEND, REQUEST_SLACK_TOKENS, Allowance, Plan, Unit, coverage, make_plan
 from reviewer.report import (
     Coverage,
     Exclusion,
@@ -340,7 +340,8 @@ def planned_cost(
     """What reviewing all of `change` would reserve, as the planner would pack it within the PR's
     own token and call limits (money unbounded), before any call: each unit's request as it will be
     sent and its answer's `max_tokens`, priced and held as the ledger holds them (the margin on the
-    input only). No context is read, so no request reaches GitHub: each hunk is priced with as much
+    input only), with the slack the planner holds per request (`REQUEST_SLACK_TOKENS`). No context
+    is read, so no request reaches GitHub: each hunk is priced with as much
     context as it can expect (`context.stand_in`: a definition per name it uses, call sites per
     function it changes), held within the unit's `context_share` as the review would hold it.
     0 without a model or credentials (no call is made); None when the price is unknown.
@@ -359,7 +360,9 @@ def planned_cost(
     margin = client.margin_percent()
     return sum(
         held_cost_usd(
-            u.input_tokens * price[0] + u.answer_tokens * price[1], u.answer_tokens * price[1], margin
+            (u.input_tokens + REQUEST_SLACK_TOKENS) * price[0] + u.answer_tokens * price[1],
+            u.answer_tokens * price[1],
+            margin,
         )
         for u in plan.units
     )

@@ -415,3 +415,23 @@ def test_a_tight_budget_takes_many_small_risky_hunks_before_one_huge_one_but_sen
     assert statuses["src/small.py"] == ("reviewed", None, 6, 6), "every small hunk whole"
     assert statuses["src/big.py"][:2] == ("partial", "budget"), "the huge hunk fills what is left"
     assert sum(held_tokens(u.input_tokens, 100) for u in plan.units) >= 900
+
+
+def test_a_request_that_counts_a_few_tokens_more_than_its_parts_still_fits_its_window() -> None:
+    """The finished request is counted whole, and tokens merge at the joins (measured: +7 on one
+    slice): a unit packed to the brim of the window must not lose a whole slice to that, labelled
+    `budget` when no budget ran out (was: a self-hosted 8k model left 18 % of a large PR unreviewed)."""
+    patch = added_file(
+        "src/big.py", [f"value_{j} = compute(value_{j - 1}, {j})  # step {j}" for j in range(900)]
+    )
+    plan, files = plan_of(
+        patch,
+        unit_tokens=8192,
+        allowance=Allowance(window=8192, margin_percent=110, max_answer_tokens=4096),
+        overhead=lambda nonce: 1500,
+        measure=lambda nonce, text, context: 1500 + quarter(text) + quarter(context) + 7,
+    )
+    assert plan.unplaced == ()
+    statuses = status_of(plan, files, reviewed_units={u.id for u in plan.units})
+    assert statuses["src/big.py"][:2] == ("reviewed", None)
+    assert all(held_tokens(u.input_tokens, 110) + u.answer_tokens <= 8192 for u in plan.units)
