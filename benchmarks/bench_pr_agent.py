@@ -11,8 +11,10 @@ as `--max-input-tokens`, against the same kind of server. For both, from what th
 - share of the PR's added lines shown to the model with their line numbers (PR-Agent numbers only
   new-side lines, so removed lines are left out of the comparison for both),
 - the same share for the riskiest quarter of the files (imreview's own risk ranking: security-
-  sensitive source first, docs last — the measure favours imreview's order by construction, which
-  is why the all-lines share is the headline).
+  sensitive source first, docs last — the measure favours imreview's order by construction),
+- reference lines shown, on the "large + eval" PR (the large PR with the 9 cases of the shipped eval
+  set added, `bench_planner.with_eval_cases`): the share of the lines the eval labels as defects,
+  where a reviewer commented, shown numbered on the new side (added or unchanged) to the model.
 
 Token counts and coverage are deterministic; one run per row. Usage:
 `python benchmarks/bench_pr_agent.py --pr-agent-python /path/to/py312-venv/bin/python`
@@ -39,12 +41,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_planner as bp  # noqa: E402
 
 from reviewer.cli import main  # noqa: E402
-from tests.fakes import pr_shapes  # noqa: E402
 from tests.fakes.model_server import FakeModelServer, text  # noqa: E402
 
 WINDOWS = (("8k", 8192), ("16k", 16384), ("32k (default)", 32000))
 PR_AGENT_FILE = re.compile(r"^## File: '([^']+)'", re.MULTILINE)
 PR_AGENT_ADDED = re.compile(r"^(\d+) \+", re.MULTILINE)
+PR_AGENT_NEW_SIDE = re.compile(r"^(\d+) [ +]", re.MULTILINE)
 PR_AGENT_ANSWER = (
     "```yaml\nreview:\n  estimated_effort_to_review_[1-5]: |\n    1\n  relevant_tests: |\n    No\n"
     "  key_issues_to_review: []\n  security_concerns: |\n    No\n```"
@@ -57,6 +59,7 @@ class Side:
     calls: int
     added_share: float
     risky_share: float
+    reference_share: float | None = None
 
 
 def added(changed: bp.Changed) -> dict[str, set[int]]:
@@ -68,14 +71,16 @@ def share(shown: dict[str, set[int]], lines: dict[str, set[int]], paths: tuple[s
     return sum(len(lines[p] & shown.get(p, set())) for p in paths) / total if total else 1.0
 
 
-def pr_agent_shown(bodies: list[dict[str, Any]]) -> dict[str, set[int]]:
+def pr_agent_shown(
+    bodies: list[dict[str, Any]], pattern: re.Pattern[str] = PR_AGENT_ADDED
+) -> dict[str, set[int]]:
     shown: dict[str, set[int]] = {}
     for body in bodies:
         content = "\n".join(str(m.get("content", "")) for m in body["messages"])
         sections = PR_AGENT_FILE.split(content)
         for path, section in zip(sections[1::2], sections[2::2], strict=True):
             new_side = "\n".join(part.split("__old hunk__")[0] for part in section.split("__new hunk__")[1:])
-            shown.setdefault(path, set()).update(int(n) for n in PR_AGENT_ADDED.findall(new_side))
+            shown.setdefault(path, set()).update(int(n) for n in pattern.findall(new_side))
     return shown
 
 
@@ -85,7 +90,14 @@ def tiktoken_cache(python: str) -> str:
     return subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def run_pr_agent(python: str, repo: Path, window: int, changed: bp.Changed, cache: str) -> Side:
+def run_pr_agent(
+    python: str,
+    repo: Path,
+    window: int,
+    changed: bp.Changed,
+    cache: str,
+    references: dict[str, set[int]] | None,
+) -> Side:
     with FakeModelServer(count_prompt=bp.openai_count) as server:
         server.handler = lambda body: text(
             PR_AGENT_ANSWER, prompt_tokens=server.count_prompt(body), completion_tokens=40
@@ -124,10 +136,15 @@ def run_pr_agent(python: str, repo: Path, window: int, changed: bp.Changed, cach
             calls=len(server.requests),
             added_share=share(shown, lines, tuple(lines)),
             risky_share=share(shown, lines, changed.riskiest),
+            reference_share=None
+            if references is None
+            else bp.reference_share(pr_agent_shown(server.requests, PR_AGENT_NEW_SIDE), references),
         )
 
 
-def run_imreview(repo: Path, limit: int, changed: bp.Changed, work: Path) -> Side:
+def run_imreview(
+    repo: Path, limit: int, changed: bp.Changed, work: Path, references: dict[str, set[int]] | None
+) -> Side:
     with FakeModelServer(count_prompt=bp.openai_count) as server:
         server.handler = lambda body: text(
             bp.EMPTY, prompt_tokens=server.count_prompt(body), completion_tokens=20
@@ -155,17 +172,21 @@ def run_imreview(repo: Path, limit: int, changed: bp.Changed, work: Path) -> Sid
             calls=len(server.requests),
             added_share=share(shown, lines, tuple(lines)),
             risky_share=share(shown, lines, changed.riskiest),
+            reference_share=None
+            if references is None
+            else bp.reference_share(bp.new_side_shown(server), references),
         )
 
 
-def pct(x: float) -> str:
-    return f"{round(100 * x)}%"
+def pct(x: float | None) -> str:
+    return "–" if x is None else f"{round(100 * x)}%"
 
 
 def main_bench() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pr-agent-python", required=True, help="python of a venv with pr-agent installed")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "PR_AGENT.md"))
+    parser.add_argument("--shapes", default=",".join(bp.SHAPES), help="comma-separated PR names to run")
     args = parser.parse_args()
     version = subprocess.run(
         [args.pr_agent_python, "-c", "import importlib.metadata as m; print(m.version('pr-agent'))"],
@@ -181,14 +202,15 @@ def main_bench() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="imreview-vs-pr-agent-") as tmp:
         root = Path(tmp)
-        for name, shape in pr_shapes.SHAPES.items():
-            repo = bp.build(root, name, shape())
+        for name in args.shapes.split(","):
+            repo = bp.build(root, name.replace(" + ", "-"), bp.SHAPES[name]())
+            references = bp.REFERENCES.get(name)
             changed = bp.changed_lines(repo)
             n_added = sum(len(v) for v in added(changed).values())
             label = f"{name} ({len(changed.lines)} files, {n_added:,} added lines)"
             for window_label, window in WINDOWS:
-                theirs = run_pr_agent(args.pr_agent_python, repo, window, changed, cache)
-                ours = run_imreview(repo, theirs.tokens, changed, root)
+                theirs = run_pr_agent(args.pr_agent_python, repo, window, changed, cache, references)
+                ours = run_imreview(repo, theirs.tokens, changed, root, references)
                 rows.append((label, window_label, theirs, ours))
                 print(label, window_label, theirs, ours, flush=True)
     lines = [
@@ -203,15 +225,15 @@ def main_bench() -> None:
         f" whole benchmark {time.monotonic() - started:.0f} s",
         "",
         "| PR | PR-Agent window | PR-Agent: input tokens | calls | added lines shown | riskiest files' added"
-        " lines | imreview at PR-Agent's spend: input tokens | calls | added lines shown | riskiest files'"
-        " added lines |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        " lines | reference lines shown | imreview at PR-Agent's spend: input tokens | calls | added lines"
+        " shown | riskiest files' added lines | reference lines shown |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, window_label, theirs, ours in rows:
         lines.append(
             f"| {label} | {window_label} | {theirs.tokens:,} | {theirs.calls} | {pct(theirs.added_share)} |"
-            f" {pct(theirs.risky_share)} | {ours.tokens:,} | {ours.calls} | {pct(ours.added_share)} |"
-            f" {pct(ours.risky_share)} |"
+            f" {pct(theirs.risky_share)} | {pct(theirs.reference_share)} | {ours.tokens:,} | {ours.calls} |"
+            f" {pct(ours.added_share)} | {pct(ours.risky_share)} | {pct(ours.reference_share)} |"
         )
     Path(args.output).write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {args.output}")

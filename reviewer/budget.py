@@ -77,6 +77,16 @@ def held_tokens(tokens: int, margin_percent: int = MARGIN_PERCENT) -> int:
     return (tokens * margin_percent + 99) // 100
 
 
+def held_cost_usd(cost_usd: float, answer_cost_usd: float, margin_percent: int = MARGIN_PERCENT) -> float:
+    """What an estimated cost holds: the input part with its margin, the answer part as is."""
+    answer = min(max(answer_cost_usd, 0.0), cost_usd)
+    return (cost_usd - answer) * margin_percent / 100 + answer
+
+
+COST_SLACK_USD = 1e-12
+"""Float rounding between the planner's running sum and the ledger's: never a real refusal."""
+
+
 class Budget:
     """The run's ledger. Every call reserves before it is sent and settles after, under one lock,
     so parallel workers can never jointly promise more than the limits allow."""
@@ -101,13 +111,16 @@ class Budget:
         input_tokens: int,
         max_output_tokens: int,
         cost_usd: float | None,
+        answer_cost_usd: float = 0.0,
         margin_percent: int = MARGIN_PERCENT,
     ) -> Reservation:
         """Hold the estimate or raise BudgetExhausted naming the first limit it would overrun.
 
         The input estimate and its cost are held with `margin_percent` (100 when the count is exact);
-        `max_output_tokens` is held as is, because the provider stops the answer there. `cost_usd`
-        None means the price is unknown: the cost limit then only refuses once the known spend has
+        `max_output_tokens` and its cost (`answer_cost_usd`, the part of `cost_usd` that pays for the
+        answer) are held as is, because the provider stops the answer there: the planner holds a
+        unit the same way, so a plan filled to the brim is accepted call by call. `cost_usd` None
+        means the price is unknown: the cost limit then only refuses once the known spend has
         reached it.
         """
         if phase not in PHASES:
@@ -118,7 +131,7 @@ class Budget:
             raise ValueError(f"margin_percent must be >= 100, got {margin_percent}")
         held_in = held_tokens(input_tokens, margin_percent)
         held_out = max_output_tokens
-        held_cost = None if cost_usd is None else cost_usd * margin_percent / 100
+        held_cost = None if cost_usd is None else held_cost_usd(cost_usd, answer_cost_usd, margin_percent)
         with self._lock:
             refused = self._refusal(held_in, held_out, held_cost)
             if refused is not None:
@@ -146,7 +159,8 @@ class Budget:
         if held_out > output_left or limits.output_tokens <= 0:
             return "output_tokens", f"needs {held_out} with margin, {max(output_left, 0)} left"
         cost_left = limits.cost_usd - self._spent.cost_usd - self._held_cost()
-        if cost_left <= 0 or limits.cost_usd <= 0 or (held_cost is not None and held_cost > cost_left):
+        over = held_cost is not None and held_cost > cost_left + COST_SLACK_USD
+        if cost_left <= 0 or limits.cost_usd <= 0 or over:
             needs = "an unknown amount" if held_cost is None else f"${held_cost:.6f} with margin"
             return "cost_usd", f"needs {needs}, ${max(cost_left, 0.0):.6f} left"
         elapsed = self._clock() - self._started

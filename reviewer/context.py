@@ -351,6 +351,28 @@ def _wants(hunk: Hunk) -> _Wants:
     return _Wants({n: c for n, c in uses.items() if n not in own}, tuple(changed_functions(hunk)), called)
 
 
+STAND_IN_LINE = "    result = helper_function(first_value, other_value) + offset  # ~"
+"""A stand-in line as wide as a long line of code (64 characters), for `stand_in`."""
+STAND_IN_DEFINITION_LINES = 10
+"""A definition as `stand_in` sizes it: a signature and a short body (most are shorter)."""
+
+
+def stand_in(file: DiffFile, hunk: Hunk) -> tuple[Snippet, ...]:
+    """Context as large as this hunk can expect, without reading the repository: one definition of
+    STAND_IN_DEFINITION_LINES lines for every name its added lines use (found in another file or
+    not) and MAX_CALL_SITES call sites for every function it changes, each its own place, lines as
+    wide as STAND_IN_LINE. What a review is priced with before its context is read."""
+    wants = _wants(hunk)
+    sizes = [STAND_IN_DEFINITION_LINES] * min(len(wants.uses), MAX_NAMES)
+    sizes += [2 * CALL_RADIUS + 1] * (len(wants.changes) * MAX_CALL_SITES)
+    out: list[Snippet] = []
+    start = 1
+    for size in sizes:
+        out.append(Snippet(f"{file.path}~{hunk.index}", start, (STAND_IN_LINE,) * size, "definition", "name"))
+        start += size + 1
+    return tuple(out)
+
+
 class Finder:
     """Context for every hunk of a change from one search of the corpus, made on first use."""
 

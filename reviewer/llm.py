@@ -46,6 +46,11 @@ CUT_ANSWER_FINDINGS = 3
 REPAIR_ANSWER_CHARS = 16_000
 PROMPT_SAFETY_TOKENS = 64
 MIN_USEFUL_MAX_TOKENS = 256
+PLAUSIBLE_USAGE_RATIO = 2
+"""A reported answer size below 1/this of the local count is a lie or a bug: charge the local count
+(stand-in tokenizers differ from a server's by well under 2x)."""
+PLAUSIBLE_USAGE_SLACK_TOKENS = 64
+"""...and more than this many tokens below it: a few tokens of a short answer evade nothing."""
 BACKOFF_BASE_SECONDS = 1.0
 PLACEHOLDER_API_KEY = "imreview-no-key"
 PROBE_TIMEOUT_SECONDS = 3.0
@@ -552,6 +557,7 @@ class ModelClient:
             input_tokens=input_estimate,
             max_output_tokens=max_tokens,
             cost_usd=estimate,
+            answer_cost_usd=0.0 if price is None else max_tokens * price[1],
             margin_percent=self.margin_percent(),
         )
         timeout, capped = self._timeout(max_tokens, input_estimate)
@@ -608,9 +614,16 @@ class ModelClient:
             raise _classify(litellm, error) from error
         usage = getattr(response, "usage", None)
         input_tokens = int(getattr(usage, "prompt_tokens", None) or input_estimate)
-        output_tokens = _output_tokens(
+        output_tokens, trusted = _output_tokens(
             usage, lambda extra: self._count(model, text=text + extra), choice.message
         )
+        reported = getattr(usage, "completion_tokens", None)
+        if not trusted and reported:
+            self._warn_once(
+                f"usage:{model}",
+                f"model {model!r} reported {reported} completion tokens for an answer counted locally "
+                f"as {output_tokens}: charged {output_tokens}",
+            )
         cost = None if price is None else input_tokens * price[0] + output_tokens * price[1]
         self.budget.settle(
             reservation,
@@ -725,6 +738,11 @@ class ModelClient:
             self._keys_missing[model] = missing
         return list(missing)
 
+    def sends_schema(self) -> bool:
+        """Whether every model of the chain gets the response schema as `response_format`, so a
+        prompt can leave the answer's shape to it (a fallback without it needs the long format)."""
+        return all(self._supports_schema(model) for model in self.models)
+
     def _supports_schema(self, model: str) -> bool:
         try:
             return bool(_litellm().supports_response_schema(model=model))
@@ -776,18 +794,30 @@ def _missing_provider_keys(litellm: ModuleType, model: str) -> list[str]:
             os.environ.update(blank)
 
 
-def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> int:
+def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> tuple[int, bool]:
     """Answer tokens as the server counted them, hidden reasoning included: providers that report
     `reasoning_tokens` outside `completion_tokens` get both counted; without usage, the visible
-    text and any `reasoning_content` are counted locally."""
+    text and any `reasoning_content` are counted locally. A report below what the answer's own size
+    makes plausible (less than 1/PLAUSIBLE_USAGE_RATIO of the local count, and by more than
+    PLAUSIBLE_USAGE_SLACK_TOKENS) is not trusted: the answer
+    is charged its local count, so a server cannot send megabytes and charge a handful of tokens.
+    (tokens, whether the server's report was used)."""
     completion = getattr(usage, "completion_tokens", None)
     details = getattr(usage, "completion_tokens_details", None)
     reasoning = getattr(details, "reasoning_tokens", None) or 0
-    if completion:
-        completion = int(completion)
-        return completion + int(reasoning) if reasoning > completion else completion
+    content = getattr(message, "content", None)
     hidden = getattr(message, "reasoning_content", None)
-    return count(hidden if isinstance(hidden, str) else "")
+    hidden = hidden if isinstance(hidden, str) else ""
+    if not completion:
+        return count(hidden), False
+    reported = int(completion)
+    reported = reported + int(reasoning) if reasoning > reported else reported
+    size = len((content if isinstance(content, str) else "").encode()) + len(hidden.encode())
+    if size <= PLAUSIBLE_USAGE_RATIO * reported + PLAUSIBLE_USAGE_SLACK_TOKENS:
+        return reported, True  # a token is at least one byte: the report cannot be implausibly low
+    local = count(hidden)
+    implausible = local > PLAUSIBLE_USAGE_RATIO * reported + PLAUSIBLE_USAGE_SLACK_TOKENS
+    return (local, False) if implausible else (reported, True)
 
 
 def _classify(litellm: ModuleType, error: Exception) -> Exception:
@@ -892,9 +922,11 @@ def _get_json(url: str, api_key: str | None) -> Any:
 def _exact_tokenizer(model: str) -> bool:
     """True when litellm counts this model with its own tokenizer (tiktoken knows OpenAI models)."""
     try:
-        name, provider, _, _ = _litellm().get_llm_provider(model)
+        litellm = _litellm()
+        name, provider, _, _ = litellm.get_llm_provider(model)
         if provider not in ("openai", "azure"):
             return False
+        litellm.token_counter(model=model, text="")  # points tiktoken at litellm's bundled files (offline)
         import tiktoken
 
         tiktoken.encoding_for_model(name)

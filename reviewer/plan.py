@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from reviewer import context as ctx
+from reviewer.budget import COST_SLACK_USD, held_cost_usd, held_tokens
 from reviewer.diff import DiffFile, Hunk
 from reviewer.report import Coverage, CoverageStatus, FileCoverage, SliceCoverage
 from reviewer.secret_files import is_secret_file
@@ -348,6 +349,22 @@ def hunk_risk(path: str, hunk: Hunk) -> float:
     return round(weight + 0.9 * min(1.0, math.log2(1 + hunk.added) / 8), 4)
 
 
+SENSITIVE_SOURCE_WEIGHT = _CATEGORY_WEIGHT["source"] * 1.5
+"""The risk weight of security-sensitive source: the code packed first, whatever its size."""
+
+
+def pack_order(risk: float, path: str, tokens: int) -> tuple[bool, float, float]:
+    """The order hunks are packed in (ascending): security-sensitive source that adds code first,
+    then by category (source, tests, config, docs; deletion-only hunks last), and within those by
+    risk per token of the diff text, so a tight budget takes many small risky hunks before one huge
+    one of the same kind (the hunk that no longer fits whole is then cut to fill what is left).
+    Measured in benchmarks/PLANNER.md (reference lines shown)."""
+    weight = _CATEGORY_WEIGHT[category(path)] * (1.5 if sensitive(path) else 1.0)
+    adds = risk >= weight
+    first = adds and weight >= SENSITIVE_SOURCE_WEIGHT
+    return (not first, -_CATEGORY_WEIGHT[category(path)] if adds else 0.0, -risk / max(tokens, 1))
+
+
 def _file_header(file: DiffFile) -> str:
     details: list[str] = [file.status]
     if file.old_path and file.old_path != file.path:
@@ -418,6 +435,11 @@ ANSWER_WINDOW_SHARE = 4
 SEPARATOR_TOKENS = 2
 """Slack per part for the blank line that joins parts (a join can merge tokens, never add many)."""
 
+REQUEST_SLACK_TOKENS = 16
+"""Held per request beyond its overhead and parts when the finished request is counted whole
+(`measure`): tokens merge or split where the parts join the prompt (measured: 7 on one slice), and
+a unit packed to the brim must not lose a whole part to that."""
+
 MIN_SLICE_TOKENS = 24
 """Below this much room no slice (file header, hunk header and one line) can fit: stop filling."""
 
@@ -433,7 +455,15 @@ def answer_tokens(diff_tokens: int, allowance: Allowance) -> int:
 
 
 def _held(tokens: int, margin_percent: int) -> int:
-    return (tokens * margin_percent + 99) // 100
+    return held_tokens(tokens, margin_percent)
+
+
+def _held_cost(allowance: Allowance, input_tokens: int, answer: int) -> float:
+    """The cost a unit holds, as `Budget.reserve` holds it: the margin on the input part only."""
+    if allowance.price is None:
+        return 0.0
+    p_in, p_out = allowance.price
+    return held_cost_usd(input_tokens * p_in + answer * p_out, answer * p_out, allowance.margin_percent)
 
 
 @dataclass
@@ -564,10 +594,7 @@ class _Packer:
         a = self.allowance
         held_in = _held(overhead + tokens, a.margin_percent)
         answer = answer_tokens(tokens, a)
-        price = 0.0
-        if a.price is not None:
-            price = (overhead + tokens) * a.price[0] * a.margin_percent / 100 + answer * a.price[1]
-        return _Cost(held_in, answer, price)
+        return _Cost(held_in, answer, _held_cost(a, overhead + tokens, answer))
 
     def fits_call(self, overhead: int, tokens: int) -> bool:
         if tokens > self.unit_tokens:
@@ -597,7 +624,9 @@ class _Packer:
             return False
         if a.output_tokens is not None and out + c.answer > a.output_tokens:
             return False
-        return not (a.cost_usd is not None and a.price is not None and cost + c.cost > a.cost_usd + 1e-12)
+        return not (
+            a.cost_usd is not None and a.price is not None and cost + c.cost > a.cost_usd + COST_SLACK_USD
+        )
 
     def fresh(self) -> _Open:
         """The next unit to open (its nonce drawn once, so its counted prompt is the sent one)."""
@@ -746,7 +775,8 @@ def make_plan(
 ) -> Plan:
     """Filter, rank, and decide for the whole allowance at once which hunks go into which call.
 
-    Riskiest hunks first, each into the earliest unit with room (units fill close to the per-call
+    Security-sensitive source first, then by category and risk per token (`pack_order`), each hunk
+    into the earliest unit with room (units fill close to the per-call
     limit); a hunk too big for one call is cut at line boundaries into overlapping slices; context
     back to the enclosing definition shrinks before a hunk is left out; a hunk the budget cannot
     take whole fills what is left with its first lines, and less risky hunks only get what is left
@@ -777,13 +807,33 @@ def make_plan(
             reviewable.append(f)
 
     risks = {(f.path, h.index): hunk_risk(f.path, h) for f in reviewable for h in f.hunks}
-    order = sorted(
-        (((f.path, h.index) not in first, -risks[(f.path, h.index)], f.path, h.index), n, h.index)
-        for n, f in enumerate(reviewable)
+    chosen = [
+        (risks[(f.path, h.index)], f, h)
+        for f in reviewable
         for h in f.hunks
         if only is None or (f.path, h.index) in only
+    ]
+    headers: dict[str, str] = {}
+    wholes = {
+        (f.path, h.index): _whole(
+            f,
+            h,
+            headers.get(f.path) or headers.setdefault(f.path, _file_header(f)),
+            count_tokens,
+            redact,
+            text_free,
+        )
+        for _, f, h in chosen
+    }
+    ranked = sorted(
+        chosen,
+        key=lambda item: (
+            (item[1].path, item[2].index) not in first,
+            *pack_order(item[0], item[1].path, wholes[(item[1].path, item[2].index)][1]),
+            item[1].path,
+            item[2].index,
+        ),
     )
-    ranked = [(-key[1], reviewable[n], reviewable[n].hunks[index]) for key, n, index in order]
     heads: dict[str, list[str] | None] = {}
 
     def head_lines(f: DiffFile) -> list[str] | None:
@@ -795,7 +845,8 @@ def make_plan(
         return heads[f.path]
 
     share = max(0.0, min(context_share, 0.9)) if context is not None else 0.0
-    packer = _Packer(allowance, unit_tokens, nonce, overhead, first_id, share)
+    held_overhead = (lambda n: overhead(n) + REQUEST_SLACK_TOKENS) if measure is not None else overhead
+    packer = _Packer(allowance, unit_tokens, nonce, held_overhead, first_id, share)
     if share and measure is not None:
         sample = packer.fresh().nonce
         packer.context_frame = max(0, measure(sample, "", "~") - measure(sample, "", ""))
@@ -813,10 +864,9 @@ def make_plan(
         return {s.key: snippet_tokens[s.key] for s in snippets}
 
     unplaced: list[Unplaced] = []
-    headers: dict[str, str] = {}
     for risk, f, hunk in ranked:
-        header = headers.get(f.path) or headers.setdefault(f.path, _file_header(f))
-        plain, plain_tokens = _whole(f, hunk, header, count_tokens, redact, text_free)
+        header = headers[f.path]
+        plain, plain_tokens = wholes[(f.path, hunk.index)]
         call_room = packer.call_room(packer.fresh().overhead)
         if plain_tokens > call_room:
             for part, tokens in _slices(f, hunk, call_room, count_tokens, redact, unplaced):
@@ -1067,6 +1117,7 @@ def _finish(
     a = packer.allowance
     units: list[Unit] = []
     held_total = 0
+    cost_total = 0.0
     for u in packer.units:
         parts = list(u.parts)
         room = u.ctx_tokens
@@ -1084,6 +1135,9 @@ def _finish(
             answer = answer_tokens(tokens, a)
             fits_window = a.window is None or held_in + answer <= a.window
             fits_budget = a.input_tokens is None or held_total + held_in <= a.input_tokens
+            cost = _held_cost(a, counted, answer)
+            if a.cost_usd is not None and a.price is not None:
+                fits_budget = fits_budget and cost_total + cost <= a.cost_usd + COST_SLACK_USD
             if fits_window and fits_budget:
                 units.append(
                     Unit(
@@ -1100,6 +1154,7 @@ def _finish(
                     )
                 )
                 held_total += held_in
+                cost_total += cost
                 break
             if snippets:
                 room = context_tokens + context.frame - 1

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 from reviewer import context as ctx
 from reviewer import findings as fnd
 from reviewer import gate, incremental, progress, rules, verify
-from reviewer.budget import Budget
+from reviewer.budget import Budget, held_cost_usd
 from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
 from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
-from reviewer.plan import LEGEND, Allowance, Plan, TextFree, Unit, coverage, make_plan
+from reviewer.plan import LEGEND, REQUEST_SLACK_TOKENS, Allowance, Plan, TextFree, Unit, coverage, make_plan
 from reviewer.report import (
     Coverage,
     Exclusion,
@@ -348,10 +348,13 @@ def planned_cost(
 ) -> float | None:
     """What reviewing all of `change` would reserve, as the planner would pack it within the PR's
     own token and call limits (money unbounded), before any call: each unit's request as it will be
-    sent and its answer's `max_tokens`, priced and held with the margin as the ledger holds them
-    (`Budget.reserve` applies it to the whole estimate). No context is read, so no
-    request reaches GitHub. 0 without a model or credentials (no call is made); None when the
-    price is unknown. Verification calls come on top, and only when budget is left."""
+    sent and its answer's `max_tokens`, priced and held as the ledger holds them (the margin on the
+    input only), with the slack the planner holds per request (`REQUEST_SLACK_TOKENS`). No context
+    is read, so no request reaches GitHub: each hunk is priced with as much
+    context as it can expect (`context.stand_in`: a definition per name it uses, call sites per
+    function it changes), held within the unit's `context_share` as the review would hold it.
+    0 without a model or credentials (no call is made); None when the price is unknown.
+    Verification calls come on top, and only when budget is left."""
     if not config.model:
         return 0.0
     budget = Budget(dataclasses.replace(config.limits, cost_usd=float("inf")))
@@ -362,9 +365,16 @@ def planned_cost(
     if price is None:
         return None
     change = _redacted(change)
-    plan = _Planner(config, client, renderer, change, change.files, None).plan(budget)
+    plan = _Planner(config, client, renderer, change, change.files, None, ctx.stand_in).plan(budget)
     margin = client.margin_percent()
-    return sum((u.input_tokens * price[0] + u.answer_tokens * price[1]) * margin / 100 for u in plan.units)
+    return sum(
+        held_cost_usd(
+            (u.input_tokens + REQUEST_SLACK_TOKENS) * price[0] + u.answer_tokens * price[1],
+            u.answer_tokens * price[1],
+            margin,
+        )
+        for u in plan.units
+    )
 
 
 def conclude(
@@ -419,7 +429,7 @@ class _Planner:
         change: Change,
         files: Sequence[DiffFile],
         read_file: Callable[[str], str | None] | None,
-        finder: _ContextFinder | None = None,
+        finder: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None = None,
     ) -> None:
         self.finder = finder
         self.config = config
@@ -432,6 +442,7 @@ class _Planner:
             client.window() if client else (config.context_window or NO_MODEL_WINDOW, "config")
         )
         self._system = _system_prompt(renderer, config)
+        self.schema_sent = client is not None and client.sends_schema()
 
     def messages(self, units_text: str, nonce: str, context_text: str = "") -> list[dict[str, str]]:
         return [
@@ -445,6 +456,7 @@ class _Planner:
                     units_text=units_text,
                     nonce=nonce,
                     context_text=context_text,
+                    schema_sent=self.schema_sent,
                 ),
             },
         ]
@@ -512,8 +524,17 @@ def _system_prompt(renderer: Renderer, config: Config) -> str:
 
 
 def _user_prompt(
-    renderer: Renderer, config: Config, change: Change, *, units_text: str, nonce: str, context_text: str = ""
+    renderer: Renderer,
+    config: Config,
+    change: Change,
+    *,
+    units_text: str,
+    nonce: str,
+    context_text: str = "",
+    schema_sent: bool = False,
 ) -> str:
+    """The user message; with `schema_sent` (every model of the chain gets the response schema) the
+    answer format says what the fields mean and leaves their shape to the schema."""
     return renderer.prompt(
         "review",
         title=change.snapshot.title,
@@ -524,6 +545,7 @@ def _user_prompt(
         context=context_text,
         legend=LEGEND,
         nonce=nonce,
+        schema_sent=schema_sent,
     )
 
 

@@ -43,6 +43,8 @@ def allowances(draw: st.DrawFn) -> Allowance:
         window=draw(st.one_of(st.none(), st.integers(200, 40_000))),
         margin_percent=draw(st.sampled_from([100, 110, 115])),
         max_answer_tokens=draw(st.integers(64, 4096)),
+        cost_usd=draw(st.one_of(st.none(), st.floats(0, 0.05))),
+        price=draw(st.one_of(st.none(), st.tuples(st.floats(1e-8, 1e-5), st.floats(1e-8, 4e-5)))),
     )
 
 
@@ -72,20 +74,23 @@ def test_the_plan_fits_every_limit_and_accounts_for_every_line(
         assert all(h + u.answer_tokens <= allowance.window for h, u in zip(held, plan.units, strict=True))
 
     # the ledger accepts every planned call, in any order: coverage is decided before the first call
+    # (a plan filled to the brim of any limit, the cost limit included, never has a unit refused)
     limits = Limits(
         input_tokens=allowance.input_tokens if allowance.input_tokens is not None else 10**9,
         output_tokens=allowance.output_tokens if allowance.output_tokens is not None else 10**9,
-        cost_usd=1.0,
+        cost_usd=allowance.cost_usd if allowance.cost_usd is not None and allowance.price else 10.0**6,
         seconds=3600,
         calls=allowance.calls if allowance.calls is not None else 10**6,
     )
+    price = allowance.price or (0.0, 0.0)
     budget = Budget(limits)
     for u in reversed(plan.units):
         budget.reserve(
             phase="review",
             input_tokens=u.input_tokens,
             max_output_tokens=u.answer_tokens,
-            cost_usd=0.0,
+            cost_usd=u.input_tokens * price[0] + u.answer_tokens * price[1],
+            answer_cost_usd=u.answer_tokens * price[1],
             margin_percent=m,
         )
 
@@ -200,3 +205,41 @@ def test_an_overrun_the_budget_did_not_disclose_blocks_publishing() -> None:
         budget=hidden,
     )
     assert not result.publish_ready
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cost_usd=st.floats(0.004, 0.05),
+    price=st.tuples(st.floats(1e-7, 1e-5), st.floats(1e-6, 4e-5)),
+    margin=st.sampled_from([110, 115]),
+    lines=st.integers(20, 400),
+)
+def test_a_plan_filled_to_the_brim_of_its_cost_limit_is_accepted_call_by_call(
+    cost_usd: float, price: tuple[float, float], margin: int, lines: int
+) -> None:
+    """The planner and the ledger hold a unit alike (margin on the input only): the last unit of a
+    plan that spends the whole cost limit is never refused at run time."""
+    body = "".join(f"+    value_{i} = compute(value_{i - 1}) + {i}\n" for i in range(lines))
+    patch = (
+        "diff --git a/src/a.py b/src/a.py\nnew file mode 100644\n--- /dev/null\n+++ b/src/a.py\n"
+        f"@@ -0,0 +1,{lines} @@\n{body}"
+    )
+    allowance = Allowance(cost_usd=cost_usd, price=price, margin_percent=margin, max_answer_tokens=4096)
+    plan = make_plan(
+        parse_patch(patch),
+        unit_tokens=100_000,
+        count_tokens=quarter,
+        allowance=allowance,
+        overhead=lambda nonce: 500,
+        measure=lambda nonce, text, context: 500 + quarter(text) + quarter(context),
+    )
+    budget = Budget(Limits(input_tokens=10**9, output_tokens=10**9, cost_usd=cost_usd, calls=1000))
+    for u in plan.units:
+        budget.reserve(
+            phase="review",
+            input_tokens=u.input_tokens,
+            max_output_tokens=u.answer_tokens,
+            cost_usd=u.input_tokens * price[0] + u.answer_tokens * price[1],
+            answer_cost_usd=u.answer_tokens * price[1],
+            margin_percent=margin,
+        )

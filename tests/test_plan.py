@@ -6,8 +6,9 @@ import itertools
 
 import pytest
 
+from reviewer.budget import held_tokens
 from reviewer.diff import DiffFile, parse_github_file, parse_patch
-from reviewer.plan import SEPARATOR_TOKENS, Plan, coverage, make_plan
+from reviewer.plan import SEPARATOR_TOKENS, Allowance, Plan, coverage, make_plan
 from reviewer.rules import redact
 
 
@@ -215,7 +216,9 @@ def test_a_hunk_larger_than_one_call_is_sent_in_overlapping_slices() -> None:
     assert all(f"z{j} = {j}" in sent for j in range(60))
     statuses = status_of(plan, files, reviewed_units={u.id for u in plan.units})
     assert statuses["src/huge.py"] == ("reviewed", None, 1, 1)
-    first_slice = next(u.id for u in plan.units for p in u.parts if p.path == "src/huge.py")
+    first_slice = next(
+        u.id for u in plan.units for p in u.parts if p.path == "src/huge.py" and p.lines and p.lines[0] == 0
+    )
     cov = coverage(plan, files, reviewed_units={first_slice})
     entry = next(f for f in cov.files if f.path == "src/huge.py")
     assert (entry.status, entry.reason, entry.hunks_reviewed) == ("partial", "budget", 0)
@@ -389,3 +392,46 @@ def test_hunks_a_push_changed_are_planned_before_riskier_ones() -> None:
     patch = added_file("README.md", same) + added_file("src/auth/login.py", same)
     plan, _ = plan_of(patch, unit_tokens=40, first={("README.md", 0)})
     assert [[p.path for p in u.parts] for u in plan.units] == [["README.md"], ["src/auth/login.py"]]
+
+
+def test_a_tight_budget_takes_many_small_risky_hunks_before_one_huge_one_but_sensitive_code_first() -> None:
+    """Value per token: one 200-line hunk does not eat a budget that holds six small hunks of the same
+    kind of code whole; it is cut to fill what they leave. Security-sensitive source still goes first."""
+    small = [hunk(10 * i + 1, f"c{i}", [f"v{i} = compute({i})", f"w{i} = v{i} + 1"]) for i in range(6)]
+    patch = (
+        added_file("src/big.py", [f"item_{j} = build({j}, options)" for j in range(200)])
+        + modified("src/small.py", *small)
+        + added_file("src/auth/login.py", [f"check_{j} = verify({j})" for j in range(30)])
+    )
+    overhead = 40
+    plan, files = plan_of(
+        patch,
+        allowance=Allowance(input_tokens=1000),
+        overhead=lambda nonce: overhead,
+        measure=lambda nonce, text, context: overhead + quarter(text) + quarter(context),
+    )
+    statuses = status_of(plan, files, reviewed_units={u.id for u in plan.units})
+    assert statuses["src/auth/login.py"][0] == "reviewed", "sensitive source first, whatever its size"
+    assert statuses["src/small.py"] == ("reviewed", None, 6, 6), "every small hunk whole"
+    assert statuses["src/big.py"][:2] == ("partial", "budget"), "the huge hunk fills what is left"
+    assert sum(held_tokens(u.input_tokens, 100) for u in plan.units) >= 900
+
+
+def test_a_request_that_counts_a_few_tokens_more_than_its_parts_still_fits_its_window() -> None:
+    """The finished request is counted whole, and tokens merge at the joins (measured: +7 on one
+    slice): a unit packed to the brim of the window must not lose a whole slice to that, labelled
+    `budget` when no budget ran out (was: a self-hosted 8k model left 18 % of a large PR unreviewed)."""
+    patch = added_file(
+        "src/big.py", [f"value_{j} = compute(value_{j - 1}, {j})  # step {j}" for j in range(900)]
+    )
+    plan, files = plan_of(
+        patch,
+        unit_tokens=8192,
+        allowance=Allowance(window=8192, margin_percent=110, max_answer_tokens=4096),
+        overhead=lambda nonce: 1500,
+        measure=lambda nonce, text, context: 1500 + quarter(text) + quarter(context) + 7,
+    )
+    assert plan.unplaced == ()
+    statuses = status_of(plan, files, reviewed_units={u.id for u in plan.units})
+    assert statuses["src/big.py"][:2] == ("reviewed", None)
+    assert all(held_tokens(u.input_tokens, 110) + u.answer_tokens <= 8192 for u in plan.units)

@@ -268,3 +268,74 @@ def test_a_configured_smaller_window_wins_over_the_server_and_silence_means_8192
         client, warnings = client_for(s)
         assert client.window() == (8192, "assumed")
         assert len(warnings) == 1 and "GET /v1/models" in warnings[0] and "context_window" in warnings[0]
+
+
+def _helpers(n: int) -> str:
+    return "".join(
+        f'def helper_{i}(value, scale):\n    """Step {i} of the pipeline."""\n'
+        f"    adjusted = value * scale + {i}\n    return round(adjusted, 2)\n\n\n"
+        for i in range(n)
+    )
+
+
+def test_scans_price_of_a_pr_covers_a_review_that_shows_repository_context(
+    tmp_path: Path, server: FakeModelServer
+) -> None:
+    """`planned_cost` reads no context, yet context is part of what the review sends: the price must
+    not come in below what the review then spends (answers here use all of their `max_tokens`)."""
+    from reviewer.config import build_config
+    from reviewer.render import Renderer
+    from reviewer.review import planned_cost
+    from reviewer.source.local import LocalSource
+
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    repo = Repo(path)
+    base = "from lib.helpers import *\n\n\ndef run(items):\n    return items\n"
+    repo.commit({"lib/helpers.py": _helpers(40), "app/pipeline.py": base}, "base")
+    repo.branch("feature")
+    calls = "".join(f"    items = [helper_{i}(x, {i}) for x in items]\n" for i in range(40))
+    repo.commit({"app/pipeline.py": base.replace("    return items\n", calls + "    return items\n")}, "use")
+    server.handler = lambda body: text(
+        EMPTY, prompt_tokens=server.count_prompt(body), completion_tokens=int(body["max_tokens"])
+    )
+    report = review(repo, server, tmp_path)
+    assert report["plan"]["context_files"] == ["lib/helpers.py"], "the review showed context"
+    assert all_reviewed(report)
+    spent = report["budget"]["used"]["cost_usd"]
+
+    def price(share: float) -> float:
+        overrides = {"model": KNOWN, "api_base": server.api_base, "max_cost_usd": 100.0}
+        overrides |= {"max_output_tokens": 200_000, "max_calls": 200}
+        config = build_config(file_layer={"context_share": share}, env={}, overrides=overrides)
+        change = LocalSource(repo.path, base="main").change()
+        needed = planned_cost(change, config, renderer=Renderer())
+        assert needed is not None
+        return needed
+
+    assert price(0.0) < spent, "without context the price is below what the review spent"
+    assert spent <= price(0.3) < 3 * spent
+
+
+def test_a_model_given_the_response_schema_gets_the_short_answer_format(
+    tmp_path: Path, server: FakeModelServer
+) -> None:
+    """The schema already says the answer's shape: the prompt keeps what the fields mean (line and
+    side, quote, priorities in the method) and drops the example object, which a model without
+    structured output still gets."""
+    repo = build(tmp_path, pr_shapes.small())
+    prompts = {}
+    for model in (KNOWN, UNKNOWN):
+        server.requests.clear()
+        review(repo, server, tmp_path, model=model)
+        (request,) = server.requests
+        prompts[model] = (request["messages"][0]["content"], request["messages"][1]["content"], request)
+    system, short, sent = prompts[KNOWN]
+    _, long, plain = prompts[UNKNOWN]
+    assert "response_format" in sent and "response_format" not in plain
+    for rule in ('"side": "LEFT"', '"quote"', '"" for DELETE', '"findings": []', '"confidence"'):
+        assert rule in short and rule in long, rule
+    assert '{"findings": [{"path"' in long and '{"findings": [{"path"' not in short
+    assert "P1 must fix before merge" in system and "trigger" in system and "exclusion" in system
+    assert len(long) - len(short) > 1500

@@ -516,7 +516,7 @@ def test_review_prompt_delimits_and_sanitizes_untrusted_text(en) -> None:
         "MERGE|DELETE|INLINE|MOVE",
     ):
         assert key in out
-    assert "P1: must fix before merge" in out
+    assert "P1 must fix before merge" in en.prompt("system"), "priorities are defined once, in the method"
     assert "Focus on the retry logic." in out
     assert out.rstrip().endswith('only the JSON object described under "Answer format".')
 
