@@ -642,7 +642,7 @@ def _rollup(node: Any) -> CiRead:
     rollup = node.get("statusCheckRollup") if isinstance(node, dict) else None
     if not isinstance(rollup, dict):
         return CiRead((), ())
-    contexts = rollup.get("contexts") if isinstance(rollup.get("contexts"), dict) else {}
+    contexts: dict[str, Any] = rollup["contexts"] if isinstance(rollup.get("contexts"), dict) else {}
     statuses: list[CommitStatus] = []
     runs: list[CheckRunInfo] = []
     for item in contexts.get("nodes") or ():
@@ -661,7 +661,7 @@ def _rollup(node: Any) -> CiRead:
                     details_url=str(item.get("detailsUrl") or ""),
                 )
             )
-    page = contexts.get("pageInfo") if isinstance(contexts.get("pageInfo"), dict) else {}
+    page: dict[str, Any] = contexts["pageInfo"] if isinstance(contexts.get("pageInfo"), dict) else {}
     return CiRead(tuple(statuses), tuple(runs), complete=not page.get("hasNextPage"))
 
 
