@@ -24,6 +24,7 @@ from reviewer.errors import ConfigError, GitHubError, NoWriteAccess
 from reviewer.events import skip_reason
 from reviewer.incremental import Increment
 from reviewer.publish import (
+    PENDING_REVIEW,
     READ_ONLY,
     READ_ONLY_DETAIL,
     StickyState,
@@ -31,6 +32,7 @@ from reviewer.publish import (
     echo_untrusted,
     escape_data,
     find_sticky,
+    mark_pending,
     post_inline_review,
     upsert_sticky,
 )
@@ -480,12 +482,14 @@ class PriorReview:
 
 
 def is_same_review(state: StickyState | None, *, head_sha: str, config_digest: str) -> bool:
-    """DESIGN 6: same head, same config hash, and a verdict that was not incomplete."""
+    """DESIGN 6: same head, same config hash, and a verdict that was not incomplete; and nothing
+    left to publish (an inline review that failed after the comment was posted is posted by a rerun)."""
     return bool(
         state is not None
         and state.head == head_sha
         and state.config == config_digest
         and state.verdict not in ("", "incomplete")
+        and not state.pending
     )
 
 
@@ -526,31 +530,36 @@ def pr_publisher(
     warn: Warn,
     comments: Sequence[CommentInfo] | None = None,
 ) -> Publisher:
-    """The PR sinks in order: sticky comment, then the inline review; a 403 stops further writes.
-    `comments` (the PR's comments as listed at the start) spares the sticky comment a second listing."""
+    """The PR sinks: the inline review first, then the sticky comment (reported in that order:
+    comment, review). A 403 stops further writes. When the review failed, the comment's state says
+    so (`pending`), so a rerun at the same head publishes it instead of skipping as "already
+    reviewed". `comments` (the PR's comments as listed at the start) spares a second listing."""
 
     def publish(report: Report, comment: str, index: LineIndex) -> Sequence[Published]:
-        results: list[Published] = []
-        if post_comment:
-            results.append(upsert_sticky(client, repo, number, body=comment, login=login, comments=comments))
-        read_only = any(not r.ok and r.reason == READ_ONLY for r in results)
-        if inline_comments and not read_only:
+        review: Published | None = None
+        if inline_comments:
             published = _published_findings(report.findings, config.max_findings)
             data = report.to_dict()
             by_id = {f["id"]: f for f in data["findings"]}
-            results.append(
-                post_inline_review(
-                    client,
-                    repo,
-                    number,
-                    head_sha=report.snapshot.head.sha,
-                    body=renderer.review_body(data),
-                    comments=[(f, renderer.inline(by_id[f.id])) for f in published],
-                    index=index,
-                    login=login,
-                    fold=lambda fs: renderer.review_body(data, folded=[by_id[f.id] for f in fs]),
-                )
+            review = post_inline_review(
+                client,
+                repo,
+                number,
+                head_sha=report.snapshot.head.sha,
+                body=renderer.review_body(data),
+                comments=[(f, renderer.inline(by_id[f.id])) for f in published],
+                index=index,
+                login=login,
+                fold=lambda fs: renderer.review_body(data, folded=[by_id[f.id] for f in fs]),
             )
+        read_only = review is not None and not review.ok and review.reason == READ_ONLY
+        results: list[Published] = []
+        if post_comment and not read_only:
+            failed = review is not None and not review.ok
+            body = mark_pending(comment, [PENDING_REVIEW]) if failed else comment
+            results.append(upsert_sticky(client, repo, number, body=body, login=login, comments=comments))
+        if review is not None:
+            results.append(review)
         for r in results:
             if not r.ok:
                 warn(f"imreview: {r.sink}: {r.detail}")

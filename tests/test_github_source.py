@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from reviewer.errors import GitHubError, NoWriteAccess, Retryable, Unprocessable, UsageError
+from reviewer.errors import GitHubError, NoWriteAccess, RateLimited, Retryable, Unprocessable, UsageError
 from reviewer.source.github import GitHubClient, GitHubSource, InlineComment, github_timeout
 from tests.fakes.github_server import FakeGitHub, diff_entry
 
@@ -241,6 +241,40 @@ def test_a_502_on_post_is_not_retried(gh: FakeGitHub) -> None:
     assert err.value.status == 502
     assert len(gh.requests_to("POST", r"/reviews$")) == 1
     assert gh.reviews(REPO, 7) == []
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "headers", "wait"),
+    [
+        (
+            403,
+            "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+            {"Retry-After": "7"},
+            7.0,
+        ),
+        (429, "Too Many Requests", {"Retry-After": "2"}, 2.0),
+        (
+            403,
+            "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+            {},
+            60.0,
+        ),
+    ],
+    ids=["secondary with Retry-After", "429 with Retry-After", "secondary without: a minute"],
+)
+def test_a_rate_limited_write_is_rate_limited_not_read_only(
+    gh: FakeGitHub, status: int, message: str, headers: dict[str, str], wait: float
+) -> None:
+    """Sent once (the caller decides to try again, after re-listing); the wait GitHub asked for is kept."""
+    add_pull(gh)
+    gh.fail("POST", r"/issues/7/comments$", status, {"message": message}, headers=headers)
+    gh_client = client(gh)
+    with pytest.raises(RateLimited) as err:
+        gh_client.create_issue_comment(REPO, 7, "hello")
+    assert len(gh.requests_to("POST", r"/issues/7/comments$")) == 1 and gh.comments(REPO, 7) == []
+    assert gh_client.write_wait(err.value.retry_after) == wait
+    gh_client.wait_within(1.0)
+    assert gh_client.write_wait(err.value.retry_after) is None, "longer than the time left"
 
 
 def test_gets_that_keep_failing_end_as_retryable_with_the_status(gh: FakeGitHub) -> None:

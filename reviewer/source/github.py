@@ -318,6 +318,7 @@ class GitHubClient:
             raise UsageError(f"GITHUB_API_URL {api_url!r} is not an http(s) URL")
         self.api_url = base
         self.wait_cap = WaitCap(max_rate_limit_wait)
+        self.secondary_rate_wait = secondary_rate_wait
         retry = _BoundedRetry(
             wait_cap=self.wait_cap,
             total=retries,
@@ -345,6 +346,13 @@ class GitHubClient:
     def wait_within(self, seconds: float | None) -> None:
         """Rate-limit waits from now on end within `seconds` (None: only the fixed ceiling)."""
         self.wait_cap.deadline = None if seconds is None else time.monotonic() + max(seconds, 0.0)
+
+    def write_wait(self, retry_after: float | None) -> float | None:
+        """How long to sit out a rate limit on a write before trying it again: GitHub's
+        `Retry-After` (else a minute, as its docs ask for a secondary limit); None when that does not
+        fit the time left (`wait_within`, at most the ceiling): the write then fails for good."""
+        wait = self.secondary_rate_wait if retry_after is None else max(retry_after, 0.0)
+        return wait if wait <= self.wait_cap.seconds() else None
 
     def _repo(self, repo: str) -> Any:
         if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
