@@ -35,17 +35,19 @@ DEFAULT_API_URL = "https://api.github.com"
 ACTIONS_BOT = "github-actions[bot]"
 FILES_LIMIT = 3000
 """GitHub's own cap on a PR's files list."""
-REVIEW_FILES_LIMIT = 400
-"""Files one PR review reads from the files list: 4 requests of 100. With the other reads and the
-sticky comment a run stays within 15 requests, however large the PR (issue 9); a larger PR is
-reviewed on its first 400 files and says so (`too_many_files`). Its budget could not cover more:
-the default allows 24 model calls."""
+REVIEW_FILES_LIMIT = 300
+"""Files one PR review reads from the files list: 3 requests of 100. With the other reads, context
+and the sticky comment a run stays within 15 requests, however large the PR (issue 9); a larger PR
+is reviewed on its first 300 files and says so (`too_many_files`). Its budget could not cover
+more: the default allows 24 model calls."""
 CONTENTS_BATCH = 250
 """Files per GraphQL query: one query answers a PR of up to this many files (issue 9: a constant
 number of requests per PR, where the contents API costs one request per file)."""
 CONTEXT_FILES = 2 * CONTENTS_BATCH
-"""Head files read to search for context: the changed files' languages, nearest directories first.
-With the tree listing, context costs at most three requests per PR, whatever its size."""
+"""Head files read when a model wants context, in at most two GraphQL queries: the PR's own files
+the first query did not hold, then files that may hold what the change uses (the changed files'
+languages, nearest directories first) to fill them. With the tree listing, context costs at most
+three requests per PR, whatever its size."""
 CONFIG_PATH = ".github/imreview.yml"
 INSTALLATION_TOKEN_PREFIX = "ghs_"
 """GitHub's prefix for installation (server-to-server) tokens, `GITHUB_TOKEN` included: they
@@ -821,7 +823,7 @@ class GitHubSource:
         self._files = tuple(files)
         self._context = [f.path for f in files if f.status != "removed" and f.has_patch]
         self._position = {p: i for i, p in enumerate(self._context)}
-        ci = self._prefetch(info, self._context[:CONTENTS_BATCH])
+        ci = self._prefetch(info, self._context)
         try:
             merge_base = self.client.merge_base(self.repo, info.base_sha, info.head_sha)
         except GitHubError as exc:
@@ -868,12 +870,12 @@ class GitHubSource:
         return ci_state(statuses, runs, run_id=self.run_id)
 
     def _prefetch(self, info: PullInfo, paths: Sequence[str]) -> CiRead | None:
-        """The base's config file, the first batch of head files and the CI state at the head in
-        one query: the config is read next, the files if a model wants context. None when it
-        failed: the per-file reads and the REST CI reads do it then."""
+        """The CI state at the head and the first CONTENTS_BATCH head files in one query (with the
+        base's config file when it was not read yet). None when it failed: the batched reads of
+        `read_file` and the REST CI reads do it then."""
         wanted = [(info.head_sha, p) for p in paths]
         if (info.base_repo or self.repo).lower() == self.repo.lower():
-            wanted = [(info.base_sha, CONFIG_PATH), *wanted[: CONTENTS_BATCH - 1]]
+            wanted = [(info.base_sha, CONFIG_PATH), *wanted]
         try:
             return self.client.texts_and_ci(self.repo, wanted, ci_sha=info.head_sha)
         except GitHubError:
@@ -883,15 +885,15 @@ class GitHubSource:
         return self.client.pull(self.repo, self.number).head_sha
 
     def context_corpus(self) -> ctx.MemoryCorpus:
-        """The head for context: one tree listing, then the files most likely to hold what the
-        change uses (reviewer.context.candidate_paths) in GraphQL batches, searched in memory."""
+        """The head for context: one tree listing, then the PR's files not read yet and the files
+        most likely to hold what the change uses (reviewer.context.candidate_paths), CONTEXT_FILES
+        in all (two GraphQL queries), searched in memory."""
         sha = self.pull_info().head_sha
         paths = self.client.tree_paths(self.repo, sha)
         names = ctx.mentioned(self._files)
-        picked = ctx.candidate_paths(paths, set(self._context), CONTEXT_FILES, names)
-        texts = self.client.file_texts(
-            self.repo, [(sha, p) for p in [*picked, *self._context[:CONTENTS_BATCH]]]
-        )
+        unread = [p for p in self._context if not self.client.has_text(self.repo, sha, p)][:CONTEXT_FILES]
+        picked = ctx.candidate_paths(paths, set(self._context), CONTEXT_FILES - len(unread), names)
+        texts = self.client.file_texts(self.repo, [(sha, p) for p in [*self._context, *picked]])
         return ctx.MemoryCorpus({path: text for (_, path), text in texts.items() if text is not None})
 
     def read_file(self, path: str, sha: str) -> str | None:
