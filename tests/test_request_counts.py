@@ -24,15 +24,15 @@ BASE = "b0" * 20
 HEAD = "a1" * 20
 HEAD2 = "c2" * 20
 PATCH = "@@ -1,3 +1,4 @@\n def div(a, b):\n-    return 0\n+    total = a / b\n+    return total\n # end"
+BREAKPOINT = "@@ -1,2 +1,2 @@\n def div(a, b):\n-    return 0\n+    breakpoint()"
 MODEL = "openai/fake-model"
 EMPTY = '{"findings": [], "exclusions": [], "signals": []}'
 
 FIRST_RUN = {
     "GET /pulls/7": 2,  # the PR, and the gate's re-read of its head just before publishing
-    "GET /contents/.github/imreview.yml": 1,  # the config, from the base commit
     "GET /issues/7/comments": 2,  # our sticky comment and state; the duplicate check after creating
     "GET /pulls/7/files": 1,
-    "POST /graphql": 1,  # head files and the CI state (statuses and check runs) in one query
+    "POST /graphql": 1,  # head files, the base's config and the CI state in one query
     "GET /compare/{sha}...{sha}": 1,  # the merge base, shown in the report and kept in the state
     "POST /issues/7/comments": 1,
 }
@@ -63,10 +63,8 @@ def pull_with(gh: FakeGitHub, count: int, *, others: int = 0) -> None:
         gh.add_content(REPO, HEAD, f"src/lib/o{i:04d}.py", f"def helper{i}(x):\n    return x\n")
 
 
-def review(
-    tmp_path: Path, gh: FakeGitHub, model: FakeModelServer | None = None, *, key: bool = True
-) -> dict[str, object]:
-    env = cli_env(
+def cli_environment(tmp_path: Path, gh: FakeGitHub, *, key: bool = True) -> dict[str, str]:
+    return cli_env(
         tmp_path,
         {
             "GITHUB_TOKEN": TOKEN,
@@ -74,10 +72,21 @@ def review(
             "IMREVIEW_STATE_KEY": "counts-state-key" if key else "",
         },
     )
+
+
+def review(
+    tmp_path: Path,
+    gh: FakeGitHub,
+    model: FakeModelServer | None = None,
+    *,
+    key: bool = True,
+) -> dict[str, object]:
     report = tmp_path / "report.json"
     model_args = ["--model", MODEL, "--api-base", model.api_base, "--max-calls", "4"] if model else []
     proc = run_cli(
-        ["pr", f"{REPO}#7", "--post-comment", *model_args, "--json", str(report)], cwd=tmp_path, env=env
+        ["pr", f"{REPO}#7", "--post-comment", *model_args, "--json", str(report)],
+        cwd=tmp_path,
+        env=cli_environment(tmp_path, gh, key=key),
     )
     assert proc.returncode in (0, 1), proc.stderr
     data: dict[str, object] = json.loads(report.read_text(encoding="utf-8"))
@@ -93,7 +102,7 @@ def per_endpoint(gh: FakeGitHub) -> collections.Counter[str]:
     return collections.Counter(endpoint(r.method, r.path) for r in gh.requests)
 
 
-def test_the_first_review_of_a_100_file_pr_costs_nine_requests(gh: FakeGitHub, tmp_path: Path) -> None:
+def test_the_first_review_of_a_100_file_pr_costs_eight_requests(gh: FakeGitHub, tmp_path: Path) -> None:
     pull_with(gh, 100)
     report = review(tmp_path, gh)
     assert per_endpoint(gh) == FIRST_RUN
@@ -126,7 +135,27 @@ def test_after_a_push_the_sticky_found_at_the_start_is_edited(gh: FakeGitHub, tm
     again = per_endpoint(gh)
     assert again["GET /issues/7/comments"] == 1, again
     assert again["PATCH /issues/comments/{id}"] == 1 and again["POST /issues/7/comments"] == 0
+    assert again["GET /contents/.github/imreview.yml"] == 0, "the config came in the GraphQL query"
     assert sum(again.values()) <= 10, again
+
+
+def test_a_rerun_at_the_same_head_reads_the_config_before_the_diff(gh: FakeGitHub, tmp_path: Path) -> None:
+    """Only the config hash can tell whether the review is the same: read first, nothing else."""
+    gh.add_pull(
+        REPO, 7, head_sha=HEAD, base_sha=BASE, files=[diff_entry("src/m.py", BREAKPOINT)], changed_files=1
+    )
+    argv = ["pr", f"{REPO}#7", "--post-comment", "--skip-reviewed"]
+    env = cli_environment(tmp_path, gh)
+    first = run_cli(argv, cwd=tmp_path, env=env)
+    assert first.returncode in (0, 1), first.stderr
+    gh.requests.clear()
+    again = run_cli(argv, cwd=tmp_path, env=env)
+    assert again.returncode in (0, 1) and "already reviewed" in again.stdout + again.stderr
+    assert per_endpoint(gh) == {
+        "GET /pulls/7": 1,
+        "GET /contents/.github/imreview.yml": 1,
+        "GET /issues/7/comments": 1,
+    }
 
 
 def test_with_a_model_repository_context_costs_a_tree_listing_and_two_queries(

@@ -447,7 +447,7 @@ class GitHubClient:
         todo = self._unread(repo, wanted)
         for start in range(0, len(todo), CONTENTS_BATCH):
             self._blob_query(repo, owner, name, todo[start : start + CONTENTS_BATCH], ci_sha=None)
-        return {(ref, path): self._texts[(repo, ref, path)] for ref, path in wanted}
+        return {(ref, path): self._texts.get((repo, ref, path)) for ref, path in wanted}
 
     def texts_and_ci(self, repo: str, wanted: Sequence[tuple[str, str]], *, ci_sha: str) -> CiRead:
         """The first CONTENTS_BATCH of `wanted` (kept for `file_text`) and the CI state at `ci_sha`
@@ -493,7 +493,9 @@ class GitHubClient:
             status = 404 if any(e.get("type") == "NOT_FOUND" for e in others) else None
             raise GitHubError(f"{what}: {reason or 'no repository in the answer'}", status)
         for i, (ref, path) in enumerate(chunk):
-            self._texts[(repo, ref, path)] = _blob_text(found.get(f"f{i}"))
+            node = found.get(f"f{i}")
+            if not (isinstance(node, dict) and node.get("isTruncated")):  # cut: the contents API reads it
+                self._texts[(repo, ref, path)] = _blob_text(node)
         if ci_sha is None:
             return None
         return CiRead(None, None) if ci_errors else _rollup(found.get("ci"))
@@ -787,12 +789,14 @@ class GitHubSource:
         *,
         run_id: str | None = None,
         max_files: int = FILES_LIMIT,
+        config_path: str = CONFIG_PATH,
     ) -> None:
         self.client = client
         self.repo = repo
         self.number = number
         self.run_id = run_id
         self.max_files = max_files
+        self.config_path = config_path
         self._info: PullInfo | None = None
         self._context: list[str] = []
         self._files: tuple[DiffFile, ...] = ()
@@ -875,7 +879,7 @@ class GitHubSource:
         `read_file` and the REST CI reads do it then."""
         wanted = [(info.head_sha, p) for p in paths]
         if (info.base_repo or self.repo).lower() == self.repo.lower():
-            wanted = [(info.base_sha, CONFIG_PATH), *wanted]
+            wanted = [(info.base_sha, self.config_path), *wanted]
         try:
             return self.client.texts_and_ci(self.repo, wanted, ci_sha=info.head_sha)
         except GitHubError:
