@@ -182,6 +182,13 @@ def _endpoint(method: str, path: str) -> str:
     return f"{method} {path or '/'}"
 
 
+GITHUB_CASES = ((False, True), (False, False), (True, True), (True, False))
+"""(model, state key) per PR size: without a model no context is read; without a state key (no
+`IMREVIEW_STATE_KEY`, no model API key) a new sticky comment is edited once to name its own id."""
+OTHER_FILES = 600
+"""Files at the head that the PR does not change: repository context searches some of them."""
+
+
 def bench_github(work: Path, sizes: Sequence[int], log: Callable[[str], None]) -> list[str]:
     import tests.test_action_e2e as e2e
     from tests.fakes.github_server import FakeGitHub, diff_entry
@@ -192,35 +199,47 @@ def bench_github(work: Path, sizes: Sequence[int], log: Callable[[str], None]) -
     patch = "@@ -1,3 +1,4 @@\n def div(a, b):\n-    return 0\n+    total = a / b\n+    return total\n # end"
     rows = []
     for files in sizes:
-        counts: list[collections.Counter[str]] = []
-        for _ in range(2):
-            with FakeGitHub() as gh, FakeModelServer() as model, tempfile.TemporaryDirectory() as tmp:
-                gh.add_token(token)
-                gh.add_repo(e2e.REPO)
-                entries = [diff_entry(f"src/m{i}.py", patch) for i in range(files)]
-                gh.add_pull(e2e.REPO, 7, head_sha=e2e.HEAD, base_sha=e2e.BASE, files=entries)
-                for i in range(files):
-                    gh.add_content(e2e.REPO, e2e.HEAD, f"src/m{i}.py", "def div(a, b):\n    return a / b\n")
-                model.handler = lambda body: text(EMPTY_ANSWER)
-                runner = e2e.Runner(Path(tmp), gh.url)
-                result = runner.run(
-                    "pull_request",
-                    e2e.event_payload("pull_request.opened"),
-                    model="openai/fake-model",
-                    api_base=model.api_base,
-                    max_calls="10",
-                )
-                if result.code not in (0, 1):
-                    raise SystemExit(f"action on {files} files exited {result.code}: {result.stderr[-2000:]}")
-                if gh.violations:
-                    raise SystemExit(f"fake GitHub contract violations: {gh.violations[:3]}")
-                counts.append(collections.Counter(_endpoint(r.method, r.path) for r in gh.requests))
-                verdict = result.outputs.get("verdict", "?")
-        if counts[0] != counts[1]:
-            raise SystemExit(f"{files} files: request counts differ between runs: {counts}")
-        per = ", ".join(f"{n}× `{k}`" for k, n in counts[0].most_common())
-        rows.append(f"| {files:,} | **{sum(counts[0].values())}** | {per} | `{verdict}` |")
-        log(f"github {files} files: {sum(counts[0].values())} requests")
+        for with_model, keyed in GITHUB_CASES:
+            counts: list[collections.Counter[str]] = []
+            for _ in range(2):
+                with FakeGitHub() as gh, FakeModelServer() as model, tempfile.TemporaryDirectory() as tmp:
+                    gh.add_token(token)
+                    gh.add_repo(e2e.REPO)
+                    entries = [diff_entry(f"src/m{i}.py", patch) for i in range(files)]
+                    gh.add_pull(e2e.REPO, 7, head_sha=e2e.HEAD, base_sha=e2e.BASE, files=entries)
+                    for i in range(files):
+                        gh.add_content(
+                            e2e.REPO, e2e.HEAD, f"src/m{i}.py", "def div(a, b):\n    return a / b\n"
+                        )
+                    for i in range(OTHER_FILES):
+                        gh.add_content(
+                            e2e.REPO, e2e.HEAD, f"src/lib/o{i}.py", f"def helper{i}(x):\n    return x\n"
+                        )
+                    model.handler = lambda body: text(EMPTY_ANSWER)
+                    extra = {} if keyed else {"IMREVIEW_STATE_KEY": ""}
+                    runner = e2e.Runner(Path(tmp), gh.url, extra_env=extra)
+                    inputs = (
+                        {"model": "openai/fake-model", "api_base": model.api_base, "max_calls": "10"}
+                        if with_model
+                        else {}
+                    )
+                    result = runner.run("pull_request", e2e.event_payload("pull_request.opened"), **inputs)
+                    if result.code not in (0, 1):
+                        raise SystemExit(
+                            f"action on {files} files exited {result.code}: {result.stderr[-2000:]}"
+                        )
+                    if gh.violations:
+                        raise SystemExit(f"fake GitHub contract violations: {gh.violations[:3]}")
+                    counts.append(collections.Counter(_endpoint(r.method, r.path) for r in gh.requests))
+                    verdict = result.outputs.get("verdict", "?")
+            if counts[0] != counts[1]:
+                raise SystemExit(f"{files} files: request counts differ between runs: {counts}")
+            per = ", ".join(f"{n}× `{k}`" for k, n in counts[0].most_common())
+            rows.append(
+                f"| {files:,} | {'fake model' if with_model else 'none'} | {'yes' if keyed else 'no'}"
+                f" | **{sum(counts[0].values())}** | {per} | `{verdict}` |"
+            )
+            log(f"github {files} files, model {with_model}, key {keyed}: {sum(counts[0].values())} requests")
     return rows
 
 
@@ -385,11 +404,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="*", default=[300, 3000, 30000])
     parser.add_argument("--pr-sizes", type=int, nargs="*", default=[100, 1000, 3000])
     sections = ["help", "local", "github", "first-call", "parallel"]
-    parser.add_argument("--only", choices=sections, action="append")
+    parser.add_argument("--only", choices=[*sections, "requests"], action="append")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "PERF.md")
     args = parser.parse_args(argv)
     _install_usage_hook()
-    only = set(args.only or sections)
+    only = {"github" if name == "requests" else name for name in args.only or sections}
     started = time.perf_counter()
 
     def log(message: str) -> None:
@@ -429,11 +448,12 @@ def main(argv: list[str] | None = None) -> int:
             ]
         if "github" in only:
             out += [
-                "GitHub requests, Action with the sticky comment (fake model, installation token):",
+                "GitHub requests, Action on `pull_request.opened` with the sticky comment"
+                f" (installation token; {OTHER_FILES} more files at the head for context):",
                 "",
-                "| PR files | Requests | Per endpoint | Verdict |",
-                "|---:|---:|---|---|",
-                *rows_or_failure(lambda: bench_github(work, args.pr_sizes, log), 4),
+                "| PR files | Model | State key | Requests | Per endpoint | Verdict |",
+                "|---:|---|---|---:|---|---|",
+                *rows_or_failure(lambda: bench_github(work, args.pr_sizes, log), 6),
                 "",
             ]
         if "first-call" in only:

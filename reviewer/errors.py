@@ -11,6 +11,7 @@
     │   ├── NoWriteAccess         403/404 on a write: read-only token
     │   ├── Unprocessable         422
     │   └── Retryable             5xx, 429, timeouts, rate limits
+    │       └── RateLimited       a rate limit (primary or secondary), with GitHub's wait
     ├── ModelError                a model call failed for good
     │   ├── ModelConfigError      auth, unknown model, bad request
     │   ├── CallTimedOut          no answer within the per-call timeout
@@ -60,6 +61,15 @@ class Unprocessable(GitHubError):
 
 class Retryable(GitHubError):
     """5xx, 429 or a timeout: the same request may succeed later."""
+
+
+class RateLimited(Retryable):
+    """GitHub refused for a rate limit; `retry_after` is the seconds it asked us to wait (None when
+    it did not say). A write is never retried blindly: the caller re-lists by marker first."""
+
+    def __init__(self, message: str, status: int | None = None, *, retry_after: float | None = None) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, status)
 
 
 class ModelError(ImreviewError):

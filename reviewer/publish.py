@@ -16,13 +16,14 @@ import json
 import os
 import re
 import secrets
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from reviewer.errors import GitHubError, NoWriteAccess, Retryable, Unprocessable
+from reviewer.errors import GitHubError, NoWriteAccess, RateLimited, Retryable, Unprocessable
 from reviewer.incremental import CarriedFinding, Prior, pack, unpack
 from reviewer.render import fit
 from reviewer.report import Finding, Published, priority_rank
@@ -66,6 +67,9 @@ READ_ONLY_DETAIL = (
 READ_ONLY = "read_only"
 """The reason code of a write refused for lack of permission: no further PR writes are tried."""
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+WRITE_ATTEMPTS = 3
+"""Tries of one write when GitHub answers with a rate limit (each after the wait it asked for)."""
+_T = TypeVar("_T")
 
 
 # --- job summary and outputs -------------------------------------------------------------------
@@ -334,6 +338,9 @@ class StickyState:
     merge_base: str = ""
     complete: bool = False
     carried: tuple[CarriedFinding, ...] = ()
+    pending: tuple[str, ...] = ()
+    """Sinks this review did not reach (`review`: the inline review failed after the comment was
+    due): a rerun at the same head is then not "already reviewed", and publishes them."""
 
     @classmethod
     def parse(cls, body: str | None) -> StickyState | None:
@@ -357,6 +364,7 @@ class StickyState:
             merge_base=_text(data.get("merge_base")),
             complete=data.get("complete") is True and intact,
             carried=carried,
+            pending=_pending(data.get(PENDING_KEY)),
         )
 
     def prior(self) -> Prior:
@@ -387,8 +395,29 @@ class StickyState:
                 "merge_base": self.merge_base,
                 "complete": self.complete,
                 "carried": pack(self.carried),
+                **({PENDING_KEY: list(self.pending)} if self.pending else {}),
             }
         )
+
+
+PENDING_KEY = "pending"
+PENDING_REVIEW = "review"
+
+
+def _pending(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def mark_pending(body: str, sinks: Sequence[str]) -> str:
+    """The comment body with `pending` in its state marker: what this run could not publish, so a
+    rerun at the same head does not skip as "already reviewed" and publishes it then (signed with
+    the rest of the state by `upsert_sticky`). Unchanged when there is no marker or nothing pending."""
+    above, last = _split_marker(body)
+    state = parse_state(last)
+    if state is None or not sinks:
+        return body
+    state[PENDING_KEY] = sorted(set(sinks))
+    return f"{above}\n\n{state_marker(state)}"
 
 
 def _text(value: Any) -> str:
@@ -605,10 +634,14 @@ def upsert_sticky(
         ours = _our_stickies(listed, login, repo=repo, number=number, key=key)
         if ours:
             body = bind_sticky(body, ours[0].id) if key is None else body
-            info = client.edit_issue_comment(repo, ours[0].id, body)
+            info = _write(client, lambda: client.edit_issue_comment(repo, ours[0].id, body))
             return _sticky_done(client, repo, "updated the sticky comment", info, ours[1:], reason="updated")
         try:
-            created = client.create_issue_comment(repo, number, body)
+            created = _write(
+                client,
+                lambda: client.create_issue_comment(repo, number, body),
+                lambda: _landed(client, repo, number, body, login),
+            )
         except Retryable:
             landed = _landed(client, repo, number, body, login)
             if landed is None:
@@ -629,13 +662,31 @@ def upsert_sticky(
         info = (
             created
             if keep.id == created.id
-            else client.edit_issue_comment(repo, keep.id, _bound(body, keep.id, key))
+            else _write(client, lambda: client.edit_issue_comment(repo, keep.id, _bound(body, keep.id, key)))
         )
         return _sticky_done(client, repo, "created the sticky comment", info, ours[1:], reason="created")
     except NoWriteAccess:
         return Published("comment", False, READ_ONLY_DETAIL, reason=READ_ONLY)
     except GitHubError as exc:
         return Published("comment", False, f"sticky comment not posted: {exc}", reason="github_error")
+
+
+def _write(client: GitHubClient, send: Callable[[], _T], landed: Callable[[], _T | None] | None = None) -> _T:
+    """One write, tried again after a rate limit (secondary limits come from writing fast) when the
+    wait GitHub asks for fits the time left, at most WRITE_ATTEMPTS times. Before trying a create
+    again it is looked for (`landed`), so a create whose answer was lost is never made twice."""
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        try:
+            return send()
+        except RateLimited as exc:
+            wait = client.write_wait(exc.retry_after)
+            if wait is None or attempt == WRITE_ATTEMPTS:
+                raise
+            time.sleep(wait)
+            found = landed() if landed is not None else None
+            if found is not None:
+                return found
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _landed(client: GitHubClient, repo: str, number: int, body: str, login: str) -> CommentInfo | None:
@@ -654,7 +705,9 @@ def _bind_created(client: GitHubClient, repo: str, created: CommentInfo, body: s
     If that edit fails, the unprovable comment is deleted: left, it would never be found again and
     the next run would post a second one."""
     try:
-        return client.edit_issue_comment(repo, created.id, bind_sticky(body, created.id))
+        return _write(
+            client, lambda: client.edit_issue_comment(repo, created.id, bind_sticky(body, created.id))
+        )
     except GitHubError:
         with contextlib.suppress(GitHubError):
             client.delete_issue_comment(repo, created.id)
@@ -763,7 +816,8 @@ def _bind_review(client: GitHubClient, repo: str, number: int, info: ReviewInfo,
     (the review stands, but the next run cannot tell it is ours and may repeat its comments)."""
     above, _, marker = sent.rstrip().rpartition("\n")
     try:
-        client.edit_review_body(repo, number, info.id, f"{above}\n{_bound_review_marker(marker, info.id)}")
+        bound = f"{above}\n{_bound_review_marker(marker, info.id)}"
+        _write(client, lambda: client.edit_review_body(repo, number, info.id, bound))
     except GitHubError as exc:
         return f"; its marker could not be bound to it ({exc})"
     return ""
@@ -815,12 +869,16 @@ def post_inline_review(
         extra = fold([f for f, _ in overflow]) if overflow else ""
         try:
             try:
-                info = client.create_review(
-                    repo,
-                    number,
-                    commit_sha=head_sha,
-                    body=_review_body(body, extra, marker),
-                    comments=[c for _, c in posted],
+                info = _write(
+                    client,
+                    lambda: client.create_review(
+                        repo,
+                        number,
+                        commit_sha=head_sha,
+                        body=_review_body(body, extra, marker),
+                        comments=[c for _, c in posted],
+                    ),
+                    lambda: _review_landed(client, repo, number, marker, login),
                 )
             except Retryable:
                 landed = _review_landed(client, repo, number, marker, login)
@@ -835,8 +893,12 @@ def post_inline_review(
             return Published("review", True, detail, info.url, reason="posted")
         except Unprocessable as exc:
             folded = fold([f for f, _ in planned])
-            info = client.create_review(
-                repo, number, commit_sha=head_sha, body=_review_body(body, folded, marker), comments=[]
+            info = _write(
+                client,
+                lambda: client.create_review(
+                    repo, number, commit_sha=head_sha, body=_review_body(body, folded, marker), comments=[]
+                ),
+                lambda: _review_landed(client, repo, number, marker, login),
             )
             detail = (
                 f"GitHub rejected the inline comments ({exc}); "

@@ -24,6 +24,7 @@ from reviewer.errors import ConfigError, GitHubError, NoWriteAccess
 from reviewer.events import skip_reason
 from reviewer.incremental import Increment
 from reviewer.publish import (
+    PENDING_REVIEW,
     READ_ONLY,
     READ_ONLY_DETAIL,
     StickyState,
@@ -31,6 +32,7 @@ from reviewer.publish import (
     echo_untrusted,
     escape_data,
     find_sticky,
+    mark_pending,
     post_inline_review,
     upsert_sticky,
 )
@@ -157,7 +159,14 @@ def review_pull(
     from reviewer.run import finish, report_json, summary_text
     from reviewer.source.github import REVIEW_FILES_LIMIT, GitHubSource
 
-    source = GitHubSource(client, job.repo, job.number, run_id=job.run_id, max_files=REVIEW_FILES_LIMIT)
+    source = GitHubSource(
+        client,
+        job.repo,
+        job.number,
+        run_id=job.run_id,
+        max_files=REVIEW_FILES_LIMIT,
+        config_path=job.config_path,
+    )
     info = source.pull_info()
     plain = Renderer(language=str(job.overrides.get("language", "en")))
     skipped = _policy_skip(info, job.skip)
@@ -165,6 +174,16 @@ def review_pull(
         skip_code, why = skipped
         return skipped_outcome(job.number, why, plain, reason=skip_code, title=info.title, url=info.url)
 
+    read_only = job.forks_read_only and info.cross_repo
+    wants_write = job.post_comment or job.inline_comments
+    listed = list_comments(client, job.repo, job.number) if wants_write and not read_only else None
+    change: Change | None = None
+    if not _config_decides_a_skip(client, job, info, listed):
+        if _named_model(job):
+            from reviewer.llm import preload_litellm
+
+            preload_litellm()  # seconds of import, overlapped with reading the diff from GitHub
+        change = source.change()  # its GraphQL query brings the base's config file too
     config = job.config or repo_config(
         client,
         source,
@@ -174,10 +193,8 @@ def review_pull(
         env=job.env,
     )
     renderer = _renderer(client, job, info, config)
-    read_only = job.forks_read_only and info.cross_repo
-    wants_write = job.post_comment or job.inline_comments
     writing = NO_WRITING
-    if not read_only:
+    if listed is not None:
         writing = prepare_writing(
             client,
             job.repo,
@@ -188,6 +205,7 @@ def review_pull(
             post_comment=job.post_comment,
             inline_comments=job.inline_comments,
             warn=warn,
+            listed=listed,
         )
     prior = writing.prior
     if job.skip.reviewed and prior.same and prior.state is not None:
@@ -212,8 +230,9 @@ def review_pull(
     if config.model:
         from reviewer.llm import preload_litellm
 
-        preload_litellm()  # seconds of import, overlapped with reading the diff from GitHub
-    change = source.change()
+        preload_litellm()  # (started already when an input named the model: it runs once)
+    if change is None:
+        change = source.change()
     refused = admit(change, config) if admit is not None else ""
     if refused:
         return PrOutcome(
@@ -281,6 +300,29 @@ def review_pull(
         report=report,
         rendered=rendered,
     )
+
+
+def _config_decides_a_skip(
+    client: GitHubClient, job: PullJob, info: PullInfo, listed: ListedComments | None
+) -> bool:
+    """Whether the config must be read before the diff: it is free (given, or a local file), or our
+    sticky state names the current head (a rerun that the config hash may skip) or a spent per-PR
+    cap. Otherwise it comes in the diff's first GraphQL query, one request fewer (issue 9)."""
+    if job.config is not None or job.config_file:
+        return True
+    if listed is None or not (job.skip.reviewed or job.max_pr_cost_usd > 0):
+        return False
+    state = sticky_state(client, job.repo, job.number, listed)
+    if state is None:
+        return False
+    capped = job.max_pr_cost_usd > 0 and (state.total_cost_usd or 0.0) >= job.max_pr_cost_usd
+    return (job.skip.reviewed and state.head == info.head_sha) or capped
+
+
+def _named_model(job: PullJob) -> bool:
+    """An input, flag or `IMREVIEW_MODEL` names a model before the config file is read."""
+    env = job.env if job.env is not None else os.environ
+    return bool(str(job.overrides.get("model") or "").strip() or (env.get("IMREVIEW_MODEL") or "").strip())
 
 
 def plan_increment(
@@ -480,12 +522,14 @@ class PriorReview:
 
 
 def is_same_review(state: StickyState | None, *, head_sha: str, config_digest: str) -> bool:
-    """DESIGN 6: same head, same config hash, and a verdict that was not incomplete."""
+    """DESIGN 6: same head, same config hash, and a verdict that was not incomplete; and nothing
+    left to publish (an inline review that failed after the comment was posted is posted by a rerun)."""
     return bool(
         state is not None
         and state.head == head_sha
         and state.config == config_digest
         and state.verdict not in ("", "incomplete")
+        and not state.pending
     )
 
 
@@ -526,31 +570,38 @@ def pr_publisher(
     warn: Warn,
     comments: Sequence[CommentInfo] | None = None,
 ) -> Publisher:
-    """The PR sinks in order: sticky comment, then the inline review; a 403 stops further writes.
-    `comments` (the PR's comments as listed at the start) spares the sticky comment a second listing."""
+    """The PR sinks: the inline review first, then the sticky comment (reported in that order:
+    comment, review). A 403 stops further writes. When the review failed, the comment's state says
+    so (`pending`), so a rerun at the same head publishes it instead of skipping as "already
+    reviewed". `comments` (the PR's comments as listed at the start) spares a second listing."""
 
     def publish(report: Report, comment: str, index: LineIndex) -> Sequence[Published]:
-        results: list[Published] = []
-        if post_comment:
-            results.append(upsert_sticky(client, repo, number, body=comment, login=login, comments=comments))
-        read_only = any(not r.ok and r.reason == READ_ONLY for r in results)
-        if inline_comments and not read_only:
+        review: Published | None = None
+        if inline_comments:
             published = _published_findings(report.findings, config.max_findings)
             data = report.to_dict()
             by_id = {f["id"]: f for f in data["findings"]}
-            results.append(
-                post_inline_review(
-                    client,
-                    repo,
-                    number,
-                    head_sha=report.snapshot.head.sha,
-                    body=renderer.review_body(data),
-                    comments=[(f, renderer.inline(by_id[f.id])) for f in published],
-                    index=index,
-                    login=login,
-                    fold=lambda fs: renderer.review_body(data, folded=[by_id[f.id] for f in fs]),
-                )
+            review = post_inline_review(
+                client,
+                repo,
+                number,
+                head_sha=report.snapshot.head.sha,
+                body=renderer.review_body(data),
+                comments=[(f, renderer.inline(by_id[f.id])) for f in published],
+                index=index,
+                login=login,
+                fold=lambda fs: renderer.review_body(data, folded=[by_id[f.id] for f in fs]),
             )
+        read_only = review is not None and not review.ok and review.reason == READ_ONLY
+        results: list[Published] = []
+        if post_comment and read_only:
+            results.append(Published("comment", False, READ_ONLY_DETAIL, reason=READ_ONLY))
+        elif post_comment:
+            failed = review is not None and not review.ok
+            body = mark_pending(comment, [PENDING_REVIEW]) if failed else comment
+            results.append(upsert_sticky(client, repo, number, body=body, login=login, comments=comments))
+        if review is not None:
+            results.append(review)
         for r in results:
             if not r.ok:
                 warn(f"imreview: {r.sink}: {r.detail}")
@@ -581,15 +632,14 @@ def prepare_writing(
     post_comment: bool,
     inline_comments: bool,
     warn: Warn,
+    listed: ListedComments | None = None,
 ) -> PrWriting:
-    """Our identity, the prior state from our sticky comment, and the publisher (none when no sink is on)."""
+    """Our identity, the prior state from our sticky comment, and the publisher (none when no sink
+    is on). `listed`: the PR's comments as this run listed them already (else listed here)."""
     if not (post_comment or inline_comments):
         return NO_WRITING
-    login = viewer_login(client)
-    try:
-        comments: list[CommentInfo] | None = client.issue_comments(repo, number)
-    except GitHubError:
-        comments = None
+    listed = listed or list_comments(client, repo, number)
+    login, comments = listed.login, listed.comments
     prior = prior_review(
         client,
         repo,
@@ -613,6 +663,33 @@ def prepare_writing(
         comments=comments,
     )
     return PrWriting(prior, publisher)
+
+
+@dataclass(frozen=True)
+class ListedComments:
+    """Who we write as, and the PR's comments as listed once at the start (None: the list failed)."""
+
+    login: str
+    comments: list[CommentInfo] | None
+
+
+def list_comments(client: GitHubClient, repo: str, number: int) -> ListedComments:
+    login = viewer_login(client)
+    try:
+        return ListedComments(login, client.issue_comments(repo, number))
+    except GitHubError:
+        return ListedComments(login, None)
+
+
+def sticky_state(client: GitHubClient, repo: str, number: int, listed: ListedComments) -> StickyState | None:
+    """The state our sticky comment holds, when it is provably ours (no request when listed)."""
+    if listed.comments is None:
+        return None
+    try:
+        sticky = find_sticky(client, repo, number, login=listed.login, comments=listed.comments)
+    except GitHubError:
+        return None
+    return StickyState.parse(sticky.body) if sticky else None
 
 
 def _published_findings(findings: Sequence[Finding], limit: int) -> list[Finding]:

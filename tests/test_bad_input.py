@@ -192,7 +192,7 @@ def _big_patch(lines: int) -> str:
         (
             "more than 3,000 files",
             [diff_entry(f"gen/f{i:04d}.py", "@@ -1 +1 @@\n-a = 1\n+a = 2") for i in range(3004)],
-            "imreview read the first 400 of the 3005 changed files",
+            "imreview read the first 300 of the 3005 changed files",
         ),
     ],
 )

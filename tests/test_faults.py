@@ -257,10 +257,31 @@ GITHUB_FAULTS: dict[str, GitHubFault] = {
         UNREAD,
         "rate limit",
     ),
-    "secondary rate limit on the comment": GitHubFault(
+    "secondary rate limit on the comment, Retry-After 1": GitHubFault(
         "POST",
         r"/issues/7/comments$",
-        {"status": 403, "body": SECONDARY, "headers": {"Retry-After": "60"}, "times": 10},
+        {"status": 403, "body": SECONDARY, "headers": {"Retry-After": "1"}, "times": 1},
+        RECOVERED,
+        "",
+    ),
+    "429 on the comment twice, Retry-After 1": GitHubFault(
+        "POST",
+        r"/issues/7/comments$",
+        {"status": 429, "headers": {"Retry-After": "1"}, "times": 2},
+        RECOVERED,
+        "",
+    ),
+    "secondary rate limit on the comment, Retry-After 3600": GitHubFault(
+        "POST",
+        r"/issues/7/comments$",
+        {"status": 403, "body": SECONDARY, "headers": {"Retry-After": "3600"}, "times": 10},
+        NOT_POSTED,
+        "rate limit",
+    ),
+    "secondary rate limit on the comment every time": GitHubFault(
+        "POST",
+        r"/issues/7/comments$",
+        {"status": 403, "body": SECONDARY, "headers": {"Retry-After": "1"}, "times": 10},
         NOT_POSTED,
         "rate limit",
     ),
@@ -339,6 +360,47 @@ def test_a_github_fault_ends_honestly(gh: FakeGitHub, tmp_path: Path, name: str)
     assert gh.violations == []
 
 
+def test_a_rate_limited_comment_is_tried_again_after_its_wait_and_posted_once(
+    gh: FakeGitHub, tmp_path: Path
+) -> None:
+    """Secondary limit on the create, then a create whose answer is lost: the wait is sat out, the
+    comment is looked for by its marker before each new try, and exactly one sticky lands."""
+    _debug_pull(gh)
+    gh.fail("POST", r"/issues/7/comments$", 403, body=SECONDARY, headers={"Retry-After": "1"})
+    gh.fail("POST", r"/issues/7/comments$", mode="slow", delay=1.5)
+    run = _fault_run(gh, tmp_path)
+    _honest(run, gh, verdict="findings", code=0)
+    [comment] = gh.comments(e2e.REPO, 7)
+    assert "✔" in _published_row(run.summary, "sticky comment")
+    assert run.outputs["comment-url"] == comment["html_url"]
+    assert len(gh.requests_to("POST", r"/issues/7/comments$")) == 2
+
+
+def test_a_rate_limited_review_is_posted_once_after_its_wait(gh: FakeGitHub, tmp_path: Path) -> None:
+    _debug_pull(gh)
+    gh.fail("POST", r"/pulls/7/reviews$", 403, body=SECONDARY, headers={"Retry-After": "1"})
+    runner = e2e.Runner(tmp_path, gh.url)
+    run = runner.run("pull_request", e2e.event_payload("pull_request.opened"), inline_comments="true")
+    _honest(run, gh, verdict="findings", code=0)
+    [review] = gh.reviews(e2e.REPO, 7)
+    assert len(review["comments"]) == 1 and "✔" in _published_row(run.summary, "inline review")
+    assert len(gh.requests_to("POST", r"/pulls/7/reviews$")) == 2
+    assert "pending" not in e2e.marker_state(gh.comments(e2e.REPO, 7)[0]["body"])
+
+
+def test_a_rate_limit_wait_longer_than_the_time_left_is_not_sat_out(gh: FakeGitHub, tmp_path: Path) -> None:
+    """The review's `max-seconds` bounds the wait: 30 s asked with a 5 s budget is not waited for,
+    and the comment is not tried again."""
+    _debug_pull(gh)
+    gh.fail("POST", r"/issues/7/comments$", 403, body=SECONDARY, headers={"Retry-After": "30"}, times=5)
+    run = e2e.Runner(tmp_path, gh.url).run(
+        "pull_request", e2e.event_payload("pull_request.opened"), max_seconds="5"
+    )
+    _honest(run, gh, verdict="findings", code=0)
+    assert "rate limit" in _published_row(run.summary, "sticky comment")
+    assert len(gh.requests_to("POST", r"/issues/7/comments$")) == 1
+
+
 def test_warn_keeps_an_unreadable_pull_request_green(gh: FakeGitHub, tmp_path: Path) -> None:
     _debug_pull(gh)
     gh.fail("GET", r"/pulls/7$", 401, times=10)
@@ -404,4 +466,31 @@ def test_a_review_post_whose_answer_was_lost_is_reported_as_it_is(
         assert reviews == [] and "✘" in row and "connection was reset" in row, row
     again = runner.run("pull_request", e2e.event_payload("pull_request.opened"), inline_comments="true")
     assert again.code == 0
-    assert sum(len(r["comments"]) for r in gh.reviews(e2e.REPO, 7)) == int(landed), "posted twice"
+    assert sum(len(r["comments"]) for r in gh.reviews(e2e.REPO, 7)) == 1, "lost, or posted twice"
+
+
+def test_an_inline_review_that_failed_after_the_comment_is_posted_by_the_rerun(
+    gh: FakeGitHub, tmp_path: Path
+) -> None:
+    """The comment posts, the review POST fails: the comment's state says the review is pending, so
+    the rerun at the same head is not "already reviewed" and posts it; the run after that skips."""
+    _debug_pull(gh)
+    gh.fail("POST", r"/pulls/7/reviews$", 502)
+    runner = e2e.Runner(tmp_path, gh.url)
+    event = e2e.event_payload("pull_request.opened")
+    first = runner.run("pull_request", event, inline_comments="true")
+    _honest(first, gh, verdict="findings", code=0)
+    assert "✘" in _published_row(first.summary, "inline review")
+    [comment] = gh.comments(e2e.REPO, 7)
+    assert gh.reviews(e2e.REPO, 7) == [] and e2e.marker_state(comment["body"])["pending"] == ["review"]
+
+    second = runner.run("pull_request", event, inline_comments="true")
+    _honest(second, gh, verdict="findings", code=0)
+    assert "already reviewed" not in second.summary
+    [review] = gh.reviews(e2e.REPO, 7)
+    assert len(review["comments"]) == 1 and "breakpoint" in review["comments"][0]["body"].lower()
+    [edited] = gh.comments(e2e.REPO, 7)
+    assert edited["id"] == comment["id"] and "pending" not in e2e.marker_state(edited["body"])
+
+    third = runner.run("pull_request", event, inline_comments="true")
+    assert "already reviewed" in third.summary and len(gh.reviews(e2e.REPO, 7)) == 1

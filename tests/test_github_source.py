@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from reviewer.errors import GitHubError, NoWriteAccess, Retryable, Unprocessable, UsageError
+from reviewer.errors import GitHubError, NoWriteAccess, RateLimited, Retryable, Unprocessable, UsageError
 from reviewer.source.github import GitHubClient, GitHubSource, InlineComment, github_timeout
 from tests.fakes.github_server import FakeGitHub, diff_entry
 
@@ -161,11 +161,44 @@ def test_pending_and_failed_checks(gh: FakeGitHub) -> None:
     assert {(c.name, c.conclusion) for c in state.checks} == {("ci/legacy", "failure"), ("lint", "queued")}
 
 
-def test_a_403_on_check_runs_makes_ci_unknown(gh: FakeGitHub) -> None:
+def test_ci_is_read_in_the_files_query_not_through_rest(gh: FakeGitHub) -> None:
     add_pull(gh)
     gh.add_status(REPO, HEAD, "ci/legacy", "success")
+    gh.add_check_run(REPO, HEAD, "tests", status="completed", conclusion="failure")
+    state = ci(gh)
+    assert state.state == "failure"
+    assert {(c.name, c.conclusion) for c in state.checks} == {("ci/legacy", "success"), ("tests", "failure")}
+    assert len(gh.graphql_requests()) == 1
+    assert not gh.requests_to("GET", r"/status$") and not gh.requests_to("GET", r"/check-runs$")
+
+
+def test_a_token_that_may_not_read_checks_makes_ci_unknown(gh: FakeGitHub) -> None:
+    """GraphQL answers the rollup null with a FORBIDDEN error; the files of the same query still count."""
+    gh.add_token("no-checks", login="alice", checks=False)
+    add_pull(gh)
+    gh.add_content(REPO, HEAD, "app.py", "c\n")
+    gh.add_status(REPO, HEAD, "ci/legacy", "success")
+    source = GitHubSource(client(gh, "no-checks"), REPO, 7, run_id="42")
+    assert source.change().snapshot.ci.state == "unknown"
+    assert source.read_file("app.py", HEAD) == "c\n"
+    assert len(gh.graphql_requests()) == 1 and not gh.requests_to("GET", r"/contents/")
+
+
+def test_when_graphql_fails_ci_is_read_through_rest_and_a_403_on_checks_is_unknown(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    gh.add_status(REPO, HEAD, "ci/legacy", "success")
+    gh.fail("POST", r"/graphql$", 502, times=10)
     gh.fail("GET", r"/check-runs$", 403, {"message": "Resource not accessible by integration"})
     assert ci(gh).state == "unknown"
+    assert len(gh.requests_to("GET", r"/status$")) == 1
+
+
+def test_more_than_a_page_of_checks_without_a_failure_is_unknown(gh: FakeGitHub) -> None:
+    add_pull(gh)
+    for n in range(101):
+        gh.add_check_run(REPO, HEAD, f"job {n}")
+    state = ci(gh)
+    assert state.state == "unknown" and len(state.checks) == 100
 
 
 # --------------------------------------------------------------------------- transport
@@ -208,6 +241,40 @@ def test_a_502_on_post_is_not_retried(gh: FakeGitHub) -> None:
     assert err.value.status == 502
     assert len(gh.requests_to("POST", r"/reviews$")) == 1
     assert gh.reviews(REPO, 7) == []
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "headers", "wait"),
+    [
+        (
+            403,
+            "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+            {"Retry-After": "7"},
+            7.0,
+        ),
+        (429, "Too Many Requests", {"Retry-After": "2"}, 2.0),
+        (
+            403,
+            "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+            {},
+            60.0,
+        ),
+    ],
+    ids=["secondary with Retry-After", "429 with Retry-After", "secondary without: a minute"],
+)
+def test_a_rate_limited_write_is_rate_limited_not_read_only(
+    gh: FakeGitHub, status: int, message: str, headers: dict[str, str], wait: float
+) -> None:
+    """Sent once (the caller decides to try again, after re-listing); the wait GitHub asked for is kept."""
+    add_pull(gh)
+    gh.fail("POST", r"/issues/7/comments$", status, {"message": message}, headers=headers)
+    gh_client = client(gh)
+    with pytest.raises(RateLimited) as err:
+        gh_client.create_issue_comment(REPO, 7, "hello")
+    assert len(gh.requests_to("POST", r"/issues/7/comments$")) == 1 and gh.comments(REPO, 7) == []
+    assert gh_client.write_wait(err.value.retry_after) == wait
+    gh_client.wait_within(1.0)
+    assert gh_client.write_wait(err.value.retry_after) is None, "longer than the time left"
 
 
 def test_gets_that_keep_failing_end_as_retryable_with_the_status(gh: FakeGitHub) -> None:

@@ -24,7 +24,7 @@ from github.IssueComment import IssueComment
 
 from reviewer import context as ctx
 from reviewer.diff import DiffFile, parse_github_file
-from reviewer.errors import GitHubError, NoWriteAccess, Retryable, Unprocessable, UsageError
+from reviewer.errors import GitHubError, NoWriteAccess, RateLimited, Retryable, Unprocessable, UsageError
 from reviewer.report import CheckResult, CiState, Gap, Ref, Snapshot
 from reviewer.source import Change
 
@@ -35,17 +35,19 @@ DEFAULT_API_URL = "https://api.github.com"
 ACTIONS_BOT = "github-actions[bot]"
 FILES_LIMIT = 3000
 """GitHub's own cap on a PR's files list."""
-REVIEW_FILES_LIMIT = 400
-"""Files one PR review reads from the files list: 4 requests of 100. With the other reads and the
-sticky comment a run stays within 15 requests, however large the PR (issue 9); a larger PR is
-reviewed on its first 400 files and says so (`too_many_files`). Its budget could not cover more:
-the default allows 24 model calls."""
+REVIEW_FILES_LIMIT = 300
+"""Files one PR review reads from the files list: 3 requests of 100. With the other reads, context
+and the sticky comment a run stays within 15 requests, however large the PR (issue 9); a larger PR
+is reviewed on its first 300 files and says so (`too_many_files`). Its budget could not cover
+more: the default allows 24 model calls."""
 CONTENTS_BATCH = 250
 """Files per GraphQL query: one query answers a PR of up to this many files (issue 9: a constant
 number of requests per PR, where the contents API costs one request per file)."""
 CONTEXT_FILES = 2 * CONTENTS_BATCH
-"""Head files read to search for context: the changed files' languages, nearest directories first.
-With the tree listing, context costs at most three requests per PR, whatever its size."""
+"""Head files read when a model wants context, in at most two GraphQL queries: the PR's own files
+the first query did not hold, then files that may hold what the change uses (the changed files'
+languages, nearest directories first) to fill them. With the tree listing, context costs at most
+three requests per PR, whatever its size."""
 CONFIG_PATH = ".github/imreview.yml"
 INSTALLATION_TOKEN_PREFIX = "ghs_"
 """GitHub's prefix for installation (server-to-server) tokens, `GITHUB_TOKEN` included: they
@@ -53,6 +55,11 @@ cannot read /user, which answers 403 and makes PyGithub log an error line."""
 TIMEOUT_ENV = "IMREVIEW_GITHUB_TIMEOUT"
 DEFAULT_TIMEOUT = 30
 _BLOB_FIELDS = "__typename ... on Blob { text isBinary isTruncated }"
+_ROLLUP_FIELDS = (
+    "... on Commit { statusCheckRollup { contexts(first: 100) { pageInfo { hasNextPage } nodes { "
+    "__typename ... on CheckRun { name status conclusion detailsUrl } "
+    "... on StatusContext { context state } } } } }"
+)
 _FAILED = frozenset({"failure", "error", "timed_out", "cancelled", "action_required", "startup_failure"})
 _PASSED = frozenset({"success", "neutral", "skipped"})
 _USER_PROBE_403 = re.compile(r"Request GET \S*/user failed with 403\b")
@@ -143,6 +150,16 @@ class CheckRunInfo:
 
 
 @dataclass(frozen=True)
+class CiRead:
+    """Statuses and check runs at a commit; None for a part GitHub would not let us read, and
+    `complete` False when there were more than one page."""
+
+    statuses: tuple[CommitStatus, ...] | None
+    runs: tuple[CheckRunInfo, ...] | None
+    complete: bool = True
+
+
+@dataclass(frozen=True)
 class PushedChange:
     """The compare API between an earlier reviewed head and the PR's head (incremental review)."""
 
@@ -211,21 +228,38 @@ def _translated(what: str, *, write: bool = False) -> Iterator[None]:
     try:
         yield
     except RateLimitExceededException as exc:
-        raise Retryable(f"{what}: GitHub rate limit ({_message(exc)})", exc.status) from exc
+        raise RateLimited(
+            f"{what}: GitHub rate limit ({_message(exc)})", exc.status, retry_after=_retry_after(exc)
+        ) from exc
     except GithubException as exc:
         status = exc.status
         text = f"{what}: HTTP {status}: {_message(exc)}"
+        if status == 429:
+            raise RateLimited(text, status, retry_after=_retry_after(exc)) from exc
         if write and status in (403, 404):
             raise NoWriteAccess(text, status) from exc
         if status == 422:
             raise Unprocessable(text, status) from exc
-        if status == 429 or status >= 500:
+        if status >= 500:
             raise Retryable(text, status) from exc
         raise GitHubError(text, status) from exc
     except json.JSONDecodeError as exc:  # PyGithub parses with json.loads: a body cut short
         raise Retryable(f"{what}: GitHub's answer was not complete JSON ({exc.msg}, byte {exc.pos})") from exc
     except OSError as exc:  # requests' ConnectionError and Timeout are OSErrors
         raise Retryable(f"{what}: {_transport_reason(exc)}") from exc
+
+
+def _retry_after(exc: GithubException) -> float | None:
+    """The wait GitHub asked for: `Retry-After` seconds, else until `X-RateLimit-Reset` when no
+    requests remain (a primary limit); None when it said neither (docs: wait at least a minute)."""
+    headers = {str(k).lower(): str(v) for k, v in (exc.headers or {}).items()}
+    after = headers.get("retry-after", "").strip()
+    if after.isdigit():
+        return float(after)
+    reset = headers.get("x-ratelimit-reset", "").strip()
+    if headers.get("x-ratelimit-remaining", "").strip() == "0" and reset.isdigit():
+        return max(0.0, float(reset) - time.time())
+    return None
 
 
 def _transport_reason(exc: BaseException) -> str:
@@ -286,6 +320,7 @@ class GitHubClient:
             raise UsageError(f"GITHUB_API_URL {api_url!r} is not an http(s) URL")
         self.api_url = base
         self.wait_cap = WaitCap(max_rate_limit_wait)
+        self.secondary_rate_wait = secondary_rate_wait
         retry = _BoundedRetry(
             wait_cap=self.wait_cap,
             total=retries,
@@ -313,6 +348,13 @@ class GitHubClient:
     def wait_within(self, seconds: float | None) -> None:
         """Rate-limit waits from now on end within `seconds` (None: only the fixed ceiling)."""
         self.wait_cap.deadline = None if seconds is None else time.monotonic() + max(seconds, 0.0)
+
+    def write_wait(self, retry_after: float | None) -> float | None:
+        """How long to sit out a rate limit on a write before trying it again: GitHub's
+        `Retry-After` (else a minute, as its docs ask for a secondary limit); None when that does not
+        fit the time left (`wait_within`, at most the ceiling): the write then fails for good."""
+        wait = self.secondary_rate_wait if retry_after is None else max(retry_after, 0.0)
+        return wait if wait <= self.wait_cap.seconds() else None
 
     def _repo(self, repo: str) -> Any:
         if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
@@ -384,53 +426,84 @@ class GitHubClient:
         asked for it, else through the contents API; None when absent, a directory, binary or over 1 MB."""
         if ref is not None and (repo, ref, path) in self._texts:
             return self._texts[(repo, ref, path)]
+        text: str | None = None
         try:
             with _translated(f"read {path} at {ref or 'the default branch'} in {repo}"):
                 gh_repo = self._repo(repo)
                 content = gh_repo.get_contents(path, ref=ref) if ref else gh_repo.get_contents(path)
-                if isinstance(content, list) or content.type != "file" or content.encoding != "base64":
-                    return None
-                return content.decoded_content.decode("utf-8", errors="replace")
+                if not isinstance(content, list) and content.type == "file" and content.encoding == "base64":
+                    text = content.decoded_content.decode("utf-8", errors="replace")
         except GitHubError as exc:
-            if exc.status == 404:
-                return None
-            raise
+            if exc.status != 404:
+                raise
+        if ref:
+            self._texts[(repo, ref, path)] = text  # a later GraphQL batch does not ask again
+        return text
 
     def file_texts(self, repo: str, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
         """Many files, `(ref, path)` each, in one GraphQL query per CONTENTS_BATCH; kept for
         `file_text`. None for a file that is absent, not a file, binary or truncated by GitHub."""
-        if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
-            raise UsageError(f"{repo!r} is not OWNER/REPO")
-        owner, name = repo.split("/")
-        todo = list(
+        owner, name = _owner_name(repo)
+        todo = self._unread(repo, wanted)
+        for start in range(0, len(todo), CONTENTS_BATCH):
+            self._blob_query(repo, owner, name, todo[start : start + CONTENTS_BATCH], ci_sha=None)
+        return {(ref, path): self._texts.get((repo, ref, path)) for ref, path in wanted}
+
+    def texts_and_ci(self, repo: str, wanted: Sequence[tuple[str, str]], *, ci_sha: str) -> CiRead:
+        """The first CONTENTS_BATCH of `wanted` (kept for `file_text`) and the CI state at `ci_sha`
+        (GitHub's `statusCheckRollup`: commit statuses and check runs) in ONE GraphQL query, where
+        REST costs one request per file plus two for CI (issue 9)."""
+        owner, name = _owner_name(repo)
+        chunk = self._unread(repo, wanted)[:CONTENTS_BATCH]
+        found = self._blob_query(repo, owner, name, chunk, ci_sha=ci_sha)
+        return found if found is not None else CiRead(None, None)
+
+    def _unread(self, repo: str, wanted: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        return list(
             dict.fromkeys((ref, path) for ref, path in wanted if (repo, ref, path) not in self._texts)
         )
-        for start in range(0, len(todo), CONTENTS_BATCH):
-            chunk = todo[start : start + CONTENTS_BATCH]
-            declared = "".join(f", $e{i}: String!" for i in range(len(chunk)))
-            fields = " ".join(
-                f"f{i}: object(expression: $e{i}) {{ {_BLOB_FIELDS} }}" for i in range(len(chunk))
+
+    def _blob_query(
+        self, repo: str, owner: str, name: str, chunk: Sequence[tuple[str, str]], *, ci_sha: str | None
+    ) -> CiRead | None:
+        declared = "".join(f", $e{i}: String!" for i in range(len(chunk)))
+        fields = [f"f{i}: object(expression: $e{i}) {{ {_BLOB_FIELDS} }}" for i in range(len(chunk))]
+        variables: dict[str, Any] = {"owner": owner, "name": name}
+        variables.update({f"e{i}": f"{ref}:{path}" for i, (ref, path) in enumerate(chunk)})
+        if ci_sha is not None:
+            declared += ", $ci: String!"
+            fields.append(f"ci: object(expression: $ci) {{ {_ROLLUP_FIELDS} }}")
+            variables["ci"] = ci_sha
+        query = (
+            f"query($owner: String!, $name: String!{declared}) "
+            f"{{ repository(owner: $owner, name: $name) {{ {' '.join(fields)} }} }}"
+        )
+        what = f"read {len(chunk)} files{' and the CI state' if ci_sha else ''} of {repo} through GraphQL"
+        with _translated(what):
+            _, data = self._gh.requester.requestJsonAndCheck(
+                "POST", self._gh.requester.graphql_url, input={"query": query, "variables": variables}
             )
-            query = (
-                f"query($owner: String!, $name: String!{declared}) "
-                f"{{ repository(owner: $owner, name: $name) {{ {fields} }} }}"
-            )
-            variables: dict[str, Any] = {"owner": owner, "name": name}
-            variables.update({f"e{i}": f"{ref}:{path}" for i, (ref, path) in enumerate(chunk)})
-            with _translated(f"read {len(chunk)} files of {repo} through GraphQL"):
-                _, data = self._gh.requester.graphql_query(query, variables)
-            found = (data.get("data") or {}).get("repository")
-            if not isinstance(found, dict):
-                raise GitHubError(f"read files of {repo} through GraphQL: no repository in the answer")
-            for i, (ref, path) in enumerate(chunk):
-                self._texts[(repo, ref, path)] = _blob_text(found.get(f"f{i}"))
-        return {(ref, path): self._texts[(repo, ref, path)] for ref, path in wanted}
+        answer = data if isinstance(data, dict) else {}
+        errors = [e for e in answer.get("errors") or () if isinstance(e, dict)]
+        ci_errors = [e for e in errors if list(e.get("path") or ())[:2] == ["repository", "ci"]]
+        others = [e for e in errors if e not in ci_errors]
+        found = (answer.get("data") or {}).get("repository")
+        if others or not isinstance(found, dict):
+            reason = "; ".join(str(e.get("message") or e.get("type") or "") for e in others)
+            status = 404 if any(e.get("type") == "NOT_FOUND" for e in others) else None
+            raise GitHubError(f"{what}: {reason or 'no repository in the answer'}", status)
+        for i, (ref, path) in enumerate(chunk):
+            node = found.get(f"f{i}")
+            if not (isinstance(node, dict) and node.get("isTruncated")):  # cut: the contents API reads it
+                self._texts[(repo, ref, path)] = _blob_text(node)
+        if ci_sha is None:
+            return None
+        return CiRead(None, None) if ci_errors else _rollup(found.get("ci"))
 
     def tree_paths(self, repo: str, sha: str) -> list[str]:
         """Every file path of the commit `sha`, in one request (the recursive tree; GitHub cuts a
         tree of over 100,000 entries, and what it lists is what is searched)."""
-        if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
-            raise UsageError(f"{repo!r} is not OWNER/REPO")
+        _owner_name(repo)
         with _translated(f"list the files of {repo} at {sha[:12]}"):
             _, data = self._gh.requester.requestJsonAndCheck(
                 "GET", f"/repos/{repo}/git/trees/{sha}", parameters={"recursive": 1}
@@ -567,6 +640,43 @@ class GitHubClient:
         return files
 
 
+def _owner_name(repo: str) -> tuple[str, str]:
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+        raise UsageError(f"{repo!r} is not OWNER/REPO")
+    owner, name = repo.split("/")
+    return owner, name
+
+
+def _rollup(node: Any) -> CiRead:
+    """GitHub's `statusCheckRollup` → the statuses and check runs the REST API lists, with REST's
+    lower-case values. A commit with neither has no rollup (null): CI `none`. Over 100 contexts,
+    what was not read makes the state `unknown` unless a failure is already among those read."""
+    rollup = node.get("statusCheckRollup") if isinstance(node, dict) else None
+    if not isinstance(rollup, dict):
+        return CiRead((), ())
+    contexts: dict[str, Any] = rollup["contexts"] if isinstance(rollup.get("contexts"), dict) else {}
+    statuses: list[CommitStatus] = []
+    runs: list[CheckRunInfo] = []
+    for item in contexts.get("nodes") or ():
+        if not isinstance(item, dict):
+            continue
+        if item.get("__typename") == "StatusContext":
+            state = str(item.get("state") or "").lower()
+            statuses.append(CommitStatus(str(item.get("context") or ""), state))
+        elif item.get("__typename") == "CheckRun":
+            conclusion = item.get("conclusion")
+            runs.append(
+                CheckRunInfo(
+                    name=str(item.get("name") or ""),
+                    status=str(item.get("status") or "").lower(),
+                    conclusion=str(conclusion).lower() if conclusion else None,
+                    details_url=str(item.get("detailsUrl") or ""),
+                )
+            )
+    page: dict[str, Any] = contexts["pageInfo"] if isinstance(contexts.get("pageInfo"), dict) else {}
+    return CiRead(tuple(statuses), tuple(runs), complete=not page.get("hasNextPage"))
+
+
 def _blob_text(node: Any) -> str | None:
     if not isinstance(node, dict) or node.get("__typename") != "Blob":
         return None
@@ -627,12 +737,17 @@ def _review_info(review: Any) -> ReviewInfo:
 
 
 def ci_state(
-    statuses: Sequence[CommitStatus] | None, runs: Sequence[CheckRunInfo] | None, *, run_id: str | None
+    statuses: Sequence[CommitStatus] | None,
+    runs: Sequence[CheckRunInfo] | None,
+    *,
+    run_id: str | None,
+    complete: bool = True,
 ) -> CiState:
     """Statuses + check runs → one state (DESIGN 10.10); None for a part we were not allowed to read.
 
     Our own run is left out: its details_url holds /actions/runs/<run_id>. A failure anywhere is
-    `failure`; otherwise an unreadable part makes it `unknown`; nothing at all is `none`.
+    `failure`; otherwise an unreadable part (or more than one page: not `complete`) makes it
+    `unknown`; nothing at all is `none`.
     """
     checks: list[CheckResult] = []
     outcomes: set[str] = set()
@@ -648,7 +763,7 @@ def ci_state(
         outcomes.add(_outcome(run.conclusion) if done else "pending")
     if "failed" in outcomes:
         state = "failure"
-    elif statuses is None or runs is None:
+    elif statuses is None or runs is None or not complete:
         state = "unknown"
     elif "pending" in outcomes:
         state = "pending"
@@ -674,12 +789,14 @@ class GitHubSource:
         *,
         run_id: str | None = None,
         max_files: int = FILES_LIMIT,
+        config_path: str = CONFIG_PATH,
     ) -> None:
         self.client = client
         self.repo = repo
         self.number = number
         self.run_id = run_id
         self.max_files = max_files
+        self.config_path = config_path
         self._info: PullInfo | None = None
         self._context: list[str] = []
         self._files: tuple[DiffFile, ...] = ()
@@ -710,7 +827,7 @@ class GitHubSource:
         self._files = tuple(files)
         self._context = [f.path for f in files if f.status != "removed" and f.has_patch]
         self._position = {p: i for i, p in enumerate(self._context)}
-        self._prefetch(info, self._context[:CONTENTS_BATCH])
+        ci = self._prefetch(info, self._context)
         try:
             merge_base = self.client.merge_base(self.repo, info.base_sha, info.head_sha)
         except GitHubError as exc:
@@ -732,12 +849,16 @@ class GitHubSource:
             additions=info.additions or 0,
             deletions=info.deletions or 0,
             commits=info.commits or 0,
-            ci=self._ci(info.head_sha),
+            ci=self._ci(info.head_sha, ci),
             mergeable=info.mergeable,
         )
         return Change(snapshot=snapshot, files=tuple(files), body=info.body, gaps=tuple(gaps))
 
-    def _ci(self, sha: str) -> CiState:
+    def _ci(self, sha: str, read: CiRead | None) -> CiState:
+        """CI at the head: from the GraphQL query that read the first files, else (that query
+        failed) through REST, the combined status and the check runs (a 403 or 404: unreadable)."""
+        if read is not None:
+            return ci_state(read.statuses, read.runs, run_id=self.run_id, complete=read.complete)
         statuses: list[CommitStatus] | None = None
         runs: list[CheckRunInfo] | None = None
         try:
@@ -752,28 +873,31 @@ class GitHubSource:
                 raise
         return ci_state(statuses, runs, run_id=self.run_id)
 
-    def _prefetch(self, info: PullInfo, paths: Sequence[str]) -> None:
-        """The base's config file and the first batch of head files in one query: the config is read
-        next, the files if a model wants context. A failed batch leaves the per-file reads to do it."""
+    def _prefetch(self, info: PullInfo, paths: Sequence[str]) -> CiRead | None:
+        """The CI state at the head and the first CONTENTS_BATCH head files in one query (with the
+        base's config file when it was not read yet). None when it failed: the batched reads of
+        `read_file` and the REST CI reads do it then."""
         wanted = [(info.head_sha, p) for p in paths]
         if (info.base_repo or self.repo).lower() == self.repo.lower():
-            wanted = [(info.base_sha, CONFIG_PATH), *wanted[: CONTENTS_BATCH - 1]]
-        with contextlib.suppress(GitHubError):
-            self.client.file_texts(self.repo, wanted)
+            wanted = [(info.base_sha, self.config_path), *wanted]
+        try:
+            return self.client.texts_and_ci(self.repo, wanted, ci_sha=info.head_sha)
+        except GitHubError:
+            return None
 
     def head_sha(self) -> str:
         return self.client.pull(self.repo, self.number).head_sha
 
     def context_corpus(self) -> ctx.MemoryCorpus:
-        """The head for context: one tree listing, then the files most likely to hold what the
-        change uses (reviewer.context.candidate_paths) in GraphQL batches, searched in memory."""
+        """The head for context: one tree listing, then the PR's files not read yet and the files
+        most likely to hold what the change uses (reviewer.context.candidate_paths), CONTEXT_FILES
+        in all (two GraphQL queries), searched in memory."""
         sha = self.pull_info().head_sha
         paths = self.client.tree_paths(self.repo, sha)
         names = ctx.mentioned(self._files)
-        picked = ctx.candidate_paths(paths, set(self._context), CONTEXT_FILES, names)
-        texts = self.client.file_texts(
-            self.repo, [(sha, p) for p in [*picked, *self._context[:CONTENTS_BATCH]]]
-        )
+        unread = [p for p in self._context if not self.client.has_text(self.repo, sha, p)][:CONTEXT_FILES]
+        picked = ctx.candidate_paths(paths, set(self._context), CONTEXT_FILES - len(unread), names)
+        texts = self.client.file_texts(self.repo, [(sha, p) for p in [*self._context, *picked]])
         return ctx.MemoryCorpus({path: text for (_, path), text in texts.items() if text is not None})
 
     def read_file(self, path: str, sha: str) -> str | None:

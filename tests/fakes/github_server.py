@@ -121,6 +121,8 @@ class TokenInfo:
     login: str | None
     write: bool = True
     bot: str = ACTIONS_BOT
+    checks: bool = True
+    """False: the workflow's `permissions:` leave out `checks: read` (REST and GraphQL refuse CI)."""
 
 
 @dataclass(frozen=True)
@@ -454,9 +456,15 @@ class FakeGitHub:
             return self._user_ids[login]
 
     def add_token(
-        self, token: str, login: str | None = None, write: bool = True, bot: str = ACTIONS_BOT
+        self,
+        token: str,
+        login: str | None = None,
+        write: bool = True,
+        bot: str = ACTIONS_BOT,
+        *,
+        checks: bool = True,
     ) -> TokenInfo:
-        info = TokenInfo(token=token, login=login, write=write, bot=bot)
+        info = TokenInfo(token=token, login=login, write=write, bot=bot, checks=checks)
         with self._lock:
             self.tokens[token] = info
         return info
@@ -1035,10 +1043,16 @@ class FakeGitHub:
         if not isinstance(body, dict) or not isinstance(body.get("query"), str):
             self._violation("POST /graphql: the body is not {query, variables}")
             return _Reply(400, {"message": "Problems parsing JSON"})
-        return _Reply(200, self._graphql_answer(body["query"], body.get("variables") or {}))
+        token = self._authenticate(headers.get("Authorization", ""))
+        return _Reply(200, self._graphql_answer(body["query"], body.get("variables") or {}, token))
 
-    def _graphql_answer(self, query: str, variables: Mapping[str, Any]) -> dict[str, Any]:
-        """GitHub's shapes: a missing object is null; a Blob has text (null when binary)."""
+    def _graphql_answer(
+        self, query: str, variables: Mapping[str, Any], token: TokenInfo | None = None
+    ) -> dict[str, Any]:
+        """GitHub's shapes: a missing object is null; a Blob has text (null when binary); a commit's
+        `statusCheckRollup` is null when it has neither statuses nor check runs, else its contexts
+        (check runs and status contexts, GraphQL's upper-case enums), and null with a FORBIDDEN
+        error when the token may not read checks."""
         repo_args = re.search(r"repository\(owner: \$(\w+), name: \$(\w+)\)", query)
         if repo_args is None:
             self._violation(f"POST /graphql: a query the fake does not know: {query[:200]}")
@@ -1048,15 +1062,64 @@ class FakeGitHub:
             message = f"Could not resolve to a Repository with the name '{full}'."
             return {"data": {"repository": None}, "errors": [{"type": "NOT_FOUND", "message": message}]}
         found: dict[str, Any] = {}
-        for alias, var in re.findall(r"(\w+): object\(expression: \$(\w+)\)", query):
-            ref, _, path = str(variables.get(var, "")).partition(":")
+        errors: list[dict[str, Any]] = []
+        for match in re.finditer(r"(\w+): object\(expression: \$(\w+)\) \{ ", query):
+            alias, var = match.group(1), match.group(2)
+            expression = str(variables.get(var, ""))
+            if query.startswith("... on Commit { statusCheckRollup", match.end()):
+                rollup, error = self._rollup(full, expression, query[match.end() :], token, alias)
+                found[alias] = {"statusCheckRollup": rollup}
+                errors += error
+                continue
+            ref, _, path = expression.partition(":")
             text = self._contents.get((full, ref, path))
             found[alias] = (
                 None
                 if text is None
                 else {"__typename": "Blob", "text": text, "isBinary": False, "isTruncated": False}
             )
-        return {"data": {"repository": found}}
+        answer: dict[str, Any] = {"data": {"repository": found}}
+        if errors:
+            answer["errors"] = errors
+        return answer
+
+    def _rollup(
+        self, full: str, sha: str, selection: str, token: TokenInfo | None, alias: str
+    ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        if not re.fullmatch(r"[0-9a-f]{40}", sha):
+            self._violation(f"POST /graphql: statusCheckRollup asked of {sha!r}, not a commit sha")
+        first = re.match(r"... on Commit \{ statusCheckRollup \{ contexts\(first: (\d+)\)", selection)
+        if first is None or not 1 <= int(first.group(1)) <= 100:
+            self._violation("POST /graphql: statusCheckRollup.contexts needs `first` from 1 to 100")
+        if token is not None and not token.checks:
+            return None, [
+                {
+                    "type": "FORBIDDEN",
+                    "path": ["repository", alias, "statusCheckRollup"],
+                    "message": NOT_ACCESSIBLE,
+                }
+            ]
+        with self._lock:
+            statuses = copy.deepcopy(list(self._statuses.get((full, sha), {}).values()))
+            runs = copy.deepcopy(self._check_runs.get((full, sha), []))
+        if not statuses and not runs:
+            return None, []
+        nodes: list[dict[str, Any]] = [
+            {
+                "__typename": "CheckRun",
+                "name": run["name"],
+                "status": str(run["status"]).upper(),
+                "conclusion": str(run["conclusion"]).upper() if run["conclusion"] else None,
+                "detailsUrl": run["details_url"],
+            }
+            for run in runs
+        ]
+        nodes += [
+            {"__typename": "StatusContext", "context": st["context"], "state": str(st["state"]).upper()}
+            for st in statuses
+        ]
+        limit = int(first.group(1)) if first is not None else 100
+        return {"contexts": {"pageInfo": {"hasNextPage": len(nodes) > limit}, "nodes": nodes[:limit]}}, []
 
     def graphql_requests(self) -> list[Recorded]:
         return [r for r in list(self.requests) if r.method == "POST" and r.path == self._graphql_path()]
@@ -1430,9 +1493,19 @@ class FakeGitHub:
         )
 
     def _list_check_runs(
-        self, *, owner: str, repo: str, ref: str, query: Mapping[str, str], request_path: str, **_: Any
+        self,
+        *,
+        owner: str,
+        repo: str,
+        ref: str,
+        query: Mapping[str, str],
+        request_path: str,
+        token: TokenInfo,
+        **_: Any,
     ) -> _Reply:
         full = self._repo(owner, repo)
+        if not token.checks:
+            return _Reply(403, _error(403, NOT_ACCESSIBLE))
         with self._lock:
             runs = copy.deepcopy(self._check_runs.get((full, ref), []))
         chunk, links = self._paginate(runs, query, request_path)
