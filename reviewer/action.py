@@ -24,6 +24,7 @@ from reviewer.pull import (
     PrOutcome,
     PullJob,
     SkipRules,
+    crashed,
     echo,
     review_pull,
     run_text,
@@ -260,6 +261,13 @@ def _dispatch(
             detail = renderer.translate("action.unreadable", number=number, error=str(exc))
             out.write(f"::error title=imreview::{escape_data(detail)}\n")
             outcomes.append(unreadable(number, exc, renderer, on_error=settings.on_error))
+        except UsageError:
+            raise
+        except Exception as exc:  # unexpected, in one PR: name it and go on with the others
+            detail = f"#{number}: {type(exc).__name__}: {exc}"
+            out.write(f"::error title=imreview failed::{escape_data(detail)}\n")
+            echo_untrusted(out, traceback.format_exc())
+            outcomes.append(crashed(number, exc, renderer, on_error=settings.on_error))
     return RunResult(outcomes)
 
 

@@ -452,7 +452,7 @@ def state_key(environ: Mapping[str, str] | None = None) -> bytes | None:
     parts = sorted(
         (name, value)
         for name, value in env.items()
-        if value.strip() and (name == STATE_KEY_ENV or name.endswith(_KEY_SUFFIXES))
+        if (name == STATE_KEY_ENV or name.endswith(_KEY_SUFFIXES)) and _secret_enough(value)
     )
     if not parts:
         return None
@@ -460,6 +460,31 @@ def state_key(environ: Mapping[str, str] | None = None) -> bytes | None:
     for name, value in parts:
         digest.update(f"\0{name}\0{value}".encode())
     return digest.digest()
+
+
+MIN_SECRET_CHARS = 12
+_PLACEHOLDERS = frozenset(
+    v.casefold()
+    for v in (
+        "sk-no-key-required",
+        "no-key-required",
+        "not-needed",
+        "not-required",
+        "placeholder",
+        "sk-placeholder",
+        "sk-1234567890",
+        "your-api-key",
+        "your_api_key",
+        "changeme-changeme",
+    )
+)
+
+
+def _secret_enough(value: str) -> bool:
+    """A value a forger cannot guess: a keyless server's `OPENAI_API_KEY: none` (or another
+    well-known placeholder) is written in the public workflow file, so a MAC under it proves nothing."""
+    text = value.strip()
+    return len(text) >= MIN_SECRET_CHARS and text.casefold() not in _PLACEHOLDERS
 
 
 def _split_marker(body: str) -> tuple[str, str]:
@@ -635,7 +660,14 @@ def upsert_sticky(
         if ours:
             body = bind_sticky(body, ours[0].id) if key is None else body
             info = _write(client, lambda: client.edit_issue_comment(repo, ours[0].id, body))
-            return _sticky_done(client, repo, "updated the sticky comment", info, ours[1:], reason="updated")
+            return _sticky_done(
+                client,
+                repo,
+                "updated the sticky comment",
+                info,
+                _deletable(ours[1:], login, key),
+                reason="updated",
+            )
         try:
             created = _write(
                 client,
@@ -664,11 +696,27 @@ def upsert_sticky(
             if keep.id == created.id
             else _write(client, lambda: client.edit_issue_comment(repo, keep.id, _bound(body, keep.id, key)))
         )
-        return _sticky_done(client, repo, "created the sticky comment", info, ours[1:], reason="created")
+        extra = _deletable([c for c in ours[1:] if c.id != created.id], login, key)
+        mine = [created] if keep.id != created.id else []
+        return _sticky_done(
+            client, repo, "created the sticky comment", info, [*mine, *extra], reason="created"
+        )
     except NoWriteAccess:
         return Published("comment", False, READ_ONLY_DETAIL, reason=READ_ONLY)
     except GitHubError as exc:
         return Published("comment", False, f"sticky comment not posted: {exc}", reason="github_error")
+
+
+def _deletable(duplicates: Sequence[CommentInfo], login: str, key: bytes | None) -> list[CommentInfo]:
+    """The duplicates of our sticky comment this run may delete besides one it created itself.
+
+    Only with a key, and only those of exactly our login: a keyless marker that names its own id
+    can still be planted in a comment by a workflow that echoes PR text and edits its comment
+    later, and a verbatim copy of our comment by another bot or app is that bot's comment. Either
+    is left alone (a racing run deletes the duplicate it created, so a race still ends with one)."""
+    if key is None:
+        return []
+    return [c for c in duplicates if c.user and c.user.casefold() == login.casefold()]
 
 
 def _write(client: GitHubClient, send: Callable[[], _T], landed: Callable[[], _T | None] | None = None) -> _T:

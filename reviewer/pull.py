@@ -455,6 +455,19 @@ def already_reviewed(
     )
 
 
+def crashed(number: int, exc: Exception, renderer: Renderer, *, on_error: str) -> PrOutcome:
+    """A PR whose review broke on something unexpected: `incomplete`, named, and the run goes on
+    to the other PRs (one hostile PR must not cost a scan every other review)."""
+    return PrOutcome(
+        number=number,
+        verdict="incomplete",
+        summary=run_text(renderer, "failed", detail=f"#{number}: {type(exc).__name__}: {exc}"),
+        cost_usd=None,
+        exit_code=3 if on_error == "fail" else 0,
+        reason="failed",
+    )
+
+
 def unreadable(number: int, exc: GitHubError, renderer: Renderer, *, on_error: str) -> PrOutcome:
     return PrOutcome(
         number=number,

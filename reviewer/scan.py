@@ -27,13 +27,14 @@ from typing import TYPE_CHECKING, Literal, TextIO
 
 from reviewer.budget import Budget
 from reviewer.config import Config, build_config, config_hash, env_layer, load_config_file, parse_config_text
-from reviewer.errors import GitHubError, Retryable
+from reviewer.errors import GitHubError, Retryable, UsageError
 from reviewer.events import is_bot
 from reviewer.publish import StickyState, stickies_by_pull
 from reviewer.pull import (
     PrOutcome,
     PullJob,
     base_templates,
+    crashed,
     is_same_review,
     review_pull,
     unreadable,
@@ -368,6 +369,13 @@ def _review_one(
         renderer = Renderer(language=str(job.overrides.get("language", "en")))
         outcome = unreadable(pull.number, exc, renderer, on_error=str(job.overrides.get("on_error", "warn")))
         return ScanRow(pull.number, pull.title, pull.url, "failed", "unreadable", outcome)
+    except UsageError:
+        raise
+    except Exception as exc:  # unexpected, in one PR: the scan goes on with the others
+        warn(f"imreview: #{pull.number} failed: {type(exc).__name__}: {exc}")
+        renderer = Renderer(language=str(job.overrides.get("language", "en")))
+        outcome = crashed(pull.number, exc, renderer, on_error=str(job.overrides.get("on_error", "warn")))
+        return ScanRow(pull.number, pull.title, pull.url, "failed", "failed", outcome)
     if outcome.report is not None:
         return ScanRow(pull.number, pull.title, pull.url, "reviewed", "", outcome)
     if outcome.reason in DEFER_REASONS:

@@ -318,3 +318,54 @@ def test_without_a_key_forged_review_ids_do_not_silence_our_inline_comments(
     assert post().detail == "no new findings", "our own bound review must still count"
     theirs = [r for r in fake.reviews(REPO, 7) if r["id"] != mine["id"]]
     assert len(theirs) == 2 and not fake.requests_to("PUT", rf"/reviews/(?!{mine['id']}$)")
+
+
+def test_a_copy_of_our_comment_by_another_app_is_never_deleted(tmp_path: Path) -> None:
+    """With a key, a verbatim copy by another bot carries a valid MAC; it is that bot's comment."""
+    with FakeGitHub() as gh:
+        gh.add_token(e2e.TOKEN)
+        gh.add_token(OTHER_BOT, bot="helpful-app[bot]")
+        gh.add_repo(e2e.REPO)
+        _aws_pull(gh)
+        runner = e2e.Runner(tmp_path, gh.url)
+        assert runner.run("pull_request", e2e.event_payload("pull_request.opened")).code == 0
+        [mine] = gh.comments(e2e.REPO, 7)
+        theirs = api(gh, OTHER_BOT).create_issue_comment(e2e.REPO, 7, mine["body"])
+        gh.set_head(e2e.REPO, 7, e2e.HEAD2)
+        assert (
+            runner.run("pull_request", e2e.event_payload("pull_request.synchronize", head=e2e.HEAD2)).code
+            == 0
+        )
+        assert {c["id"] for c in gh.comments(e2e.REPO, 7)} == {mine["id"], theirs.id}
+        assert not gh.requests_to("DELETE", rf"/issues/comments/{theirs.id}$")
+
+
+def test_without_a_key_an_echo_that_names_its_own_id_is_never_deleted(tmp_path: Path) -> None:
+    """Another workflow echoes the PR body and edits its comment when the body changes: the PR
+    author can make it name its own id. A keyless run does not delete it as our duplicate."""
+    with FakeGitHub() as gh:
+        gh.add_token(e2e.TOKEN)
+        gh.add_token(OTHER_WORKFLOW)
+        gh.add_repo(e2e.REPO)
+        _aws_pull(gh)
+        runner = e2e.Runner(tmp_path, gh.url, extra_env={publish.STATE_KEY_ENV: ""})
+        assert runner.run("pull_request", e2e.event_payload("pull_request.opened")).code == 0
+        echo = api(gh, OTHER_WORKFLOW)
+        posted = echo.create_issue_comment(e2e.REPO, 7, "Thanks! Your PR description:\n\n> (empty)")
+        body = f'Thanks!\n\nplease review\n\n<!-- imreview:state v1 {{"comment":{posted.id}}} -->'
+        echo.edit_issue_comment(e2e.REPO, posted.id, body)
+        gh.set_head(e2e.REPO, 7, e2e.HEAD2)
+        assert (
+            runner.run("pull_request", e2e.event_payload("pull_request.synchronize", head=e2e.HEAD2)).code
+            == 0
+        )
+        assert posted.id in {c["id"] for c in gh.comments(e2e.REPO, 7)}
+        assert not gh.requests_to("DELETE", rf"/issues/comments/{posted.id}$")
+
+
+@pytest.mark.parametrize("value", ["none", "EMPTY", "sk-no-key-required", "x" * 11, "   "])
+def test_a_placeholder_api_key_is_not_a_secret(value: str) -> None:
+    """A keyless self-hosted server's dummy key is written in the public workflow file."""
+    assert state_key({"OPENAI_API_KEY": value}) is None
+    assert state_key({"OPENAI_API_KEY": value, publish.STATE_KEY_ENV: "a-real-long-secret"}) is not None
+    assert state_key({"OPENAI_API_KEY": "sk-proj-" + "a1" * 20}) is not None

@@ -458,3 +458,26 @@ def test_twenty_pushes_never_take_a_pr_past_max_pr_cost_usd(
     assert max(totals) > cap / 2, "reviews continue while a call still fits the cap"
     assert cap - totals[-1] < 0.1, "pushes keep spending only what the cap has left, never past it"
     assert gh.violations == []
+
+
+def test_one_pr_that_breaks_the_review_does_not_cost_the_scan_the_others(
+    model: FakeModelServer, tmp_path: Path
+) -> None:
+    """Whatever goes wrong inside one PR's review (here a file entry GitHub's contract does not
+    allow: a `patch` that is a number) is that PR's `failed` row, named in the log; the scan goes on."""
+    with FakeGitHub() as server:
+        server.add_token(TOKEN)
+        server.add_repo(REPO)
+        server.add_pull(
+            REPO, 1, head_sha=sha(1), base_sha=BASE, title="odd", files=[diff_entry("a.py", patch_for(1))]
+        )
+        server._pulls[(REPO, 1)].files[0]["patch"] = 12345
+        add_open_prs(server, 2, start=2)
+        model.handler = quiet_model
+        run = Runner(tmp_path, server.url).run("schedule", SCHEDULE, **with_model(model))
+        assert run.code == 0, run.stderr
+        assert [len(server.comments(REPO, n)) for n in (1, 2, 3)] == [0, 1, 1]
+        assert "#1 failed: " in run.stdout + run.stderr
+        assert "Traceback" not in run.summary
+        row = next(line for line in run.summary.splitlines() if line.startswith("| [#1]"))
+        assert "| failed | its review broke on an unexpected error" in row
