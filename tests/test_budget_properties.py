@@ -3,13 +3,15 @@ are all accepted by the ledger, and spend above a limit is always disclosed (iss
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reviewer import gate
 from reviewer.budget import Budget, BudgetExhausted, Limits, held_tokens
 from reviewer.diff import parse_patch
-from reviewer.plan import WHOLE_HUNK, Allowance, make_plan
+from reviewer.plan import WHOLE_HUNK, Allowance, Unit, make_plan
 from reviewer.report import Coverage
 
 
@@ -18,6 +20,19 @@ def quarter(text: str) -> int:
 
 
 line_text = st.text(alphabet="abcdefgh =()+_.,xyz0123456789", min_size=0, max_size=160)
+
+
+def hold_every_unit(budget: Budget, units: Iterable[Unit], price: tuple[float, float], margin: int) -> None:
+    """Reserve each planned call as the review will: BudgetExhausted here is a plan the ledger refuses."""
+    for u in units:
+        budget.reserve(
+            phase="review",
+            input_tokens=u.input_tokens,
+            max_output_tokens=u.answer_tokens,
+            cost_usd=u.input_tokens * price[0] + u.answer_tokens * price[1],
+            answer_cost_usd=u.answer_tokens * price[1],
+            margin_percent=margin,
+        )
 
 
 @st.composite
@@ -83,16 +98,7 @@ def test_the_plan_fits_every_limit_and_accounts_for_every_line(
         calls=allowance.calls if allowance.calls is not None else 10**6,
     )
     price = allowance.price or (0.0, 0.0)
-    budget = Budget(limits)
-    for u in reversed(plan.units):
-        budget.reserve(
-            phase="review",
-            input_tokens=u.input_tokens,
-            max_output_tokens=u.answer_tokens,
-            cost_usd=u.input_tokens * price[0] + u.answer_tokens * price[1],
-            answer_cost_usd=u.answer_tokens * price[1],
-            margin_percent=m,
-        )
+    hold_every_unit(Budget(limits), reversed(plan.units), price, m)
 
     # every line of every hunk is sent or accounted for with a reason
     for f in files:
@@ -234,12 +240,4 @@ def test_a_plan_filled_to_the_brim_of_its_cost_limit_is_accepted_call_by_call(
         measure=lambda nonce, text, context: 500 + quarter(text) + quarter(context),
     )
     budget = Budget(Limits(input_tokens=10**9, output_tokens=10**9, cost_usd=cost_usd, calls=1000))
-    for u in plan.units:
-        budget.reserve(
-            phase="review",
-            input_tokens=u.input_tokens,
-            max_output_tokens=u.answer_tokens,
-            cost_usd=u.input_tokens * price[0] + u.answer_tokens * price[1],
-            answer_cost_usd=u.answer_tokens * price[1],
-            margin_percent=margin,
-        )
+    hold_every_unit(budget, plan.units, price, margin)

@@ -360,6 +360,14 @@ def test_a_github_fault_ends_honestly(gh: FakeGitHub, tmp_path: Path, name: str)
     assert gh.violations == []
 
 
+def _posted_once(run: e2e.Run, gh: FakeGitHub) -> None:
+    """The review is whole, and exactly one sticky comment is on the PR, reported as posted."""
+    _honest(run, gh, verdict="findings", code=0)
+    [comment] = gh.comments(e2e.REPO, 7)
+    assert "✔" in _published_row(run.summary, "sticky comment")
+    assert run.outputs["comment-url"] == comment["html_url"]
+
+
 def test_a_rate_limited_comment_is_tried_again_after_its_wait_and_posted_once(
     gh: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -368,11 +376,7 @@ def test_a_rate_limited_comment_is_tried_again_after_its_wait_and_posted_once(
     _debug_pull(gh)
     gh.fail("POST", r"/issues/7/comments$", 403, body=SECONDARY, headers={"Retry-After": "1"})
     gh.fail("POST", r"/issues/7/comments$", mode="slow", delay=1.5)
-    run = _fault_run(gh, tmp_path)
-    _honest(run, gh, verdict="findings", code=0)
-    [comment] = gh.comments(e2e.REPO, 7)
-    assert "✔" in _published_row(run.summary, "sticky comment")
-    assert run.outputs["comment-url"] == comment["html_url"]
+    _posted_once(_fault_run(gh, tmp_path), gh)
     assert len(gh.requests_to("POST", r"/issues/7/comments$")) == 2
 
 
@@ -415,11 +419,7 @@ def test_a_comment_post_that_times_out_but_landed_is_reported_as_posted(
     """GitHub created the comment, but its answer came after our timeout: re-listing finds it."""
     _debug_pull(gh)
     gh.fail("POST", r"/issues/7/comments$", mode="slow", delay=1.5)
-    run = _fault_run(gh, tmp_path)
-    _honest(run, gh, verdict="findings", code=0)
-    [comment] = gh.comments(e2e.REPO, 7)
-    assert "✔" in _published_row(run.summary, "sticky comment")
-    assert run.outputs["comment-url"] == comment["html_url"]
+    _posted_once(_fault_run(gh, tmp_path), gh)
     assert len(gh.requests_to("POST", r"/issues/7/comments$")) == 1, "a POST is never retried blindly"
 
 
