@@ -452,7 +452,8 @@ def state_key(environ: Mapping[str, str] | None = None) -> bytes | None:
     parts = sorted(
         (name, value)
         for name, value in env.items()
-        if (name == STATE_KEY_ENV or name.endswith(_KEY_SUFFIXES)) and _secret_enough(value)
+        if (name == STATE_KEY_ENV and value.strip())
+        or (name.endswith(_KEY_SUFFIXES) and _secret_enough(value))
     )
     if not parts:
         return None
@@ -481,8 +482,9 @@ _PLACEHOLDERS = frozenset(
 
 
 def _secret_enough(value: str) -> bool:
-    """A value a forger cannot guess: a keyless server's `OPENAI_API_KEY: none` (or another
-    well-known placeholder) is written in the public workflow file, so a MAC under it proves nothing."""
+    """A model key a forger cannot guess: a keyless server's `OPENAI_API_KEY: none` (or another
+    well-known placeholder) is written in the public workflow file, so a MAC under it proves nothing.
+    `IMREVIEW_STATE_KEY` is taken as given: it exists only to be that secret."""
     text = value.strip()
     return len(text) >= MIN_SECRET_CHARS and text.casefold() not in _PLACEHOLDERS
 

@@ -583,14 +583,22 @@ def pr_publisher(
     warn: Warn,
     comments: Sequence[CommentInfo] | None = None,
 ) -> Publisher:
-    """The PR sinks: the inline review first, then the sticky comment (reported in that order:
-    comment, review). A 403 stops further writes. When the review failed, the comment's state says
-    so (`pending`), so a rerun at the same head publishes it instead of skipping as "already
+    """The PR sinks: the sticky comment, then the inline review. A 403 on the comment stops further
+    writes (a token that cannot comment cannot review either). When the review then fails for a
+    reason a rerun can mend (not a read-only token), the comment's state is edited to say so
+    (`pending`), so a rerun at the same head publishes it instead of skipping as "already
     reviewed". `comments` (the PR's comments as listed at the start) spares a second listing."""
 
     def publish(report: Report, comment: str, index: LineIndex) -> Sequence[Published]:
-        review: Published | None = None
-        if inline_comments:
+        results: list[Published] = []
+        sticky = None
+        if post_comment:
+            sticky = upsert_sticky(client, repo, number, body=comment, login=login, comments=comments)
+            results.append(sticky)
+        read_only = sticky is not None and not sticky.ok and sticky.reason == READ_ONLY
+        if inline_comments and read_only:
+            results.append(Published("review", False, READ_ONLY_DETAIL, reason=READ_ONLY))
+        elif inline_comments:
             published = _published_findings(report.findings, config.max_findings)
             data = report.to_dict()
             by_id = {f["id"]: f for f in data["findings"]}
@@ -605,15 +613,13 @@ def pr_publisher(
                 login=login,
                 fold=lambda fs: renderer.review_body(data, folded=[by_id[f.id] for f in fs]),
             )
-        read_only = review is not None and not review.ok and review.reason == READ_ONLY
-        results: list[Published] = []
-        if post_comment and read_only:
-            results.append(Published("comment", False, READ_ONLY_DETAIL, reason=READ_ONLY))
-        elif post_comment:
-            failed = review is not None and not review.ok
-            body = mark_pending(comment, [PENDING_REVIEW]) if failed else comment
-            results.append(upsert_sticky(client, repo, number, body=body, login=login, comments=comments))
-        if review is not None:
+            if not review.ok and review.reason != READ_ONLY and sticky is not None and sticky.ok:
+                pending = mark_pending(comment, [PENDING_REVIEW])
+                marked = upsert_sticky(client, repo, number, body=pending, login=login)
+                if not marked.ok:
+                    review = dataclasses.replace(
+                        review, detail=f"{review.detail}; could not mark it pending: {marked.detail}"
+                    )
             results.append(review)
         for r in results:
             if not r.ok:

@@ -470,7 +470,7 @@ def test_read_only_token_on_a_same_repo_pr_stops_writing_after_the_first_403(
         inline_comments="true",
     )
     assert run.code == 0, run.stderr
-    assert writes(gh) == [("POST", f"/repos/{REPO}/pulls/7/reviews")], "one 403, then no more writes"
+    assert writes(gh) == [("POST", f"/repos/{REPO}/issues/7/comments")], "one 403, then no more writes"
     assert gh.comments(REPO, 7) == [] and gh.reviews(REPO, 7) == []
     assert "read-only token" in run.summary
     assert any(line.startswith("::notice ") and "read-only" in line for line in run.stdout.splitlines())

@@ -365,3 +365,4 @@ def test_a_placeholder_api_key_is_not_a_secret(value: str) -> None:
     assert state_key({"OPENAI_API_KEY": value}) is None
     assert state_key({"OPENAI_API_KEY": value, publish.STATE_KEY_ENV: "a-real-long-secret"}) is not None
     assert state_key({"OPENAI_API_KEY": "sk-proj-" + "a1" * 20}) is not None
+    assert state_key({publish.STATE_KEY_ENV: "s3cret-pw"}) is not None, "the state key is taken as given"
