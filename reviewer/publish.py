@@ -670,17 +670,11 @@ def upsert_sticky(
                 _deletable(ours[1:], login, key),
                 reason="updated",
             )
-        try:
-            created = _write(
-                client,
-                lambda: client.create_issue_comment(repo, number, body),
-                lambda: _landed(client, repo, number, body, login),
-            )
-        except Retryable:
-            landed = _landed(client, repo, number, body, login)
-            if landed is None:
-                raise
-            created = landed
+        created = _write(
+            client,
+            lambda: client.create_issue_comment(repo, number, body),
+            lambda: _landed(client, repo, number, body, login),
+        )
         if key is None:
             created = _bind_created(client, repo, created, body)
         try:
@@ -723,20 +717,31 @@ def _deletable(duplicates: Sequence[CommentInfo], login: str, key: bytes | None)
 
 def _write(client: GitHubClient, send: Callable[[], _T], landed: Callable[[], _T | None] | None = None) -> _T:
     """One write, tried again after a rate limit (secondary limits come from writing fast) when the
-    wait GitHub asks for fits the time left, at most WRITE_ATTEMPTS times. Before trying a create
-    again it is looked for (`landed`), so a create whose answer was lost is never made twice."""
+    wait GitHub asks for fits the time left, at most WRITE_ATTEMPTS times. A create is looked for
+    (`landed`) before each new try and before its failure is reported, so a create whose answer was
+    lost (a timeout, a reset, a 5xx: GitHub may have made it anyway) is never made twice, nor
+    called failed while it is on the PR."""
     for attempt in range(1, WRITE_ATTEMPTS + 1):
         try:
             return send()
         except RateLimited as exc:
             wait = client.write_wait(exc.retry_after)
             if wait is None or attempt == WRITE_ATTEMPTS:
-                raise
+                return _landed_or_raise(landed, exc)
             time.sleep(wait)
             found = landed() if landed is not None else None
             if found is not None:
                 return found
+        except Retryable as exc:
+            return _landed_or_raise(landed, exc)
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _landed_or_raise(landed: Callable[[], _T | None] | None, error: Exception) -> _T:
+    found = landed() if landed is not None else None
+    if found is None:
+        raise error
+    return found
 
 
 def _landed(client: GitHubClient, repo: str, number: int, body: str, login: str) -> CommentInfo | None:
@@ -918,23 +923,17 @@ def post_inline_review(
         posted, overflow = planned[:MAX_INLINE_COMMENTS], planned[MAX_INLINE_COMMENTS:]
         extra = fold([f for f, _ in overflow]) if overflow else ""
         try:
-            try:
-                info = _write(
-                    client,
-                    lambda: client.create_review(
-                        repo,
-                        number,
-                        commit_sha=head_sha,
-                        body=_review_body(body, extra, marker),
-                        comments=[c for _, c in posted],
-                    ),
-                    lambda: _review_landed(client, repo, number, marker, login),
-                )
-            except Retryable:
-                landed = _review_landed(client, repo, number, marker, login)
-                if landed is None:
-                    raise
-                info = landed
+            info = _write(
+                client,
+                lambda: client.create_review(
+                    repo,
+                    number,
+                    commit_sha=head_sha,
+                    body=_review_body(body, extra, marker),
+                    comments=[c for _, c in posted],
+                ),
+                lambda: _review_landed(client, repo, number, marker, login),
+            )
             detail = f"review with {len(posted)} inline comment(s)"
             if overflow:
                 detail += f"; {len(overflow)} more folded into the review body"
