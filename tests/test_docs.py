@@ -158,9 +158,8 @@ def test_every_relative_link_of_the_docs_resolves(page: Path) -> None:
             continue
         path, _, anchor = target.partition("#")
         resolved = (page.parent / path).resolve() if path else page
-        if not resolved.exists():
-            broken.append(target)
-        elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
+        missing_anchor = anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved)
+        if not resolved.exists() or missing_anchor:
             broken.append(target)
     assert broken == [], f"{page.name}: links to nothing: {broken}"
 
