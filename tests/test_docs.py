@@ -15,7 +15,7 @@ import yaml
 from reviewer.config import CONFIG_KEYS, parse_config_text
 from reviewer.errors import ConfigError
 from reviewer.schema import load_report_schema
-from scripts import gen_docs
+from scripts import audit, gen_docs
 from tests.conftest import ROOT, cli_env, run_cli
 
 SCHEMA = json.loads((ROOT / "docs" / "imreview-config.schema.json").read_text(encoding="utf-8"))
@@ -226,3 +226,15 @@ def test_reviewer_imports_only_from_its_own_or_lower_layers() -> None:
         if layer_of[dep] > layer_of[_module_name(p)]
     ]
     assert upward == [], f"imports against the layers of docs/architecture.md: {upward}"
+
+
+def test_the_audit_copies_every_example_and_every_documented_workflow(tmp_path: Path) -> None:
+    """scripts/audit.py runs zizmor with no config over copies, as a user would: it must see them all."""
+    copies = audit.user_copies(tmp_path)
+    origins = {origin for _, origin in copies}
+    assert {f"examples/{p.name}" for p in (ROOT / "examples").glob("*.yml")} <= origins
+    assert any(o.startswith("README.md line ") for o in origins)
+    assert any(o.startswith("docs/scan.md line ") for o in origins)
+    for path, origin in copies:
+        assert path.parent == tmp_path, origin
+        assert yaml.safe_load(path.read_text(encoding="utf-8"))["jobs"], origin
