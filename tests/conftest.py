@@ -1,4 +1,5 @@
-"""Shared fixtures: real git repositories in temp dirs, the CLI as a subprocess, a network guard."""
+"""Shared fixtures: real git repositories in temp dirs, the CLI (in-process, or a subprocess on
+purpose), a network guard."""
 
 from __future__ import annotations
 
@@ -136,6 +137,19 @@ def cli_env(tmp_path: Path, extra: Mapping[str, str] | None = None) -> dict[str,
 def run_cli(
     args: list[str], *, cwd: Path, env: Mapping[str, str], timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
+    """`imreview ARGS` run in this process with `env` as its whole environment and `cwd` as its
+    working directory (tests/inprocess.py); `timeout` is kept for callers and unused in-process."""
+    from tests.inprocess import SUBPROCESS, run_main
+
+    if SUBPROCESS:
+        return run_cli_subprocess(args, cwd=cwd, env=env, timeout=timeout)
+    return run_main(args, cwd=cwd, env=env)
+
+
+def run_cli_subprocess(
+    args: list[str], *, cwd: Path, env: Mapping[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`python -m reviewer ARGS` as a real subprocess: for tests about the process itself."""
     return subprocess.run(
         [sys.executable, "-m", "reviewer", *args],
         cwd=cwd,

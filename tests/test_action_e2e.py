@@ -1,4 +1,4 @@
-"""The Docker Action end to end: `entrypoint.py` as a subprocess in an emulated runner.
+"""The Docker Action end to end: `entrypoint.py` (in-process, tests/inprocess.py) in an emulated runner.
 
 Each test sets the environment the runner gives a container action (every input declared in
 `action.yml` at its default, `GITHUB_EVENT_PATH` pointing at a trimmed real webhook payload, the
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -30,6 +28,7 @@ from tests.factories import fake_github
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 from tests.fakes.runner_files import runner_outputs
+from tests.inprocess import run_entrypoint
 
 EVENTS = ROOT / "tests" / "data" / "events"
 REPO = "octo-org/widgets"
@@ -162,15 +161,7 @@ class Runner:
                 **self.extra_env,
             },
         )
-        proc = subprocess.run(
-            [sys.executable, str(ROOT / "entrypoint.py")],
-            cwd=self.tmp,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        proc = run_entrypoint(cwd=self.tmp, env=env)
         summary = step / "summary.md"
         output = step / "output"
         return Run(
