@@ -329,9 +329,7 @@ class _ListReader:
 
 
 READERS: Mapping[str, _ListReader] = {
-    "findings": _ListReader(
-        _finding, lambda f: ((f.path, f.title, f.trigger, f.observation), (f.quote,))
-    ),
+    "findings": _ListReader(_finding, lambda f: ((f.path, f.title, f.trigger, f.observation), (f.quote,))),
     "exclusions": _ListReader(_exclusion, lambda e: ((e.claim, e.reason, e.path or ""), ())),
     "signals": _ListReader(_signal, lambda s: ((s.target, s.reason, s.into), ())),
 }
