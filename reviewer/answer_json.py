@@ -87,25 +87,21 @@ def read_json(text: str) -> Read:
     body, thought = strip_thinking(text)
     notes = ("think_block",) if thought else ()
     decoder = json.JSONDecoder()
-    tried: list[tuple[str, str]] = []
     for candidate, how in _candidates(body):
         if not candidate or candidate[0] not in "[{":
             continue
+        extra = (how,) if how else ()
         try:
             value, end = decoder.raw_decode(candidate)
         except (json.JSONDecodeError, RecursionError):
-            tried.append((candidate, how))
+            read = _repaired(candidate[:MAX_REPAIR_CHARS])
+            if read is not None and _looks_like_answer(read.value):
+                return Read(read.value, read.cut_items, read.open_lists, (*notes, *extra, "repaired"))
             continue
         if _looks_like_answer(value):
-            extra = (how,) if how else ()
             if not how and candidate[end:].strip():
                 extra = ("prose",)
             return Read(value=value, notes=(*notes, *extra))
-    for candidate, how in tried:
-        read = _repaired(candidate[:MAX_REPAIR_CHARS])
-        if read is not None and _looks_like_answer(read.value):
-            extra = (how,) if how else ()
-            return Read(read.value, read.cut_items, read.open_lists, (*notes, *extra, "repaired"))
     raise ValueError("no JSON object found in the answer")
 
 

@@ -445,14 +445,40 @@ def anchor(
             return _with_range(finding, finding.line, index, "as_stated")
         return dataclasses.replace(finding, anchored=False, anchor_reason="line_not_commentable")
     text_at = line_texts(files[finding.path], finding.side)
-    matches = [
-        n for n in lines if first in _norm(text_at.get(n, "")) or first in _norm(redact(text_at.get(n, "")))
-    ]
+    matches: list[int] = []
+    for quoted in dict.fromkeys((first, bare_quote(first))):
+        if quoted:
+            matches = [
+                n
+                for n in lines
+                if quoted in _norm(text_at.get(n, "")) or quoted in _norm(redact(text_at.get(n, "")))
+            ]
+        if matches:
+            break
     if not matches:
         return dataclasses.replace(finding, anchored=False, anchor_reason="quote_not_found")
     stated = finding.line or 0
-    best = min(matches, key=lambda n: (abs(n - stated), n))
+    hunk = _hunk_of(files[finding.path], stated, finding.side)
+    near = [n for n in matches if hunk is not None and hunk[0] <= n <= hunk[1]]
+    best = min(near or matches, key=lambda n: (abs(n - stated), n))
     return _with_range(finding, best, index, "as_stated" if best == finding.line else "moved_by_quote")
+
+
+_QUOTE_PREFIX = re.compile(r"^(?:\d{1,6}(?:\s*[:|]\s*|\s+(?=[+-])))?(?:[+-]\s?)?")
+
+
+def bare_quote(quote: str) -> str:
+    """A quote as copied from a numbered diff (`+code`, `12: +code`, `12 | code`): the code alone."""
+    return _norm(_QUOTE_PREFIX.sub("", quote, count=1))
+
+
+def _hunk_of(file: DiffFile, line: int, side: str) -> tuple[int, int] | None:
+    """The first and last line (on `side`) of the hunk of `file` that holds `line`, if one does."""
+    for hunk in file.hunks:
+        numbers = [n for ln in hunk.lines if (n := ln.old if side == "LEFT" else ln.new) is not None]
+        if numbers and min(numbers) <= line <= max(numbers):
+            return min(numbers), max(numbers)
+    return None
 
 
 def line_texts(file: DiffFile, side: str) -> dict[int, str]:
