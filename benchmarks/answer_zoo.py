@@ -45,7 +45,8 @@ BASE = {
         '    cursor.execute("SELECT * FROM users WHERE name = ?", (name,))\n    return cursor.fetchone()\n'
     ),
     "app/auth.py": (
-        "import hmac\n\n\ndef check_password(given, stored):\n    return hmac.compare_digest(given, stored)\n\n\n"
+        "import hmac\n\n\ndef check_password(given, stored):\n"
+        "    return hmac.compare_digest(given, stored)\n\n\n"
         "def page(items, size):\n    out = []\n    for i in range(0, len(items), size):\n"
         "        out.append(items[i : i + size])\n    return out\n"
     ),
@@ -61,7 +62,8 @@ HEAD = {
     "app/db.py": (
         "import sqlite3\n\n\ndef connect(path):\n    return sqlite3.connect(path)\n\n\n"
         "def find_user(conn, name):\n    cursor = conn.cursor()\n"
-        "    cursor.execute(f\"SELECT * FROM users WHERE name = '{name}'\")\n    return cursor.fetchone()\n\n\n"
+        "    cursor.execute(f\"SELECT * FROM users WHERE name = '{name}'\")\n"
+        "    return cursor.fetchone()\n\n\n"
         "def count_users(conn):\n    return conn.execute('SELECT COUNT(*) FROM users').fetchone()[0]\n"
     ),
     "app/auth.py": (
@@ -280,7 +282,8 @@ STYLES: tuple[Style, ...] = (
     ),
     Style(
         "lone </think>",
-        "Qwen3-Thinking-2507 / DeepSeek-R1 templates open <think> in the prompt: only </think> (QwenLM/Qwen3-VL#1504)",
+        "Qwen3-Thinking-2507 / DeepSeek-R1 templates open <think> in the prompt: only </think> "
+        "(QwenLM/Qwen3-VL#1504)",
         lambda ps: Turn(f"The diff changes four files; check each.\n</think>\n{exact(ps).content}"),
     ),
     Style(
@@ -297,7 +300,8 @@ STYLES: tuple[Style, ...] = (
     ),
     Style(
         "chatty preamble, no fence",
-        'Claude without prefill: "Here\'s the JSON you requested:" before the object (Anthropic prefill guide)',
+        'Claude without prefill: "Here\'s the JSON you requested:" before the object '
+        "(Anthropic prefill guide)",
         lambda ps: Turn(f"Sure! Here's the JSON you requested:\n{exact(ps).content}"),
     ),
     Style(
@@ -592,11 +596,17 @@ class Result:
         return self.review_calls / max(self.units, 1)
 
 
-def run_style(style: Style, workdir: Path) -> Result:
-    """`imreview review` on a fresh planted repo with the style's loopback model, in-process."""
+def run_style(style: Style, workdir: Path, repo: Path | None = None, *extra: str) -> Result:
+    """`imreview review` of the planted repo (`repo`, or a fresh one in `workdir`) with the style's
+    loopback model, in-process; `extra` arguments go to the command line."""
+    return measure(style, review(style, workdir, repo, *extra))
+
+
+def review(style: Style, workdir: Path, repo: Path | None = None, *extra: str) -> dict[str, Any]:
+    """The report of one `imreview review` run with the style's loopback model."""
     from reviewer.cli import main
 
-    repo = planted_repo(workdir)
+    repo = repo or planted_repo(workdir)
     report_path = workdir / "report.json"
     model = ZooModel(style)
     with FakeModelServer(handler=model) as server:
@@ -616,11 +626,13 @@ def run_style(style: Style, workdir: Path) -> Result:
                     server.api_base,
                     "--max-calls",
                     "12",
+                    *extra,
                 ]
             )
     if code != 0 or not report_path.exists():
         raise RuntimeError(f"{style.name}: imreview exited {code}: {err.getvalue()[-2000:]}")
-    return measure(style, json.loads(report_path.read_text()))
+    report: dict[str, Any] = json.loads(report_path.read_text())
+    return report
 
 
 def near(finding: dict[str, Any], p: Planted) -> bool:
@@ -674,7 +686,8 @@ def table(results: Sequence[Result]) -> str:
     calls = sum(r.review_calls for r in results)
     rows.append(
         f"| | **total** ({len(results)} styles) | | {sum(r.kept for r in results)}/{planted} | "
-        f"{exact_total}/{planted} ({100 * exact_total / planted:.1f} %) | {sum(r.fabricated for r in results)} | "
+        f"{exact_total}/{planted} ({100 * exact_total / planted:.1f} %) | "
+        f"{sum(r.fabricated for r in results)} | "
         f"{units} | {calls} ({calls / max(units, 1):.2f} per unit) | {sum(r.tokens for r in results):,} | |"
     )
     return "\n".join(rows)

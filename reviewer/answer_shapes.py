@@ -101,7 +101,17 @@ FINDING_FIELDS: Mapping[str, tuple[str, ...]] = {
 LISTS: tuple[ListShape, ...] = (
     ListShape(
         "findings",
-        ("issues", "comments", "problems", "bugs", "defects", "results", "items", "review_comments"),
+        (
+            "issues",
+            "comments",
+            "suggestions",
+            "problems",
+            "bugs",
+            "defects",
+            "results",
+            "items",
+            "review_comments",
+        ),
         FINDING_FIELDS,
     ),
     ListShape(

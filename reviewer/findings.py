@@ -393,7 +393,7 @@ def parse_answer(
             else:
                 out.append(item)
     raw_findings, findings = lists["findings"], kept["findings"]
-    missing = id(raw_findings) in read.open_lists or any(
+    missing = id(data.get("findings")) in read.open_lists or any(
         d.why == "truncated" and d.where.startswith("findings[") for d in dropped
     )
     if raw_findings and not findings:
