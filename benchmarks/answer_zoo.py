@@ -669,6 +669,11 @@ def measure(style: Style, report: dict[str, Any]) -> Result:
     )
 
 
+def cell(text: str) -> str:
+    """Text for a Markdown table cell: pipes escaped, tags and fences shown as text."""
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("```", "`` ` ``")
+
+
 def table(results: Sequence[Result]) -> str:
     rows = [
         "| # | answer style | source | kept | on exact line | fabricated | units | calls (review+repair) "
@@ -677,7 +682,7 @@ def table(results: Sequence[Result]) -> str:
     ]
     for n, r in enumerate(results, 1):
         rows.append(
-            f"| {n} | {r.style} | {r.source} | {r.kept}/{len(PLANTED)} | {r.exact_line}/{len(PLANTED)} | "
+            f"| {n} | {cell(r.style)} | {cell(r.source)} | {r.kept}/{len(PLANTED)} | {r.exact_line}/{len(PLANTED)} | "
             f"{r.fabricated} | {r.units} | {r.review_calls} | {r.tokens:,} | {r.verdict} |"
         )
     planted = len(PLANTED) * len(results)
