@@ -20,6 +20,9 @@ MAX_REPAIR_CHARS = 64_000
 """json-repair is pure Python (about 2 s per 100 kB of garbage on a loaded 2-core runner): a longer
 answer is repaired from its first 64 kB only (a valid answer of any size still parses strictly)."""
 MAX_CANDIDATES = 12
+MAX_REPAIRS = 3
+"""Candidates repaired at most (the whole answer, a fence, the first brackets): the rest are only
+tried as valid JSON, so a hostile answer full of brackets costs a bounded time."""
 _THINK = re.compile(r"<(think|thinking|reasoning)>.*?(?:</\1>|\Z)", re.DOTALL | re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
 _FENCE = re.compile(r"```[ \t]*(?:json5?|JSON|javascript|js)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
@@ -87,6 +90,7 @@ def read_json(text: str) -> Read:
     body, thought = strip_thinking(text)
     notes = ("think_block",) if thought else ()
     decoder = json.JSONDecoder()
+    repairs = 0
     for candidate, how in _candidates(body):
         if not candidate or candidate[0] not in "[{":
             continue
@@ -94,6 +98,9 @@ def read_json(text: str) -> Read:
         try:
             value, end = decoder.raw_decode(candidate)
         except (json.JSONDecodeError, RecursionError):
+            repairs += 1
+            if repairs > MAX_REPAIRS:
+                continue
             read = _repaired(candidate[:MAX_REPAIR_CHARS])
             if read is not None and _looks_like_answer(read.value):
                 return Read(read.value, read.cut_items, read.open_lists, (*notes, *extra, "repaired"))
