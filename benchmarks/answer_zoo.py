@@ -682,7 +682,8 @@ def table(results: Sequence[Result]) -> str:
     ]
     for n, r in enumerate(results, 1):
         rows.append(
-            f"| {n} | {cell(r.style)} | {cell(r.source)} | {r.kept}/{len(PLANTED)} | {r.exact_line}/{len(PLANTED)} | "
+            f"| {n} | {cell(r.style)} | {cell(r.source)} | {r.kept}/{len(PLANTED)} | "
+            f"{r.exact_line}/{len(PLANTED)} | "
             f"{r.fabricated} | {r.units} | {r.review_calls} | {r.tokens:,} | {r.verdict} |"
         )
     planted = len(PLANTED) * len(results)

@@ -67,3 +67,13 @@ def test_what_was_normalised_is_counted_in_the_report(tmp_path: Path, repo: Path
     counted = report["answers"]["normalised"]
     assert counted["list_name"] == 1 and counted["priority_word"] == 10 and counted["field_name"] >= 10
     assert len(report["findings"]) == len(PLANTED), "each finding repeated once is kept once"
+
+
+def test_a_finding_without_trigger_or_fix_says_so_in_the_summary(tmp_path: Path, repo: Path) -> None:
+    (dropped,) = [s for s in STYLES if s.name == "issues wrapper, other field names"]
+    summary = tmp_path / "summary.md"
+    report = review(dropped, tmp_path, repo, "--summary", str(summary))
+    assert len(report["findings"]) == len(PLANTED)
+    text = summary.read_text(encoding="utf-8")
+    assert text.count("**Trigger:** _(not stated by the model)_") == len(PLANTED)
+    assert text.count("**Fix:** _(not stated by the model)_") == len(PLANTED)
