@@ -45,7 +45,7 @@ RUN set -eu; \
     python -m pip uninstall -y -q boto3 botocore s3transfer jmespath tokenizers hf-xet huggingface-hub; \
     site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"; \
     rm -rf "$site"/*/tests "$site"/*/test "$site/litellm/proxy/_experimental/out" "$site/litellm/proxy/swagger"; \
-    PYTHONDONTWRITEBYTECODE='' python -c "import github, jinja2, yaml, click, unidiff, litellm; \
+    PYTHONDONTWRITEBYTECODE='' python -c "import github, jinja2, yaml, click, unidiff, json_repair, litellm; \
 assert litellm.token_counter(model='openai/gpt-4o-mini', text='hi') > 0; \
 assert litellm.token_counter(model='anthropic/claude-3-5-haiku-latest', text='hi') > 0; \
 litellm.completion(model='openai/gpt-4o-mini', messages=[{'role': 'user', 'content': 'hi'}], mock_response='ok')"

@@ -7,13 +7,14 @@ anchored stays in the summary with `anchored: false` and its `anchor_reason`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reviewer import answer_json
+from reviewer import answer_shapes as shapes
 from reviewer.diff import DiffFile, LineIndex
 from reviewer.report import PRIORITIES, Exclusion, Finding, Signal, finding_id, priority_rank
 
@@ -21,7 +22,6 @@ SIGNAL_KINDS = ("MERGE", "DELETE", "INLINE", "MOVE")
 MAX_TEXT = 2_000
 MAX_QUOTE = 1_000
 MAX_ITEMS = 50
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n(.*?)```", re.DOTALL)
 _WS = re.compile(r"\s+")
 
 
@@ -117,7 +117,8 @@ VERDICTS_SCHEMA: Mapping[str, Any] = {
 
 @dataclass(frozen=True)
 class Dropped:
-    """One item of a model answer that was left out, and why (`malformed`, `not_in_pr`, `example`)."""
+    """One item of a model answer that was left out, and why (`malformed`, `not_in_pr`, `example`,
+    `truncated`: the answer ended inside it)."""
 
     where: str
     why: str
@@ -130,6 +131,32 @@ class ModelAnswer:
     exclusions: tuple[Exclusion, ...]
     signals: tuple[Signal, ...]
     dropped: tuple[Dropped, ...] = ()
+    normalised: tuple[str, ...] = ()
+    """What had to be normalised to read it, one `answer_shapes.NORMALISED_CODES` code per change."""
+    missing: bool = False
+    """The answer ended (cut at `max_tokens`, or a malformed tail) while its findings were still
+    being written: more may have been meant than it holds."""
+    continued: int = 0
+    """Continuation calls that asked for the rest of it."""
+
+    def joined(self, more: ModelAnswer) -> ModelAnswer:
+        """This answer followed by its continuation: every item of both (duplicates go later, with
+        the rest), the half-written item of this one no longer lost when the continuation is whole."""
+        kept = [d for d in self.dropped if d.why != "truncated"]
+        return ModelAnswer(
+            findings=self.findings + more.findings,
+            exclusions=self.exclusions + more.exclusions,
+            signals=self.signals + more.signals,
+            dropped=(*kept, *(dataclasses.replace(d, where=f"continuation {d.where}") for d in more.dropped)),
+            normalised=self.normalised + more.normalised,
+            missing=more.missing,
+            continued=self.continued + more.continued + 1,
+        )
+
+    @property
+    def cut_findings(self) -> int:
+        """Findings the answer began but did not finish (dropped as `truncated`)."""
+        return sum(1 for d in self.dropped if d.why == "truncated" and "findings[" in d.where)
 
 
 class NothingUsable(ValueError):
@@ -173,23 +200,9 @@ def _echoes_example(prose: Iterable[str], code: Iterable[str] = ()) -> bool:
 
 
 def json_object(text: str) -> Any:
-    """The JSON object in a model answer: bare, fenced, or followed by prose."""
-    candidates = [text.strip()]
-    candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
-    start = text.find("{")
-    if start >= 0:
-        candidates.append(text[start:])
-    decoder = json.JSONDecoder()
-    last_error: Exception | None = None
-    for candidate in candidates:
-        if not candidate.startswith("{"):
-            continue
-        try:
-            value, _ = decoder.raw_decode(candidate)
-            return value
-        except (json.JSONDecodeError, RecursionError) as exc:  # nesting deeper than the parser's stack
-            last_error = exc
-    raise ValueError(f"no JSON object found in the answer ({last_error or 'no opening brace'})")
+    """The JSON value in a model answer: bare, fenced, after thinking, followed by prose, or with a
+    malformed or cut tail (`reviewer.answer_json`)."""
+    return answer_json.read_json(text).value
 
 
 def _text(
@@ -205,9 +218,9 @@ def _text(
     return value[:cap]
 
 
-def _int(item: Mapping[str, Any], key: str, where: str) -> int | None:
+def _int(item: Mapping[str, Any], key: str, where: str, notes: list[str] | None = None) -> int | None:
     value = item.get(key)
-    if value is None:
+    if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(f"{where}: '{key}' must be an integer")
@@ -219,6 +232,8 @@ def _int(item: Mapping[str, Any], key: str, where: str) -> int | None:
         raise ValueError(f"{where}: '{key}' must be an integer, not {value!r}")
     if number < 0:
         raise ValueError(f"{where}: '{key}' must not be negative")
+    if isinstance(value, str) and notes is not None:
+        notes.append("string_number")
     return int(number) or None
 
 
@@ -237,21 +252,28 @@ def _number(item: Mapping[str, Any], key: str, where: str, default: float) -> fl
     return number
 
 
-def _finding(item: Any, where: str, clean: Callable[[str], str]) -> Finding:
-    if not isinstance(item, dict):
+Clean = Callable[[str], str]
+
+
+def _finding(raw: Any, where: str, clean: Clean, notes: list[str]) -> Finding:
+    """A finding from a model's item in any shape `answer_shapes` knows. It needs a path and a
+    statement of the defect (a title or an observation); a missing trigger, fix, quote, side or
+    confidence is left empty (the outputs say so) or given its default, never a reason to drop it."""
+    if not isinstance(raw, dict):
         raise ValueError(f"{where}: must be an object")
+    item = shapes.finding_fields(raw, notes)
     priority = str(item.get("priority", "")).upper().strip()
     if priority not in PRIORITIES:
-        raise ValueError(f"{where}: 'priority' must be one of P1, P2, P3")
-    side = str(item.get("side") or "RIGHT").upper()
+        raise ValueError(f"{where}: 'priority' must be one of P1, P2, P3 (or a severity word)")
+    side = str(item.get("side") or "RIGHT").upper().strip()
     if side not in ("RIGHT", "LEFT"):
         raise ValueError(f"{where}: 'side' must be RIGHT or LEFT")
-    path = _text(item, "path", where).strip().removeprefix("b/").removeprefix("./")
+    path = _text(item, "path", where).strip()
     title = clean(_text(item, "title", where, cap=200))
     quote = clean(_text(item, "quote", where, required=False, cap=MAX_QUOTE))
     confidence = _number(item, "confidence", where, 0.5)
-    line = _int(item, "line", where)
-    end_line = _int(item, "end_line", where)
+    line = _int(item, "line", where, notes)
+    end_line = _int(item, "end_line", where, notes)
     return Finding(
         id=finding_id(path, quote, title),
         priority=priority,
@@ -260,30 +282,33 @@ def _finding(item: Any, where: str, clean: Callable[[str], str]) -> Finding:
         line=line,
         end_line=end_line if end_line and line and end_line > line else None,
         side=side,  # type: ignore[arg-type]
-        trigger=clean(_text(item, "trigger", where)),
-        observation=clean(_text(item, "observation", where)),
-        suggestion=clean(_text(item, "suggestion", where)),
+        trigger=clean(_text(item, "trigger", where, required=False)),
+        observation=clean(_text(item, "observation", where, required=False)),
+        suggestion=clean(_text(item, "suggestion", where, required=False)),
         quote=quote,
         confidence=min(max(confidence, 0.0), 1.0),
         source="llm",
     )
 
 
-def _exclusion(item: Any, where: str, clean: Callable[[str], str]) -> Exclusion:
-    if not isinstance(item, dict):
+def _exclusion(raw: Any, where: str, clean: Clean, notes: list[str]) -> Exclusion:
+    if not isinstance(raw, dict):
         raise ValueError(f"{where}: must be an object")
+    item = shapes.fields(raw, shapes.LISTS[1], notes)
+    path = _text(item, "path", where, required=False)
     return Exclusion(
         claim=clean(_text(item, "claim", where)),
         reason=clean(_text(item, "reason", where)),
-        path=_text(item, "path", where, required=False) or None,
-        line=_int(item, "line", where),
+        path=shapes.clean_path(path, notes) if path else None,
+        line=_int(item, "line", where, notes),
     )
 
 
-def _signal(item: Any, where: str, clean: Callable[[str], str]) -> Signal:
-    if not isinstance(item, dict):
+def _signal(raw: Any, where: str, clean: Clean, notes: list[str]) -> Signal:
+    if not isinstance(raw, dict):
         raise ValueError(f"{where}: must be an object")
-    kind = str(item.get("kind", "")).upper()
+    item = shapes.fields(raw, shapes.LISTS[2], notes)
+    kind = str(item.get("kind", "")).upper().strip()
     if kind not in SIGNAL_KINDS:
         raise ValueError(f"{where}: 'kind' must be one of {', '.join(SIGNAL_KINDS)}")
     return Signal(
@@ -292,6 +317,23 @@ def _signal(item: Any, where: str, clean: Callable[[str], str]) -> Signal:
         into=clean(_text(item, "into", where, required=False)),
         reason=clean(_text(item, "reason", where)),
     )
+
+
+@dataclass(frozen=True)
+class _ListReader:
+    """How one list of the answer is read: its item builder (raises ValueError for a malformed
+    item) and the fields of a built item checked for echoes of the prompt's example (prose, code)."""
+
+    build: Callable[[Any, str, Clean, list[str]], Any]
+    echo_fields: Callable[[Any], tuple[tuple[str, ...], tuple[str, ...]]]
+
+
+READERS: Mapping[str, _ListReader] = {
+    "findings": _ListReader(_finding, lambda f: ((f.path, f.title, f.trigger, f.observation), (f.quote,))),
+    "exclusions": _ListReader(_exclusion, lambda e: ((e.claim, e.reason, e.path or ""), ())),
+    "signals": _ListReader(_signal, lambda s: ((s.target, s.reason, s.into), ())),
+}
+"""Every list of the answer, read in this order (a list's shape is `answer_shapes.LISTS`)."""
 
 
 def _items(data: Mapping[str, Any], key: str) -> list[Any]:
@@ -306,70 +348,66 @@ def _items(data: Mapping[str, Any], key: str) -> list[Any]:
 def parse_answer(
     text: str,
     *,
-    clean: Callable[[str], str] = lambda s: s,
+    clean: Clean = lambda s: s,
     pr_paths: Collection[str] | None = None,
 ) -> ModelAnswer:
-    """Validate one unit's answer against the findings schema, item by item.
+    """Read one unit's answer, item by item, in any shape `answer_shapes` knows.
 
+    The JSON is read tolerantly (`answer_json`): an item the answer ended inside of is dropped as
+    `truncated` (only complete items count), and `missing` says the findings may go on past the end.
     A malformed item, a finding on a path that is not a file of the PR (`pr_paths`), and an echo of
     the prompt's example are dropped and listed in `dropped`; the rest of the answer is kept. An
     answer whose every finding was dropped raises NothingUsable (a ValueError): it is unparsed,
-    never clean. A wrong overall shape raises ValueError saying what is wrong.
+    never clean; so does one cut before its first finding. A wrong overall shape raises ValueError
+    saying what is wrong.
     """
-    data = json_object(text)
-    if not isinstance(data, dict):
-        raise ValueError("the answer must be a JSON object")
-    if "findings" not in data:
+    read = answer_json.read_json(text)
+    notes: list[str] = list(read.notes)
+    data = shapes.unwrap(read.value, notes)
+    if not any(key in data for key in READERS):
         raise ValueError("the answer has no 'findings' list (use [] when there is nothing to report)")
-    raw_findings = _items(data, "findings")
     dropped: list[Dropped] = []
-    findings: list[Finding] = []
-    for i, item in enumerate(raw_findings):
-        where = f"findings[{i}]"
-        try:
-            finding = _finding(item, where, clean)
-        except ValueError as exc:
-            dropped.append(Dropped(where, "malformed", str(exc)))
-            continue
-        prose = (finding.path, finding.title, finding.trigger, finding.observation)
-        if _echoes_example(prose, (finding.quote,)):
-            dropped.append(Dropped(where, "example", f"{where}: repeats the example of the answer format"))
-        elif pr_paths is not None and finding.path not in pr_paths:
-            dropped.append(
-                Dropped(where, "not_in_pr", f"{where}: path {finding.path[:200]!r} is not a file of this PR")
-            )
-        else:
-            findings.append(finding)
+    kept: dict[str, list[Any]] = {}
+    lists: dict[str, list[Any]] = {}
+    for key, reader in READERS.items():
+        raw_items = lists[key] = _items(data, key)
+        out = kept[key] = []
+        for i, raw in enumerate(raw_items):
+            where = f"{key}[{i}]"
+            if id(raw) in read.cut_items:
+                dropped.append(Dropped(where, "truncated", f"{where}: the answer ended inside it"))
+                continue
+            try:
+                item = reader.build(raw, where, clean, notes)
+            except ValueError as exc:
+                dropped.append(Dropped(where, "malformed", str(exc)))
+                continue
+            prose, code = reader.echo_fields(item)
+            if _echoes_example(prose, code):
+                echo = f"{where}: repeats the example of the answer format"
+                dropped.append(Dropped(where, "example", echo))
+            elif key == "findings" and pr_paths is not None and item.path not in pr_paths:
+                dropped.append(
+                    Dropped(where, "not_in_pr", f"{where}: path {item.path[:200]!r} is not a file of this PR")
+                )
+            else:
+                out.append(item)
+    raw_findings, findings = lists["findings"], kept["findings"]
+    missing = id(data.get("findings")) in read.open_lists or any(
+        d.why == "truncated" and d.where.startswith("findings[") for d in dropped
+    )
     if raw_findings and not findings:
-        reasons = "; ".join(d.detail for d in dropped[:3])
+        reasons = "; ".join([d.detail for d in dropped if d.where.startswith("findings[")][:3])
         raise NothingUsable(f"no usable finding in the answer ({reasons})", tuple(dropped))
-    exclusions: list[Exclusion] = []
-    for i, item in enumerate(_items(data, "exclusions")):
-        try:
-            exclusion = _exclusion(item, f"exclusions[{i}]", clean)
-        except ValueError as exc:
-            dropped.append(Dropped(f"exclusions[{i}]", "malformed", str(exc)))
-            continue
-        if _echoes_example((exclusion.claim, exclusion.reason, exclusion.path or "")):
-            dropped.append(Dropped(f"exclusions[{i}]", "example", "repeats the example of the answer format"))
-        else:
-            exclusions.append(exclusion)
-    signals: list[Signal] = []
-    for i, item in enumerate(_items(data, "signals")):
-        try:
-            signal = _signal(item, f"signals[{i}]", clean)
-        except ValueError as exc:
-            dropped.append(Dropped(f"signals[{i}]", "malformed", str(exc)))
-            continue
-        if _echoes_example((signal.target, signal.reason, signal.into)):
-            dropped.append(Dropped(f"signals[{i}]", "example", "repeats the example of the answer format"))
-        else:
-            signals.append(signal)
+    if missing and not findings:
+        raise NothingUsable("the answer ended before its first finding was complete", tuple(dropped))
     return ModelAnswer(
         findings=tuple(findings),
-        exclusions=tuple(exclusions),
-        signals=tuple(signals),
+        exclusions=tuple(kept["exclusions"]),
+        signals=tuple(kept["signals"]),
         dropped=tuple(dropped),
+        normalised=tuple(notes),
+        missing=missing,
     )
 
 
@@ -377,7 +415,7 @@ def group_dropped(dropped: Iterable[Dropped]) -> dict[str, list[Dropped]]:
     """Dropped items by reason, findings only (a dropped exclusion or signal is not a finding lost)."""
     out: dict[str, list[Dropped]] = {}
     for item in dropped:
-        if item.where.startswith("findings["):
+        if "findings[" in item.where:
             out.setdefault(item.why, []).append(item)
     return out
 
@@ -407,14 +445,40 @@ def anchor(
             return _with_range(finding, finding.line, index, "as_stated")
         return dataclasses.replace(finding, anchored=False, anchor_reason="line_not_commentable")
     text_at = line_texts(files[finding.path], finding.side)
-    matches = [
-        n for n in lines if first in _norm(text_at.get(n, "")) or first in _norm(redact(text_at.get(n, "")))
-    ]
+    matches: list[int] = []
+    for quoted in dict.fromkeys((first, bare_quote(first))):
+        if quoted:
+            matches = [
+                n
+                for n in lines
+                if quoted in _norm(text_at.get(n, "")) or quoted in _norm(redact(text_at.get(n, "")))
+            ]
+        if matches:
+            break
     if not matches:
         return dataclasses.replace(finding, anchored=False, anchor_reason="quote_not_found")
     stated = finding.line or 0
-    best = min(matches, key=lambda n: (abs(n - stated), n))
+    hunk = _hunk_of(files[finding.path], stated, finding.side)
+    near = [n for n in matches if hunk is not None and hunk[0] <= n <= hunk[1]]
+    best = min(near or matches, key=lambda n: (abs(n - stated), n))
     return _with_range(finding, best, index, "as_stated" if best == finding.line else "moved_by_quote")
+
+
+_QUOTE_PREFIX = re.compile(r"^(?:\d{1,6}(?:\s*[:|]\s*|\s+(?=[+-])))?(?:[+-]\s?)?")
+
+
+def bare_quote(quote: str) -> str:
+    """A quote as copied from a numbered diff (`+code`, `12: +code`, `12 | code`): the code alone."""
+    return _norm(_QUOTE_PREFIX.sub("", quote, count=1))
+
+
+def _hunk_of(file: DiffFile, line: int, side: str) -> tuple[int, int] | None:
+    """The first and last line (on `side`) of the hunk of `file` that holds `line`, if one does."""
+    for hunk in file.hunks:
+        numbers = [n for ln in hunk.lines if (n := ln.old if side == "LEFT" else ln.new) is not None]
+        if numbers and min(numbers) <= line <= max(numbers):
+            return min(numbers), max(numbers)
+    return None
 
 
 def line_texts(file: DiffFile, side: str) -> dict[int, str]:

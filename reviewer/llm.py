@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reviewer.budget import EXACT_MARGIN_PERCENT, UNCERTAIN_MARGIN_PERCENT, Budget
 from reviewer.config import Config
@@ -147,6 +147,20 @@ class Completion:
     finish_reason: str | None
     max_tokens: int = 0
     input_estimate: int = 0
+
+
+@dataclass(frozen=True)
+class Continuation(Generic[T]):
+    """How to ask for the rest of an answer that parsed but ended early (cut at `max_tokens`, or a
+    malformed tail in the middle of its findings): `missing` says whether it did, `prompt` writes
+    the request for what is missing (from the answer's text and what parsed), `join` adds the
+    continuation's items to the first answer's. `affordable` says whether the budget has room for
+    one more call beyond the work still planned; the ledger refuses a call past its limits anyway."""
+
+    missing: Callable[[T], bool]
+    prompt: Callable[[str, T], str]
+    join: Callable[[T, T], T]
+    affordable: Callable[[int], bool] = lambda max_tokens: True
 
 
 class _RequestCounter:
@@ -341,10 +355,14 @@ class ModelClient:
         response_schema: Mapping[str, Any] | None = None,
         repair_prompt: Callable[[str, str], str] | None = None,
         max_tokens: int | None = None,
+        continuation: Continuation[T] | None = None,
     ) -> tuple[T, list[Completion]]:
         """Ask the chain for an answer `parse` accepts (it raises ValueError otherwise), repairing an
-        unparsable answer once with the same model. `response_schema` is sent as `response_format`
-        only to models litellm says support it; `parse` must validate regardless.
+        unparsable answer once with the same model. An answer that parsed but ended early keeps
+        what it holds; with a `continuation`, one more call asks for only what is missing, when the
+        budget allows it (else, or when that call fails, the first answer is returned as it is).
+        `response_schema` is sent as `response_format` only to models litellm says support it;
+        `parse` must validate regardless.
 
         `max_tokens` is the answer reservation the plan sized for this call (the per-call cap when
         None). Raises BudgetExhausted unchanged, ContextExceeded when the server found the request
@@ -362,7 +380,7 @@ class ModelClient:
                 continue
             completions.append(first)
             try:
-                return parse(first.text), completions
+                value = parse(first.text)
             except ValueError as error:
                 if first.finish_reason == "length":
                     return self._retry_cut(
@@ -379,6 +397,19 @@ class ModelClient:
                     repair_prompt,
                     max_tokens=max_tokens,
                 )
+            if continuation is not None and continuation.missing(value):
+                value = self._continue(
+                    model,
+                    messages,
+                    first,
+                    value,
+                    parse,
+                    continuation,
+                    response_schema,
+                    completions,
+                    max_tokens=max_tokens,
+                )
+            return value, completions
         last = failures[-1].cause
         message = f"model call failed for {', '.join(self.models)}; last error: {_short(last)}"
         if all(failed.config for failed in failures):
@@ -417,6 +448,43 @@ class ModelClient:
             raise AnswerUnparsed(
                 second.text, f"answer from {model} did not parse, even after one repair: {_short(again)}"
             ) from again
+
+    def _continue(
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        first: Completion,
+        value: T,
+        parse: Callable[[str], T],
+        continuation: Continuation[T],
+        response_schema: Mapping[str, Any] | None,
+        completions: list[Completion],
+        *,
+        max_tokens: int | None,
+    ) -> T:
+        """One call for the rest of an answer that ended early: the conversation, the answer as the
+        assistant's turn, then the request for what it had not written yet. What the first answer
+        holds is kept whatever happens to this call."""
+        room = self._max_tokens(model, max_tokens)
+        if room < min(MIN_USEFUL_MAX_TOKENS, self.config.max_output_tokens_per_call) or not (
+            continuation.affordable(room)
+        ):
+            return value
+        prompt = continuation.prompt(first.text, value)
+        try:
+            second = self._follow_up(
+                model, messages, first, "", "repair", response_schema, lambda _a, _b: prompt, max_tokens
+            )
+        except (BudgetExhausted, ContextExceeded):
+            return value
+        if isinstance(second, Exception):
+            return value
+        completions.append(second)
+        try:
+            more = parse(second.text)
+        except ValueError:
+            return value
+        return continuation.join(value, more)
 
     def _retry_cut(
         self,

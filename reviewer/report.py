@@ -265,6 +265,20 @@ class Incremental:
 
 
 @dataclass(frozen=True)
+class AnswerStats:
+    """How the model's answers were read: `normalised` counts what had to be mapped onto the answer
+    format, by kind (`answer_shapes.NORMALISED_CODES`), so a prompt that drifts shows; `truncated`
+    answers ended before their findings did and stayed so (each also a `truncated` gap);
+    `continued` calls asked for the rest of such an answer; `findings_cut` were begun, not finished."""
+
+    answers: int = 0
+    normalised: Mapping[str, int] = field(default_factory=dict)
+    truncated: int = 0
+    continued: int = 0
+    findings_cut: int = 0
+
+
+@dataclass(frozen=True)
 class Report:
     snapshot: Snapshot
     model: ModelInfo
@@ -282,6 +296,7 @@ class Report:
     mode: str = "direct"
     plan: PlanSummary | None = None
     incremental: Incremental | None = None
+    answers: AnswerStats | None = None
 
     def to_dict(self) -> dict[str, Any]:
         body = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}

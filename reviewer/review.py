@@ -21,8 +21,10 @@ from reviewer.budget import Budget, held_cost_usd
 from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
 from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
+from reviewer.llm import Continuation
 from reviewer.plan import LEGEND, REQUEST_SLACK_TOKENS, Allowance, Plan, TextFree, Unit, coverage, make_plan
 from reviewer.report import (
+    AnswerStats,
     Coverage,
     Exclusion,
     Finding,
@@ -244,6 +246,7 @@ def analyse(
         explained=frozenset(g.path for g in unusable if g.path),
     )
     gaps += _failure_gaps(outcomes, renderer, warnings)
+    gaps += _truncated_gaps(outcomes, plan, renderer)
 
     for why, items in fnd.group_dropped(d for o in outcomes for d in o.dropped).items():
         details = "; ".join(_short(d.detail, 160) for d in items[:3])
@@ -313,6 +316,7 @@ def analyse(
         verdict=gate.verdict(findings=anchored, coverage=cov, gaps=gaps, head_moved=False),
         warnings=tuple(warnings.items),
         incremental=increment_info,
+        answers=_answer_stats(outcomes) if client is not None else None,
     )
     carry, carry_complete = incremental.to_carry(report.findings, files, head=head)
     expected = len(outcomes) - sum(1 for o in outcomes if o.status in ("budget", "context_window"))
@@ -665,6 +669,17 @@ def _review_units(
         nonce = unit.nonce or unit_nonce()
         messages = planner.messages(unit.text, nonce, unit.context_text)
         dropped: list[fnd.Dropped] = []
+        continuation = Continuation[fnd.ModelAnswer](
+            missing=lambda answer: answer.missing,
+            prompt=lambda _text, answer: renderer.prompt(
+                "continue",
+                kept=[f"{f.path}:{f.line or '?'} {f.title}" for f in answer.findings],
+                cut=answer.cut_findings > 0,
+                nonce=nonce,
+            ),
+            join=lambda first, more: first.joined(more),
+            affordable=lambda max_tokens: spare(unit, max_tokens),
+        )
 
         def parse(text: str) -> fnd.ModelAnswer:
             dropped.clear()
@@ -686,6 +701,7 @@ def _review_units(
                     "repair", answer=bad, error=error, nonce=nonce
                 ),
                 max_tokens=unit.answer_tokens or None,
+                continuation=continuation,
             )
         except ContextExceeded as exc:
             too_long.set()
@@ -704,7 +720,23 @@ def _review_units(
             unit.id,
             "ok",
             answer=_confined(answer, {part.path for part in unit.parts}),
-            dropped=tuple(dropped),
+            dropped=answer.dropped,
+        )
+
+    def spare(unit: Unit, max_tokens: int) -> bool:
+        """Room for one more call for this unit beyond what the units still running or waiting
+        were planned to spend (their calls, answers and prompts), so a continuation never takes
+        what a planned unit needs."""
+        with lock:
+            others = len(units) - finished[0] - 1
+        limits, spent = client.budget.limits, client.budget.spent()
+        waiting = [u for u in units if u.id != unit.id][: max(others, 0)]
+        return (
+            spent.calls + others + 1 <= limits.calls
+            and spent.output_tokens + sum(u.answer_tokens for u in waiting) + max_tokens
+            <= limits.output_tokens
+            and spent.input_tokens + sum(u.input_tokens for u in waiting) + unit.input_tokens + max_tokens
+            <= limits.input_tokens
         )
 
     if not units:
@@ -752,6 +784,41 @@ def _failure_gaps(outcomes: Sequence[UnitOutcome], renderer: Renderer, warn: War
         gaps.append(Gap(what=text, why=why))
         warn(text)
     return gaps
+
+
+def _truncated_gaps(outcomes: Sequence[UnitOutcome], plan: Plan, renderer: Renderer) -> list[Gap]:
+    """One gap per unit whose answer ended before its findings did and was not completed: what it
+    held is kept, and the gap says how much and that more may have been meant."""
+    paths = {u.id: ", ".join(dict.fromkeys(p.path for p in u.parts)) for u in plan.units}
+    return [
+        Gap(
+            what=renderer.gap_text(
+                "truncated",
+                paths=paths.get(o.unit_id, "?"),
+                kept=len(o.answer.findings),
+                cut=o.answer.cut_findings,
+            ),
+            why="truncated",
+        )
+        for o in outcomes
+        if o.status == "ok" and o.answer is not None and o.answer.missing
+    ]
+
+
+def _answer_stats(outcomes: Sequence[UnitOutcome]) -> AnswerStats:
+    """What reading the answers took, over every answered unit (`answers` in report.json)."""
+    answers = [o.answer for o in outcomes if o.answer is not None]
+    normalised: dict[str, int] = {}
+    for answer in answers:
+        for code in answer.normalised:
+            normalised[code] = normalised.get(code, 0) + 1
+    return AnswerStats(
+        answers=len(answers),
+        normalised=dict(sorted(normalised.items())),
+        truncated=sum(1 for a in answers if a.missing),
+        continued=sum(a.continued for a in answers),
+        findings_cut=sum(a.cut_findings for a in answers),
+    )
 
 
 def _coverage_reason(status: str) -> str:

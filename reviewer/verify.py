@@ -114,7 +114,8 @@ def _refutation(
     diff_texts = fnd.line_texts(file, finding.side)
     whole = (read_base if finding.side == "LEFT" else read_head)(finding.path)
     haystack = list(diff_texts.values()) + (whole.splitlines() if whole is not None else [])
-    found = any(quote in _norm(line) or quote in _norm(redact(line)) for line in haystack)
+    quotes = {quote, fnd.bare_quote(quote)} - {""}  # as written, or without a copied `+` and line number
+    found = any(q in _norm(line) or q in _norm(redact(line)) for line in haystack for q in quotes)
     if not found and whole is not None:  # an unreadable file proves nothing
         where = "verify.quote_not_at_base" if finding.side == "LEFT" else "verify.quote_not_at_head"
         return say(where, quote=quote[:120], path=finding.path)

@@ -61,7 +61,7 @@ def test_plain_fenced_and_trailing_prose_answers_parse() -> None:
         ("not json at all", "no JSON object"),
         ('{"findings": {"a": 1}}', "'findings' must be a list"),
         (json.dumps(_answer(priority="P7")), "priority"),
-        (json.dumps(_answer(title=None)), "missing 'title'"),
+        (json.dumps(_answer(title=None, observation="")), "missing 'title'"),
         (json.dumps(_answer(line="twelve")), "'line' must be an integer"),
     ],
 )
@@ -70,9 +70,12 @@ def test_invalid_answers_say_what_is_wrong(text: str, message: str) -> None:
         parse_answer(text)
 
 
-def test_truncated_json_is_invalid() -> None:
-    with pytest.raises(ValueError):
-        parse_answer(json.dumps(_answer())[:-20])
+def test_an_answer_cut_inside_its_only_finding_is_unusable_and_one_cut_after_it_is_kept() -> None:
+    body = json.dumps(_answer())
+    with pytest.raises(NothingUsable, match="ended inside it"):
+        parse_answer(body[: body.index('"confidence"')])
+    after = parse_answer(body[: body.index('"exclusions"') + 5])
+    assert [f.title for f in after.findings] == ["Debug flag grants admin"] and not after.missing
 
 
 def test_anchor_as_stated() -> None:
@@ -159,9 +162,9 @@ def _many(*findings: dict[str, object]) -> str:
         ({"line": float("nan")}, "'line' must be an integer"),
         ({"line": 12.5}, "'line' must be an integer"),
         ({"end_line": [1]}, "'end_line' must be an integer"),
-        ({"title": 7}, "'title' must be a string"),
-        ({"confidence": "high"}, "'confidence' must be a number"),
-        ({"priority": "urgent"}, "'priority'"),
+        ({"title": 7, "observation": ""}, "'title' must be a string"),
+        ({"confidence": "quite"}, "'confidence' must be a number"),
+        ({"priority": "whenever"}, "'priority'"),
     ],
 )
 def test_one_malformed_finding_is_dropped_not_the_answer(bad: dict[str, object], message: str) -> None:

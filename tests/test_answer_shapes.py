@@ -1,0 +1,143 @@
+"""Reading real answers: shapes mapped by the one table, cut answers keep only their complete items."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reviewer.answer_json import read_json
+from reviewer.answer_shapes import NORMALISED_CODES
+from reviewer.findings import NothingUsable, parse_answer
+from reviewer.schema import load_report_schema
+
+
+def _finding(n: int, **extra: object) -> dict[str, object]:
+    return {
+        "path": "app/db.py",
+        "line": n,
+        "priority": "P2",
+        "title": f"Defect number {n}",
+        "trigger": "t",
+        "observation": f"goes wrong at {n}",
+        "suggestion": "fix it",
+        "quote": f"code_{n}()",
+        "confidence": 0.8,
+        **extra,
+    }
+
+
+def _answer(*findings: dict[str, object]) -> str:
+    return json.dumps({"findings": list(findings), "exclusions": [], "signals": []})
+
+
+@pytest.mark.parametrize(
+    ("word", "priority"),
+    [
+        ("high", "P1"),
+        ("Critical", "P1"),
+        ("BLOCKER", "P1"),
+        ("medium", "P2"),
+        ("Moderate", "P2"),
+        ("major", "P2"),
+        ("low", "P3"),
+        ("nit", "P3"),
+        ("INFO", "P3"),
+        ("minor", "P3"),
+        (1, "P1"),
+    ],
+)
+def test_severity_words_are_priorities_in_any_case(word: object, priority: str) -> None:
+    answer = parse_answer(_answer(_finding(3, priority=word)))
+    assert answer.findings[0].priority == priority
+    assert "priority_word" in answer.normalised
+
+
+def test_another_shape_with_synonyms_is_read_and_what_was_normalised_is_counted() -> None:
+    text = json.dumps(
+        {
+            "issues": [
+                {"file": "./app/db.py", "lineNumber": "7", "severity": "high", "message": "SQL injection."}
+            ]
+        }
+    )
+    answer = parse_answer(text, pr_paths={"app/db.py"})
+    (finding,) = answer.findings
+    assert (finding.path, finding.line, finding.priority) == ("app/db.py", 7, "P1")
+    assert finding.title == "SQL injection." and finding.observation == "SQL injection."
+    assert (finding.trigger, finding.suggestion, finding.quote) == ("", "", "")
+    assert {
+        "list_name",
+        "field_name",
+        "path_prefix",
+        "string_number",
+        "priority_word",
+        "filled_empty",
+    } <= set(answer.normalised)
+    assert set(answer.normalised) <= set(NORMALISED_CODES)
+
+
+def test_the_report_schema_names_every_normalisation_code() -> None:
+    schema = load_report_schema()["$defs"]["answers"]["properties"]["normalised"]
+    assert schema["propertyNames"]["enum"] == list(NORMALISED_CODES)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps([_finding(2)]),
+        json.dumps({"review": {"findings": [_finding(2)]}}),
+        json.dumps({"comments": [_finding(2)]}),
+        json.dumps(_finding(2)),
+        "<think>\nthe {diff} first\n</think>\n" + _answer(_finding(2)),
+        "checked it.\n</think>\n" + _answer(_finding(2)),
+        _answer(_finding(2)).replace("], ", ",], ", 1),
+        "{'findings': [" + json.dumps(_finding(2)) + "], // done\n 'exclusions': []}",
+    ],
+    ids=["bare list", "wrapper", "comments", "lone finding", "think", "lone </think>", "comma", "js-style"],
+)
+def test_wrappers_thinking_and_slips_keep_the_finding(text: str) -> None:
+    (finding,) = parse_answer(text).findings
+    assert (finding.path, finding.line, finding.title) == ("app/db.py", 2, "Defect number 2")
+
+
+def test_a_cut_answer_keeps_its_complete_findings_and_drops_the_half_written_one() -> None:
+    full = _answer(_finding(1), _finding(2), _finding(3), _finding(4))
+    cut = full[: full.index('"path"', full.index("Defect number 3")) + 60]  # inside the 4th finding
+    answer = parse_answer(cut)
+    assert [f.line for f in answer.findings] == [1, 2, 3]
+    assert answer.missing and answer.cut_findings == 1
+    assert [(d.where, d.why) for d in answer.dropped] == [("findings[3]", "truncated")]
+
+
+def test_a_half_written_finding_that_the_repair_would_complete_is_still_dropped() -> None:
+    full = _answer(_finding(1), _finding(2))
+    cut = full[: full.rindex('"confidence"') + len('"confidence": 0.8')]  # every field there, no `}`
+    answer = parse_answer(cut)
+    assert [f.line for f in answer.findings] == [1] and answer.cut_findings == 1
+
+
+def test_a_cut_between_findings_loses_nothing_but_may_have_more() -> None:
+    full = _answer(_finding(1), _finding(2))
+    cut = full[: full.index("}, {") + 3]
+    answer = parse_answer(cut)
+    assert [f.line for f in answer.findings] == [1] and answer.missing and answer.cut_findings == 0
+
+
+def test_a_cut_in_the_exclusions_leaves_the_findings_complete() -> None:
+    text = json.dumps({"findings": [_finding(1)], "exclusions": [{"claim": "a", "reason": "b"}]})
+    answer = parse_answer(text[:-12])
+    assert [f.line for f in answer.findings] == [1] and not answer.missing
+
+
+def test_an_answer_cut_inside_its_first_finding_is_not_a_clean_answer() -> None:
+    full = _answer(_finding(1))
+    with pytest.raises(NothingUsable):
+        parse_answer(full[:40])
+    with pytest.raises(ValueError):
+        parse_answer('{"findings": [')
+
+
+def test_nesting_past_the_stack_is_no_json_not_a_crash() -> None:
+    with pytest.raises(ValueError, match="no JSON"):
+        read_json('{"findings": ' + "[" * 5_000)
