@@ -354,7 +354,7 @@ def test_known_model_gets_the_json_schema_and_a_real_cost(
     assert proc.returncode == 0, proc.stderr
     fmt = model.requests[0]["response_format"]
     assert fmt["type"] == "json_schema"
-    assert fmt["json_schema"]["schema"]["required"] == ["findings", "exclusions", "signals"]
+    assert fmt["json_schema"]["schema"]["required"] == ["findings", "exclusions", "signals", "unverified"]
     report = json.loads(report_path.read_text())
     assert report["budget"]["used"]["cost_usd"] == pytest.approx(0.15 + 0.06), (
         "gpt-4o-mini: $0.15/M in, $0.60/M out"
