@@ -35,8 +35,8 @@ LEGEND = (
 
 CONTEXT_MAX_LINES = 40
 DEFAULT_ANSWER_TOKENS = 2_222
-"""`answer_size.answer_reservation` for 6 findings in English counted with tiktoken (cl100k_base, as
-litellm counts gpt-4 and models it does not know); the review passes the count for its own model,
+"""`answer_size.answer_reservation` for 6 findings in English, counted with tiktoken's o200k (as
+litellm counts gpt-4o-mini; cl100k gives 2,219); the review passes the count for its own model,
 language and `max-findings`."""
 _DEF_MAX_LINE = 300
 
