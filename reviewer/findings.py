@@ -16,7 +16,7 @@ from typing import Any
 from reviewer import answer_json
 from reviewer import answer_shapes as shapes
 from reviewer.diff import DiffFile, LineIndex
-from reviewer.report import PRIORITIES, Exclusion, Finding, Signal, finding_id, priority_rank
+from reviewer.report import PRIORITIES, Exclusion, Finding, Signal, Unverified, finding_id, priority_rank
 
 SIGNAL_KINDS = ("MERGE", "DELETE", "INLINE", "MOVE")
 MAX_TEXT = 2_000
@@ -30,7 +30,7 @@ _TEXT = {"type": "string"}
 ANSWER_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["findings", "exclusions", "signals"],
+    "required": ["findings", "exclusions", "signals", "unverified"],
     "properties": {
         "findings": {
             "type": "array",
@@ -93,6 +93,15 @@ ANSWER_SCHEMA: Mapping[str, Any] = {
                 },
             },
         },
+        "unverified": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["what", "how"],
+                "properties": {"what": _TEXT, "how": _TEXT},
+            },
+        },
     },
 }
 """The findings schema (DESIGN section 4) as JSON Schema, for providers that enforce `response_format`."""
@@ -131,6 +140,7 @@ class ModelAnswer:
     exclusions: tuple[Exclusion, ...]
     signals: tuple[Signal, ...]
     dropped: tuple[Dropped, ...] = ()
+    unverified: tuple[Unverified, ...] = ()
     normalised: tuple[str, ...] = ()
     """What had to be normalised to read it, one `answer_shapes.NORMALISED_CODES` code per change."""
     missing: bool = False
@@ -148,6 +158,7 @@ class ModelAnswer:
             exclusions=self.exclusions + more.exclusions,
             signals=self.signals + more.signals,
             dropped=(*kept, *(dataclasses.replace(d, where=f"continuation {d.where}") for d in more.dropped)),
+            unverified=self.unverified + more.unverified,
             normalised=self.normalised + more.normalised,
             missing=more.missing,
             continued=self.continued + more.continued + 1,
@@ -180,6 +191,8 @@ EXAMPLE_VALUES = frozenset(
         "<path:line or symbol>",
         "<where it should go>",
         "<why>",
+        "<what the code shown cannot confirm>",
+        "<the test to run, the caller to read or the path to exercise that would confirm it>",
         # the example of earlier versions, which small models were seen to echo (issue 12)
         "a/b.py",
         "exact code text from the diff",
@@ -401,14 +414,65 @@ def parse_answer(
         raise NothingUsable(f"no usable finding in the answer ({reasons})", tuple(dropped))
     if missing and not findings:
         raise NothingUsable("the answer ended before its first finding was complete", tuple(dropped))
+    unverified, unverified_dropped = parse_unverified(data.get("unverified"), clean)
     return ModelAnswer(
         findings=tuple(findings),
         exclusions=tuple(kept["exclusions"]),
         signals=tuple(kept["signals"]),
-        dropped=tuple(dropped),
+        dropped=(*dropped, *unverified_dropped),
+        unverified=unverified,
         normalised=tuple(notes),
         missing=missing,
     )
+
+
+MAX_UNVERIFIED = 5
+"""Verification gaps kept from one answer (the prompt asks for at most this many)."""
+UNVERIFIED_CHARS = 300
+"""Each verification gap's `what` and `how` are cut to this many characters (the prompt asks for short)."""
+
+
+def parse_unverified(
+    value: Any, clean: Callable[[str], str] = lambda s: s
+) -> tuple[tuple[Unverified, ...], tuple[Dropped, ...]]:
+    """The answer's verification gaps (`unverified`): at most MAX_UNVERIFIED, each `what` (required)
+    and `how` as one short line; a bare string is a `what`. A malformed item or an echo of the
+    prompt's example is dropped and listed; a missing or wrong-typed list is nothing to keep."""
+    if not isinstance(value, list):
+        return (), ()
+    kept: list[Unverified] = []
+    dropped: list[Dropped] = []
+    for i, item in enumerate(value[:MAX_ITEMS]):
+        where = f"unverified[{i}]"
+        raw = {"what": item} if isinstance(item, str) else item
+        what = raw.get("what") if isinstance(raw, dict) else None
+        how = raw.get("how") if isinstance(raw, dict) else None
+        if not isinstance(what, str) or not what.strip() or not isinstance(how, (str, type(None))):
+            dropped.append(Dropped(where, "malformed", f"{where}: needs a 'what' text and a 'how' text"))
+            continue
+        if _echoes_example((what, how or "")):
+            dropped.append(Dropped(where, "example", "repeats the example of the answer format"))
+            continue
+        if len(kept) < MAX_UNVERIFIED:
+            kept.append(Unverified(what=_one_line(clean(what)), how=_one_line(clean(how or ""))))
+    return tuple(kept), tuple(dropped)
+
+
+def _one_line(text: str) -> str:
+    text = _WS.sub(" ", text).strip()
+    return text if len(text) <= UNVERIFIED_CHARS else text[: UNVERIFIED_CHARS - 1] + "…"
+
+
+def dedupe_unverified(items: Iterable[Unverified], limit: int) -> tuple[Unverified, ...]:
+    """Each verification gap once (same `what`, case and spacing aside), the first `limit` of them."""
+    seen: set[str] = set()
+    out: list[Unverified] = []
+    for item in items:
+        key = _norm(item.what).lower()
+        if key not in seen and len(out) < limit:
+            seen.add(key)
+            out.append(item)
+    return tuple(out)
 
 
 def group_dropped(dropped: Iterable[Dropped]) -> dict[str, list[Dropped]]:

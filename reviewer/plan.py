@@ -34,6 +34,10 @@ LEGEND = (
 """How `UnitPart.text` is laid out; prompt templates can quote it to the model."""
 
 CONTEXT_MAX_LINES = 40
+DEFAULT_ANSWER_TOKENS = 2_222
+"""`answer_size.answer_reservation` for 6 findings in English, counted with tiktoken's o200k (as
+litellm counts gpt-4o-mini; cl100k gives 2,219); the review passes the count for its own model,
+language and `max-findings`."""
 _DEF_MAX_LINE = 300
 
 
@@ -205,6 +209,9 @@ class Allowance:
     window: int | None = None
     margin_percent: int = 100
     max_answer_tokens: int = 4096
+    answer_tokens: int = DEFAULT_ANSWER_TOKENS
+    """What one whole answer needs (`answer_size.answer_reservation`): every call reserves it, within
+    `max_answer_tokens`, a share of the window and the output and cost budgets."""
 
 
 @dataclass(frozen=True)
@@ -430,8 +437,8 @@ def enclosing_context(hunk: Hunk, head_lines: Sequence[str]) -> tuple[tuple[int,
 SLICE_OVERLAP_LINES = 3
 """Lines a slice repeats from the one before it, so a defect across the cut is seen whole."""
 
-ANSWER_BASE_TOKENS = 600
-ANSWER_WINDOW_SHARE = 4
+ANSWER_WINDOW_SHARE = 3
+"""An answer reserves at most this share (1/3) of the window: the rest carries the prompt and diff."""
 SEPARATOR_TOKENS = 2
 """Slack per part for the blank line that joins parts (a join can merge tokens, never add many)."""
 
@@ -444,14 +451,21 @@ MIN_SLICE_TOKENS = 24
 """Below this much room no slice (file header, hunk header and one line) can fit: stop filling."""
 
 
-def answer_tokens(diff_tokens: int, allowance: Allowance) -> int:
-    """The `max_tokens` a unit reserves: what a findings answer for that much code needs (a base
-    for the JSON frame plus a third of the code), never more than the per-call cap or a quarter
-    of the window."""
-    cap = allowance.max_answer_tokens
-    if allowance.window:
-        cap = min(cap, allowance.window // ANSWER_WINDOW_SHARE)
-    return max(1, min(ANSWER_BASE_TOKENS + diff_tokens // 3, cap))
+def answer_tokens(allowance: Allowance) -> int:
+    """The `max_tokens` every unit reserves, whatever its size: one whole answer
+    (`allowance.answer_tokens`: `max-findings` findings with the exclusions, signals and verification
+    gaps), never more than the per-call cap, a third of the window, the output tokens left, or what
+    the money left buys in output. A budget that cannot pay a whole answer per unit gets fewer units
+    (the packer opens a unit only when its whole reservation fits), never starved answers."""
+    a = allowance
+    caps = [a.answer_tokens, a.max_answer_tokens]
+    if a.window:
+        caps.append(a.window // ANSWER_WINDOW_SHARE)
+    if a.output_tokens is not None:
+        caps.append(a.output_tokens)
+    if a.cost_usd is not None and a.price is not None and a.price[1] > 0 and math.isfinite(a.cost_usd):
+        caps.append(int(min(a.cost_usd / a.price[1], 1e12)))
+    return max(1, min(caps))
 
 
 def _held(tokens: int, margin_percent: int) -> int:
@@ -593,7 +607,7 @@ class _Packer:
     def cost(self, overhead: int, tokens: int) -> _Cost:
         a = self.allowance
         held_in = _held(overhead + tokens, a.margin_percent)
-        answer = answer_tokens(tokens, a)
+        answer = answer_tokens(a)
         return _Cost(held_in, answer, _held_cost(a, overhead + tokens, answer))
 
     def fits_call(self, overhead: int, tokens: int) -> bool:
@@ -1132,7 +1146,7 @@ def _finish(
             else:
                 counted = u.overhead + tokens
             held_in = _held(counted, a.margin_percent)
-            answer = answer_tokens(tokens, a)
+            answer = answer_tokens(a)
             fits_window = a.window is None or held_in + answer <= a.window
             fits_budget = a.input_tokens is None or held_total + held_in <= a.input_tokens
             cost = _held_cost(a, counted, answer)

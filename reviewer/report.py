@@ -111,6 +111,15 @@ class Signal:
 
 
 @dataclass(frozen=True)
+class Unverified:
+    """What the model could not verify from the code it was shown (`what`), and the concrete way to
+    verify it (`how`: the test to run, the caller to read, the path to exercise). Model prose."""
+
+    what: str
+    how: str
+
+
+@dataclass(frozen=True)
 class Gap:
     """Something not verified. `why` is a machine code; `what` is localized prose."""
 
@@ -297,6 +306,8 @@ class Report:
     plan: PlanSummary | None = None
     incremental: Incremental | None = None
     answers: AnswerStats | None = None
+    unverified: tuple[Unverified, ...] = ()
+    """The model's verification gaps (the method's fourth list), at most MAX_UNVERIFIED_REPORTED."""
 
     def to_dict(self) -> dict[str, Any]:
         body = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from reviewer import context as ctx
 from reviewer import findings as fnd
 from reviewer import gate, incremental, progress, rules, verify
+from reviewer.answer_size import answer_reservation
 from reviewer.budget import Budget, held_cost_usd
 from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
@@ -35,6 +36,7 @@ from reviewer.report import (
     Report,
     Settings,
     Signal,
+    Unverified,
 )
 from reviewer.source import Change
 
@@ -47,6 +49,9 @@ Warn = Callable[[str], None]
 
 NO_MODEL_WINDOW = 128_000
 MAX_REPLANS = 3
+UNVERIFIED_REPORTED = 10
+"""The model's verification gaps a report keeps, from the riskiest units first (each answer gives at
+most findings.MAX_UNVERIFIED)."""
 MAX_PATCH_CHARS = 1_000_000
 """A file's diff longer than this is listed, not reviewed: no budget default could send it, and
 slicing and redacting it costs time for nothing (linear, about 0.6 s per MB on a loaded 2-core
@@ -257,11 +262,13 @@ def analyse(
     raw: list[Finding] = list(rule_result.findings)
     exclusions: list[Exclusion] = []
     signals: list[Signal] = list(rule_result.signals)
+    unverified: list[Unverified] = []
     for outcome in outcomes:
         if outcome.answer:
             raw += outcome.answer.findings
             exclusions += outcome.answer.exclusions
             signals += outcome.answer.signals
+            unverified += outcome.answer.unverified
     anchored: list[Finding] = list(
         fnd.dedupe(
             f if f.anchor_reason == "not_in_unit" else fnd.anchor(f, by_path, index, redact=rules.redact)
@@ -317,6 +324,7 @@ def analyse(
         warnings=tuple(warnings.items),
         incremental=increment_info,
         answers=_answer_stats(outcomes) if client is not None else None,
+        unverified=fnd.dedupe_unverified(unverified, UNVERIFIED_REPORTED),
     )
     carry, carry_complete = incremental.to_carry(report.findings, files, head=head)
     expected = len(outcomes) - sum(1 for o in outcomes if o.status in ("budget", "context_window"))
@@ -447,6 +455,7 @@ class _Planner:
         )
         self._system = _system_prompt(renderer, config)
         self.schema_sent = client is not None and client.sends_schema()
+        self._answer_tokens: int | None = None
 
     def messages(self, units_text: str, nonce: str, context_text: str = "") -> list[dict[str, str]]:
         return [
@@ -464,6 +473,16 @@ class _Planner:
                 ),
             },
         ]
+
+    def answer_tokens(self) -> int:
+        """The `max_tokens` of one whole answer: `max-findings` findings with the exclusions, signals
+        and verification gaps, counted with the model's tokenizer (reviewer.answer_size)."""
+        assert self.client is not None
+        if self._answer_tokens is None:
+            self._answer_tokens = answer_reservation(
+                self.client.count_tokens, self.config.max_findings, self.config.language
+            )
+        return self._answer_tokens
 
     def measure(self, nonce: str, units_text: str, context_text: str = "") -> int:
         assert self.client is not None
@@ -508,6 +527,7 @@ class _Planner:
             window=self.window,
             margin_percent=client.margin_percent(),
             max_answer_tokens=client.answer_cap(),
+            answer_tokens=self.answer_tokens(),
         )
         return make_plan(
             self.files,

@@ -122,6 +122,13 @@ ANSWER = {
             "reason": "Both cap the delay at 30 s; one place should own the cap.",
         }
     ],
+    "unverified": [
+        {
+            "what": "Whether callers of `Client.send()` set their own timeout around the retry loop",
+            "how": "Read the callers of `Client.send` in cli/ and run tests/test_http.py against a server "
+            "that always answers 503",
+        }
+    ],
 }
 
 

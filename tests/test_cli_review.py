@@ -14,6 +14,7 @@ import pytest
 from reviewer.schema import load_report_schema
 from tests.conftest import Repo, cli_env, run_cli
 from tests.fakes.model_server import FakeModelServer, delayed, status, text
+from tests.gfm import parse, pings
 
 MODEL = "openai/fake-model"
 
@@ -353,7 +354,7 @@ def test_known_model_gets_the_json_schema_and_a_real_cost(
     assert proc.returncode == 0, proc.stderr
     fmt = model.requests[0]["response_format"]
     assert fmt["type"] == "json_schema"
-    assert fmt["json_schema"]["schema"]["required"] == ["findings", "exclusions", "signals"]
+    assert fmt["json_schema"]["schema"]["required"] == ["findings", "exclusions", "signals", "unverified"]
     report = json.loads(report_path.read_text())
     assert report["budget"]["used"]["cost_usd"] == pytest.approx(0.15 + 0.06), (
         "gpt-4o-mini: $0.15/M in, $0.60/M out"
@@ -492,3 +493,71 @@ def test_rule_findings_follow_the_language_and_keep_their_ids(repo: Repo, tmp_pa
     assert en_finding["title"] != zh_finding["title"]
     assert re.search(r"[\u4e00-\u9fff]", zh_finding["observation"])
     assert zh_finding["title"] in proc.stdout
+
+
+UNVERIFIED = [
+    {
+        "what": "Whether any caller passes b=0 to div()",
+        "how": "read the callers of lib/util.py div in app.py",
+    },
+    {"what": "The <img src=x onerror=alert(1)> path @octocat #12", "how": "run `pytest tests/test_util.py`"},
+    {
+        "what": "<what the code shown cannot confirm>",
+        "how": "<the test to run, the caller to read or the path to exercise that would confirm it>",
+    },
+    "Whether sub() is used by the billing job",
+    {"what": "Whether div() is called with floats", "how": "exercise the CLI end to end with 1.5"},
+    {"what": "Whether the result is rounded by callers", "how": "read app.py"},
+    {"what": "A sixth valid gap beyond the five kept", "how": "never shown"},
+]
+
+
+@pytest.mark.parametrize(
+    ("language", "heading", "intro", "how"),
+    [
+        ("en", "## Not verified (5)", "The model could not confirm these", "to check: read the callers"),
+        ("zh-CN", "## 验证缺口 (5)", "模型仅凭所见代码无法确认以下各项", "验证方法：read the callers"),
+    ],
+)
+def test_the_models_verification_gaps_reach_the_report_summary_and_comment(
+    feature_repo: Repo,
+    model: FakeModelServer,
+    tmp_path: Path,
+    language: str,
+    heading: str,
+    intro: str,
+    how: str,
+) -> None:
+    model.queue(text(_answer(unverified=UNVERIFIED)))
+    summary, comment = tmp_path / "summary.md", tmp_path / "comment.md"
+    proc, report = _review(
+        feature_repo,
+        model,
+        tmp_path,
+        "--language",
+        language,
+        "--summary",
+        str(summary),
+        "--comment",
+        str(comment),
+    )
+    assert proc.returncode == 0, proc.stderr
+    kept = report["unverified"]
+    assert [u["what"] for u in kept] == [
+        "Whether any caller passes b=0 to div()",
+        "The <img src=x onerror=alert(1)> path @octocat #12",
+        "Whether sub() is used by the billing job",
+        "Whether div() is called with floats",
+        "Whether the result is rounded by callers",
+    ], "five kept, the echoed placeholder dropped, a bare string taken as what"
+    assert kept[2]["how"] == "" and report["verdict"] == "clean", "a verification gap is not a defect"
+    system, user = (m["content"] for m in model.requests[0]["messages"])
+    assert '"unverified"' in user and "verification gaps" in system, "the model is asked for them"
+    body = summary.read_text()
+    section = body[body.index(heading) :]
+    assert intro in section and how in section and "Whether div() is called with floats" in section
+    text_ = comment.read_text()
+    folded = text_[text_.index("<details>") : text_.index("</details>")]
+    assert "Whether any caller passes b=0 to div()" in folded and how in folded
+    for rendered in (parse(body), parse(text_)):
+        assert "img" not in rendered.tags and not pings(rendered)

@@ -220,6 +220,25 @@ def test_the_prompt_example_uses_only_values_the_parser_rejects() -> None:
     (finding,) = example["findings"]
     for key in ("path", "title", "trigger", "observation", "suggestion", "quote"):
         assert finding[key] in EXAMPLE_VALUES, key
+    (gap,) = example["unverified"]
+    assert gap["what"] in EXAMPLE_VALUES and gap["how"] in EXAMPLE_VALUES
+    assert parse_answer(json.dumps({**example, "findings": []})).unverified == ()
     with pytest.raises(NothingUsable):
         parse_answer(json.dumps(example))
     assert parse_answer(json.dumps({**example, "findings": []})).exclusions == ()
+
+
+def test_verification_gaps_are_kept_short_at_most_five_and_never_a_reason_to_drop_the_answer() -> None:
+    items = [
+        {"what": f"caller {i} of div()\nis not shown", "how": "read app.py " + "x" * 400} for i in range(8)
+    ]
+    answer = parse_answer(json.dumps({"findings": [], "unverified": [42, {"how": "no what"}, *items]}))
+    assert [u.what for u in answer.unverified] == [f"caller {i} of div() is not shown" for i in range(5)]
+    assert all(len(u.how) <= 300 and u.how.endswith("…") for u in answer.unverified)
+    assert [d.why for d in answer.dropped] == ["malformed", "malformed"]
+    assert parse_answer(json.dumps({"findings": [], "unverified": "see above"})).unverified == ()
+    secret = parse_answer(
+        json.dumps({"findings": [], "unverified": [{"what": "token ghp_" + "a" * 36, "how": ""}]}),
+        clean=lambda s: s.replace("ghp_" + "a" * 36, "[redacted]"),
+    )
+    assert secret.unverified[0].what == "token [redacted]"

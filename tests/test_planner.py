@@ -339,3 +339,69 @@ def test_a_model_given_the_response_schema_gets_the_short_answer_format(
     assert '{"findings": [{"path"' in long and '{"findings": [{"path"' not in short
     assert "P1 must fix before merge" in system and "trigger" in system and "exclusion" in system
     assert len(long) - len(short) > 1500
+
+
+SIX_FINDINGS = {
+    "findings": [
+        {
+            "path": "src/billing/invoice.py",
+            "line": 40 + i,
+            "end_line": None,
+            "side": "RIGHT",
+            "priority": "P2",
+            "title": "The discount is applied after tax, so every discounted invoice overcharges "
+            "the customer.",
+            "trigger": "An invoice with a 10% discount code and a taxable line item, created through "
+            "create_invoice(order, code='SAVE10').",
+            "observation": "Tax is computed on the undiscounted subtotal: the total is 0.1 x tax too high, "
+            "and the refund job later reports the difference as a mismatch.",
+            "suggestion": "Apply `discount(subtotal)` before `tax(subtotal)` and keep the rounding "
+            "after both.",
+            "quote": "    total = tax(subtotal) - discount(subtotal)",
+            "confidence": 0.8,
+        }
+        for i in range(6)
+    ],
+    "exclusions": [],
+    "signals": [],
+}
+"""Six findings written the way the prompt asks (the default `max-findings` is 6)."""
+
+
+def test_a_small_unit_gets_room_for_max_findings_whole_findings(tmp_path: Path) -> None:
+    import litellm
+
+    repo = build(tmp_path, pr_shapes.small())
+    with FakeModelServer(count_prompt=cl100k_count, models_max_len=32768, window=32768) as s:
+        s.handler = answering(s)
+        review(repo, s, tmp_path, model=UNKNOWN)
+        few = review(repo, s, tmp_path, "--max-findings", "2", model=UNKNOWN)
+    first, second = s.requests
+    six = int(litellm.token_counter(model="fake-model", text=json.dumps(SIX_FINDINGS, indent=2)))
+    assert cl100k_count(first) < 3000, "a small unit"
+    assert first["max_tokens"] >= six, (first["max_tokens"], six)
+    two = int(
+        litellm.token_counter(model="fake-model", text=json.dumps(SIX_FINDINGS["findings"][:2], indent=2))
+    )
+    assert two <= second["max_tokens"] < first["max_tokens"], "max-findings decides the room, not the unit"
+    assert all_reviewed(few)
+
+
+def test_a_tight_output_budget_plans_fewer_units_each_with_a_whole_answer(tmp_path: Path) -> None:
+    repo = build(tmp_path, pr_shapes.twelve_files())
+    with FakeModelServer(count_prompt=cl100k_count, models_max_len=8192, window=8192) as s:
+        s.handler = answering(s)
+        report = review(repo, s, tmp_path, model=UNKNOWN)
+        whole = {body["max_tokens"] for body in s.requests}
+        assert len(s.requests) >= 4 and all_reviewed(report) and len(whole) == 1
+        (answer,) = whole
+        s.requests.clear()
+        limit = answer * 5 // 2
+        tight = review(repo, s, tmp_path, "--max-output-tokens", str(limit), model=UNKNOWN)
+    assert [body["max_tokens"] for body in s.requests] == [answer, answer], (
+        "two whole answers, not five starved"
+    )
+    assert tight["budget"]["used"]["output_tokens"] <= limit
+    cov = tight["coverage"]
+    assert 0 < cov["lines_reviewed"] < cov["lines_changed"] and not all_reviewed(tight)
+    assert "budget" in {g["why"] for g in tight["gaps"]}, "what the budget could not pay for is disclosed"

@@ -188,7 +188,7 @@ _REPORT_FIELDS = ("title", "trigger", "observation", "suggestion", "quote", "pat
 
 def _hostile_report(value: str) -> dict[str, Any]:
     bad = finding(1, "P1", **{name: value for name in _REPORT_FIELDS})
-    return build(
+    report = build(
         findings=(bad, finding(2, "P2", title=value)),
         title=value,
         exclusions=(Exclusion(value, value, value, 1),),
@@ -196,6 +196,7 @@ def _hostile_report(value: str) -> dict[str, Any]:
         gaps=(Gap(value, "budget", value), Gap(value, "other", None)),
         files=(),
     )
+    return {**report, "unverified": [{"what": value, "how": value}, {"what": value, "how": ""}]}
 
 
 @pytest.fixture(scope="module")
