@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import math
 import os
 import re
 import secrets
@@ -357,6 +358,15 @@ def code(value: Any, lang: str = "", limit: int | None = CODE_LIMIT) -> str:
     return f"{fence}{info}\n{text}\n{fence}"
 
 
+def usd(value: float) -> str:
+    """Dollars with cents ($1.23, $0.00); under a cent, two significant digits ($0.0042, $0.000031),
+    so a small but real cost never reads as $0.00."""
+    if value == 0 or abs(value) >= 0.01 or not math.isfinite(value):
+        return f"${value:,.2f}"
+    places = 1 - math.floor(math.log10(abs(value)))
+    return "$" + f"{value:.{places}f}".rstrip("0")
+
+
 def short_sha(value: Any) -> str:
     sha = re.sub(r"[^0-9a-fA-F]", "", _as_text(value))[:7]
     return sha or "-"
@@ -572,7 +582,7 @@ class Renderer:
     def usd(self, value: Any) -> str:
         if value is None:
             return self.translate("common.unknown")
-        return f"${float(value):,.4f}"
+        return usd(float(value))
 
     def gap_text(self, why: str, **params: Any) -> str:
         """The localized `Gap.what` for a machine code; unknown codes get a generic sentence."""

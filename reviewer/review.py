@@ -59,6 +59,7 @@ class UnitOutcome:
     detail: str = ""
     dropped: tuple[fnd.Dropped, ...] = ()
     kind: str = ""  # for model_error: unreachable | auth | unknown_model | error (llm.failure_kind)
+    calls: int = 0  # for model_error: the requests it sent, every attempt (as the budget counts them)
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,12 @@ def analyse(
         missing = client.credentials_missing()
         if missing:
             unsent_default = "no_credentials"
-            what = renderer.gap_text("no_credentials_keys", keys=", ".join(missing), model=config.model)
+            what = renderer.gap_text(
+                "no_credentials_keys",
+                keys=", ".join(missing),
+                secrets=", ".join(f"`{key}`" for key in missing),
+                model=config.model,
+            )
             gaps.append(Gap(what=what, why="no_credentials"))
             warnings(what)
             client = None
@@ -665,6 +671,7 @@ def _review_units(
         nonce = unit.nonce or unit_nonce()
         messages = planner.messages(unit.text, nonce, unit.context_text)
         dropped: list[fnd.Dropped] = []
+        sent_before = client.calls_in_this_thread()
 
         def parse(text: str) -> fnd.ModelAnswer:
             dropped.clear()
@@ -693,13 +700,16 @@ def _review_units(
         except BudgetExhausted as exc:
             return UnitOutcome(unit.id, "budget", detail=exc.limit)
         except ModelError as exc:
-            from reviewer.llm import failure_kind
+            from reviewer.llm import failure_kind, human_error
 
             status = "unparsed" if isinstance(exc, AnswerUnparsed) else "model_error"
             kind = failure_kind(exc) if status == "model_error" else ""
-            return UnitOutcome(unit.id, status, detail=_short(str(exc)), dropped=tuple(dropped), kind=kind)
+            detail = _short(human_error(str(exc)) if status == "model_error" else str(exc))
+            calls = client.calls_in_this_thread() - sent_before
+            return UnitOutcome(unit.id, status, detail=detail, dropped=tuple(dropped), kind=kind, calls=calls)
         except Exception as exc:  # a worker must never take the run down
-            return UnitOutcome(unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"))
+            calls = client.calls_in_this_thread() - sent_before
+            return UnitOutcome(unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"), calls=calls)
         return UnitOutcome(
             unit.id,
             "ok",
@@ -744,10 +754,12 @@ def _failure_gaps(outcomes: Sequence[UnitOutcome], renderer: Renderer, warn: War
             why = f"model_{o.kind}" if o.kind in ("unreachable", "auth", "unknown_model") else "model_error"
             groups.setdefault(why, []).append(o)
     for why, items in groups.items():
-        calls = renderer.translate("count.calls", n=len(items), default="{n} calls")
-        text = f"{renderer.gap_text(why)} ({calls})"
+        sent = sum(o.calls for o in items)  # every attempt, as the budget table counts them
+        text = renderer.gap_text(why)
+        if sent:
+            text += renderer.translate("gap.after_calls", n=sent)
         details = list(dict.fromkeys(o.detail for o in items if o.detail))
-        if details:
+        if details and why != "model_unreachable":  # "Connection error." adds nothing to the sentence
             text += f": {details[0]}"
         gaps.append(Gap(what=text, why=why))
         warn(text)
