@@ -463,6 +463,12 @@ class Renderer:
             self._override = Path(template_dir)
             if not self._override.is_dir():
                 raise ConfigError(f"template directory not found: {self._override}", "template-dir")
+            if not _has_templates(self._override):
+                raise ConfigError(
+                    f"{self._override} holds no templates: expected files named like the packaged ones"
+                    " (summary.md.j2, comment.md.j2, prompts/review.j2, i18n/<language>.yml)",
+                    "template-dir",
+                )
         roots = [p for p in (self._override, self._packaged) if p is not None]
         self._roots = tuple(r.resolve() for r in roots)
         self.language = self._pick_language(language, roots)
@@ -643,6 +649,11 @@ class Renderer:
             digest.update(f"i18n\0{label}\0{text}\0".encode())
         digest.update(f"language\0{self.language}".encode())
         return digest.hexdigest()
+
+
+def _has_templates(folder: Path) -> bool:
+    """A template override folder holds at least one `.j2` template or an `i18n/*.yml` file."""
+    return any(folder.rglob("*.j2")) or any((folder / "i18n").glob("*.yml"))
 
 
 def _checked(report: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -21,7 +21,17 @@ from reviewer.budget import Budget, held_cost_usd
 from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
 from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
-from reviewer.plan import LEGEND, REQUEST_SLACK_TOKENS, Allowance, Plan, TextFree, Unit, coverage, make_plan
+from reviewer.plan import (
+    LEGEND,
+    REQUEST_SLACK_TOKENS,
+    Allowance,
+    Plan,
+    TextFree,
+    Unit,
+    coverage,
+    make_plan,
+    matches_any,
+)
 from reviewer.report import (
     Coverage,
     Exclusion,
@@ -168,7 +178,7 @@ def analyse(
     change, unusable = _unusable_patches(_redacted(change), renderer)
     files = change.files
     head = change.snapshot.head.sha
-    gaps: list[Gap] = [*change.gaps, *unusable]
+    gaps: list[Gap] = [*change.gaps, *unusable, *_include_gaps(config.include, files, renderer, warnings)]
     reporter = progress.current()
     with reporter.stage("deterministic checks"):
         rule_result = rules.run_rules(files, messages=renderer.messages("rules."))
@@ -709,7 +719,9 @@ def _review_units(
             return UnitOutcome(unit.id, status, detail=detail, dropped=tuple(dropped), kind=kind, calls=calls)
         except Exception as exc:  # a worker must never take the run down
             calls = client.calls_in_this_thread() - sent_before
-            return UnitOutcome(unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"), calls=calls)
+            return UnitOutcome(
+                unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"), calls=calls
+            )
         return UnitOutcome(
             unit.id,
             "ok",
@@ -764,6 +776,37 @@ def _failure_gaps(outcomes: Sequence[UnitOutcome], renderer: Renderer, warn: War
         gaps.append(Gap(what=text, why=why))
         warn(text)
     return gaps
+
+
+def include_unmatched(include: Sequence[str], files: Sequence[DiffFile]) -> tuple[str, ...]:
+    """The `include` globs that match no file of the change (by its new or its old path)."""
+    return tuple(
+        pattern
+        for pattern in include
+        if pattern.strip()
+        and not any(
+            matches_any(f.path, (pattern,)) or (f.old_path and matches_any(f.old_path, (pattern,)))
+            for f in files
+        )
+    )
+
+
+def _include_gaps(
+    include: Sequence[str], files: Sequence[DiffFile], renderer: Renderer, warn: Warn
+) -> list[Gap]:
+    """An `include` that matches no changed file leaves the whole change out: a gap (the verdict is
+    incomplete and the headline says why), not a silent "every file excluded". A glob that matches
+    nothing beside others that match is a warning."""
+    unmatched = include_unmatched(include, files)
+    if not unmatched or not files:
+        return []
+    globs = ", ".join(f"`{pattern}`" for pattern in unmatched)
+    if len(unmatched) < len([p for p in include if p.strip()]):
+        warn(renderer.translate("warning.include_partly", globs=globs))
+        return []
+    what = renderer.gap_text("include_unmatched", globs=globs, n=len(files))
+    warn(what)
+    return [Gap(what=what, why="include_unmatched")]
 
 
 def _coverage_reason(status: str) -> str:
