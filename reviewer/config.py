@@ -216,15 +216,12 @@ class _Glob(_Str):
 
 @dataclass(frozen=True)
 class _Choice:
-    """One of `choices`, any case (`p1` is `P1`), returned as spelled in `choices`."""
-
     choices: tuple[str, ...]
 
     def check(self, value: object) -> object:
-        spelled = {choice.lower(): choice for choice in self.choices}
-        if not isinstance(value, str) or value.strip().lower() not in spelled:
+        if not isinstance(value, str) or value.strip() not in self.choices:
             raise _Invalid(f"expected one of {', '.join(self.choices)}, got {_show(value)}")
-        return spelled[value.strip().lower()]
+        return value.strip()
 
     def parse(self, raw: str) -> object:
         return self.check(raw)
