@@ -214,6 +214,8 @@ def verdict(
     never `findings` when a configured model did not review: rule findings alone are not a review."""
     if head_moved or model_down(coverage=coverage, gaps=gaps) is not None:
         return "incomplete"
+    if any(g.why == "include_unmatched" for g in gaps):  # the whole change was left out
+        return "incomplete"
     reviewable = [f for f in coverage.files if f.status != "skipped"]
     reviewed_any = any(f.status in ("reviewed", "partial") for f in reviewable)
     unreviewed = any(f.status in ("listed", "partial") for f in reviewable) or any(
