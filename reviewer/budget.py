@@ -15,7 +15,8 @@ from reviewer.report import BudgetReport, CallRecord, Overrun, Startup, Usage
 
 @dataclass(frozen=True)
 class Limits:
-    """A run's hard budget; `0` for any limit means no model calls."""
+    """A run's hard budget. Configuration requires every limit above 0 (reviewer/config.py); a 0
+    here (a test's, or a scan's spent share) means no model calls."""
 
     input_tokens: int = 200_000
     output_tokens: int = 24_000

@@ -23,14 +23,18 @@ from reviewer.errors import ImreviewError, UsageError
 F = TypeVar("F", bound=Callable[..., Any])
 
 PRIORITY_CHOICES = click.Choice(["never", "P1", "P2", "P3"], case_sensitive=False)
-_BUDGET_FLAGS = {
-    "max_cost_usd": float,
-    "max_input_tokens": int,
-    "max_output_tokens": int,
-    "max_seconds": float,
-    "max_calls": int,
-    "max_concurrency": int,
+_POSITIVE = click.FloatRange(min=0, min_open=True)
+_AT_LEAST_ONE = click.IntRange(min=1)
+_BUDGET_FLAGS: dict[str, tuple[click.ParamType, str]] = {
+    "max_cost_usd": (_POSITIVE, "Budget: most US dollars the model calls may cost (default 1.00)."),
+    "max_input_tokens": (_AT_LEAST_ONE, "Budget: most prompt tokens over all calls (default 200,000)."),
+    "max_output_tokens": (_AT_LEAST_ONE, "Budget: most answer tokens over all calls (default 24,000)."),
+    "max_seconds": (_POSITIVE, "Budget: seconds the whole review may take (default 600)."),
+    "max_calls": (_AT_LEAST_ONE, "Budget: most model requests, retries included (default 24)."),
+    "max_concurrency": (_AT_LEAST_ONE, "Model requests in flight at once (default 4)."),
 }
+"""Every budget flag must be positive: 0 would plan a review that cannot run (leave `--model` unset
+for the deterministic checks alone). The defaults are checked against reviewer.budget in the tests."""
 
 
 def review_options(func: F) -> F:
@@ -44,25 +48,32 @@ def review_options(func: F) -> F:
         click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Config file (YAML)."),
         click.option("--language", help="Language of prompts and reports, e.g. en, zh-CN."),
         *(
-            click.option(f"--{name.replace('_', '-')}", name, type=kind, help=f"Budget: {name}.")
-            for name, kind in _BUDGET_FLAGS.items()
+            click.option(f"--{name.replace('_', '-')}", name, type=kind, help=text)
+            for name, (kind, text) in _BUDGET_FLAGS.items()
         ),
         click.option(
             "--max-output-tokens-per-call",
-            type=int,
+            type=_AT_LEAST_ONE,
             help="Answer tokens reserved per model call (max_tokens; default 4096).",
         ),
         click.option(
             "--request-timeout",
-            type=float,
+            type=click.FloatRange(min=1),
             help="Seconds one model call may take (default scales with the tokens; within max-seconds).",
         ),
-        click.option("--max-findings", type=int, help="Findings published to the PR (default 6)."),
         click.option(
-            "--fail-on", type=PRIORITY_CHOICES, help="Exit 1 on a finding at or above this priority."
+            "--max-findings", type=click.IntRange(min=0), help="Findings published to the PR (default 6)."
         ),
         click.option(
-            "--on-error", type=click.Choice(["warn", "fail"]), help="fail: an incomplete review exits 3."
+            "--fail-on",
+            type=PRIORITY_CHOICES,
+            metavar="[never|P1|P2|P3]",
+            help="Exit 1 on a finding at or above this priority (any case; default never).",
+        ),
+        click.option(
+            "--on-error",
+            type=click.Choice(["warn", "fail"]),
+            help="fail: an incomplete review exits 3 (default warn: exits 0 and says why).",
         ),
         click.option(
             "--summary",
@@ -73,10 +84,14 @@ def review_options(func: F) -> F:
         ),
         click.option("--json", "json_path", help="Write report.json here."),
         click.option("--comment", "comment_path", help="Write the rendered PR comment here."),
-        click.option("--template-dir", type=click.Path(file_okay=False), help="Template overrides."),
+        click.option(
+            "--template-dir",
+            type=click.Path(file_okay=False),
+            help="Folder of template overrides (summary.md.j2, i18n/<language>.yml, ...).",
+        ),
         click.option("--include", multiple=True, help="Only review paths matching this glob (repeatable)."),
         click.option("--exclude", multiple=True, help="Never review paths matching this glob (repeatable)."),
-        click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr."),
+        click.option("--quiet", "-q", is_flag=True, help="Only warnings and errors on stderr."),
         click.option(
             "--verbose",
             "-v",
@@ -153,6 +168,10 @@ def _note(message: str) -> None:
     click.echo(message, err=True)
 
 
+def _quiet(message: str) -> None:
+    """`-q`: progress notes (which commits are reviewed) are not printed; warnings still are."""
+
+
 def _progress(opts: Mapping[str, Any]) -> AbstractContextManager[Any]:
     from reviewer import progress
 
@@ -166,7 +185,7 @@ def cli() -> None:
     """Review pull requests with a language model inside a hard budget."""
 
 
-@cli.command()
+@cli.command(short_help="Review a local branch: merge-base(BASE, HEAD)..HEAD.")
 @click.argument("path", default=".", type=click.Path(file_okay=False))
 @click.option("--base", help="Base ref (default: upstream, origin/HEAD, main, master).")
 @click.option("--head", default="HEAD", show_default=True, help="Head ref.")
@@ -178,7 +197,7 @@ def review(path: str, base: str | None, head: str, config_file: str | None, **op
     from reviewer.run import review_and_report
     from reviewer.source.local import CONFIG_PATH, make_local_source
 
-    source = make_local_source(path, base, head, _note)
+    source = make_local_source(path, base, head, _quiet if opts["quiet"] else _note)
     if config_file:
         file_layer = load_config_file(config_file, required=True)
     else:
@@ -198,7 +217,7 @@ def review(path: str, base: str | None, head: str, config_file: str | None, **op
     sys.exit(code)
 
 
-@cli.command()
+@cli.command(short_help="Review one GitHub pull request OWNER/REPO#N (needs GITHUB_TOKEN).")
 @click.argument("target")
 @click.option("--post-comment", is_flag=True, help="Create or update the sticky PR comment.")
 @click.option("--inline-comments", is_flag=True, help="Also post one review with inline comments.")
@@ -270,7 +289,7 @@ def pr(
     sys.exit(outcome.exit_code)
 
 
-@cli.command()
+@cli.command(short_help="List, review or fan out open PRs (needs GITHUB_TOKEN).")
 @click.argument("repository")
 @click.option(
     "--limit",
@@ -312,6 +331,9 @@ def scan(
     **opts: Any,
 ) -> None:
     """Scan the open PRs of OWNER/REPO: list, review (--review) or plan a fan-out (--matrix).
+
+    Needs a GitHub token in GITHUB_TOKEN (read access to list and review; posting comments needs
+    pull-requests: write), and GITHUB_API_URL on GitHub Enterprise Server.
 
     Unchanged PRs (our sticky comment already reviewed their head with the same config) cost no
     model call; cost and seconds are one budget for the whole run, tokens and calls are per PR.
@@ -377,7 +399,7 @@ def parse_pr_target(target: str) -> tuple[str, int]:
     return repo, int(number)
 
 
-@cli.command()
+@cli.command(short_help="The GitHub Action entry point (runs inside the Action's container).")
 @guarded
 def action() -> None:
     """The GitHub Action entry point: reads the runner's environment and event payload."""
@@ -386,7 +408,7 @@ def action() -> None:
     sys.exit(run_action(os.environ))
 
 
-@cli.command()
+@cli.command(short_help="Re-render a saved report.json with the current or your templates.")
 @click.argument("report_path", type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--template", "template", default="summary", show_default=True, help="summary, comment, or a .j2 file."
@@ -418,7 +440,7 @@ def render(report_path: str, template: str, template_dir: str | None, language: 
     click.echo(text)
 
 
-@cli.command("eval")
+@cli.command("eval", short_help="Score a model on a labelled dataset: precision, recall, cost.")
 @click.argument("dataset", type=click.Path(exists=True, dir_okay=False))
 @click.option("--model", help="litellm model string to review with (env IMREVIEW_MODEL).")
 @click.option("--api-base", help="OpenAI-compatible base URL (env IMREVIEW_API_BASE).")
@@ -426,9 +448,11 @@ def render(report_path: str, template: str, template_dir: str | None, language: 
 @click.option("--json", "json_path", help="Write the scores as JSON here.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Config file (YAML).")
 @click.option("--language", help="Language of prompts and output, e.g. en, zh-CN.")
-@click.option("--max-input-tokens", type=int, help="Budget per item: input tokens.")
-@click.option("--max-calls", type=int, help="Budget per item: model calls.")
-@click.option("--max-cost-usd", type=float, help="Budget per item: cost in USD.")
+@click.option(
+    "--max-input-tokens", type=_AT_LEAST_ONE, help="Budget per item: prompt tokens (default 200,000)."
+)
+@click.option("--max-calls", type=_AT_LEAST_ONE, help="Budget per item: model requests (default 24).")
+@click.option("--max-cost-usd", type=_POSITIVE, help="Budget per item: US dollars (default 1.00).")
 @guarded
 def eval_(
     dataset: str, judge_model: str | None, json_path: str | None, config_file: str | None, **opts: Any

@@ -132,12 +132,15 @@ class _Int:
 @dataclass(frozen=True)
 class _Float:
     minimum: float
+    above: bool = False  # the minimum itself is not allowed (a budget of 0 seconds cannot run)
 
     def check(self, value: object) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise _Invalid(f"expected a number, got {_show(value)}")
         if not math.isfinite(value):
             raise _Invalid(f"expected a finite number, got {value}")
+        if self.above and value <= self.minimum:
+            raise _Invalid(f"must be more than {self.minimum:g}, got {value:g}")
         if value < self.minimum:
             raise _Invalid(f"must be at least {self.minimum:g}, got {value}")
         return float(value)
@@ -362,13 +365,13 @@ _KEYS: tuple[ConfigKey, ...] = (
     _file_only("instructions", _Str("text", empty_ok=True)),
     _mirrored("include", _StrList(_GLOB)),
     _mirrored("exclude", _StrList(_GLOB)),
-    _mirrored("max_cost_usd", _Float(0), limit="cost_usd"),
-    _mirrored("max_input_tokens", _Int(0), limit="input_tokens"),
-    _mirrored("max_output_tokens", _Int(0), limit="output_tokens"),
+    _mirrored("max_cost_usd", _Float(0, above=True), limit="cost_usd"),
+    _mirrored("max_input_tokens", _Int(1), limit="input_tokens"),
+    _mirrored("max_output_tokens", _Int(1), limit="output_tokens"),
     _mirrored("max_output_tokens_per_call", _Int(1)),
     _mirrored("request_timeout", _Float(1)),
-    _mirrored("max_seconds", _Float(0), limit="seconds"),
-    _mirrored("max_calls", _Int(0), limit="calls"),
+    _mirrored("max_seconds", _Float(0, above=True), limit="seconds"),
+    _mirrored("max_calls", _Int(1), limit="calls"),
     _mirrored("max_concurrency", _Int(1)),
     _mirrored("max_findings", _Int(0)),
     _file_only("context_window", _Int(1, nullable=True)),

@@ -27,8 +27,19 @@ UNREVIEWED_WHYS = frozenset(
         "no_patch",
         "too_many_files",
         "truncated",
+        "include_unmatched",
     }
 )
+MODEL_DOWN_WHYS = (
+    "no_credentials",
+    "model_auth",
+    "model_unknown_model",
+    "model_unreachable",
+    "model_error",
+    "unparsed",
+)
+"""Why a configured model may have reviewed nothing, most specific first (templates/macros.md.j2's
+`model_down` lists the same codes in the same order)."""
 
 
 @dataclass(frozen=True)
@@ -188,11 +199,23 @@ def _localized(
     return tuple(GateCheck(c.name, c.ok, details.get(c.name, c.detail)) for c in checks)
 
 
+def model_down(*, coverage: Coverage, gaps: Sequence[Gap]) -> Gap | None:
+    """The run-level gap that says why a configured model reviewed nothing (no key, endpoint down,
+    key refused, unknown model, every call failed or unparsable), or None when it reviewed something
+    or was never configured (`no_model` is the deterministic-only mode, not a failure)."""
+    if any(f.status in ("reviewed", "partial") for f in coverage.files):
+        return None
+    return next((g for why in MODEL_DOWN_WHYS for g in gaps if g.why == why and g.path is None), None)
+
+
 def verdict(
     *, findings: Sequence[Finding], coverage: Coverage, gaps: Sequence[Gap], head_moved: bool
 ) -> Verdict:
-    """incomplete beats findings beats clean; never clean while something went unreviewed."""
-    if head_moved:
+    """incomplete beats findings beats clean; never clean while something went unreviewed, and
+    never `findings` when a configured model did not review: rule findings alone are not a review."""
+    if head_moved or model_down(coverage=coverage, gaps=gaps) is not None:
+        return "incomplete"
+    if any(g.why == "include_unmatched" for g in gaps):  # the whole change was left out
         return "incomplete"
     reviewable = [f for f in coverage.files if f.status != "skipped"]
     reviewed_any = any(f.status in ("reviewed", "partial") for f in reviewable)
@@ -215,7 +238,9 @@ def fails(findings: Sequence[Finding], fail_on: str) -> bool:
 
 
 def exit_code(*, verdict_: str, findings: Sequence[Finding], fail_on: str, on_error: str) -> int:
-    """DESIGN section 2, first match wins: 3 incomplete under fail, 1 findings at fail-on, 0."""
+    """DESIGN section 2, first match wins: 3 incomplete under fail, 1 findings at fail-on, 0.
+    A configured model that did not review makes the verdict incomplete, so `on-error` decides for
+    it, and `fail-on` still applies to the rule findings that were found (docs/verdict.md)."""
     if verdict_ == "incomplete" and on_error == "fail":
         return 3
     if fails(findings, fail_on):

@@ -217,6 +217,15 @@ class ModelClient:
         self._keys_missing: dict[str, list[str]] = {}
         self._window: tuple[int, str] | None = None
         self._assumed_window: int | None = None
+        self._per_thread = threading.local()
+
+    def calls_in_this_thread(self) -> int:
+        """Requests this thread has sent so far (every attempt, as the budget counts them): a
+        caller reads it before and after a call to say how many requests a failure cost."""
+        return int(getattr(self._per_thread, "calls", 0))
+
+    def _sent_here(self, calls: int) -> None:
+        self._per_thread.calls = self.calls_in_this_thread() + calls
 
     def credentials_missing(self) -> list[str]:
         """Environment keys the primary model needs and lacks; none when `api_base` is set, because
@@ -663,6 +672,7 @@ class ModelClient:
                 raise _ModelFailed(
                     ModelConfigError(f"no credentials for {model}: {_short(error)}"), config=True
                 ) from error
+            self._sent_here(max(requests.sent, 1))
             if isinstance(error, litellm.ContextWindowExceededError):
                 self.budget.settle(
                     reservation, input_tokens=0, output_tokens=0, cost_usd=0.0, calls=max(requests.sent, 1)
@@ -700,6 +710,7 @@ class ModelClient:
             cost_usd=cost,
             calls=max(requests.sent, 1),
         )
+        self._sent_here(max(requests.sent, 1))
         return Completion(
             text=text,
             model=model,
@@ -1023,3 +1034,21 @@ def failure_kind(error: BaseException) -> str:
             return "unreachable"
         current = current.__cause__ or current.__context__
     return "error"
+
+
+_LIBRARY_NAMES = re.compile(
+    r"\b(?:litellm|openai|httpx|httpcore)\.[\w.]*:\s*"  # litellm.InternalServerError:
+    r"|\b[A-Z]\w*(?:Error|Exception)\s*(?::|-(?=\s))\s*"  # InternalServerError: / OpenAIException -
+)
+_LAST_ERROR = re.compile(r"^model call failed for [^;]*; last error:\s*")
+
+
+def human_error(message: str) -> str:
+    """A provider's error text without the libraries' class names (`litellm.InternalServerError:
+    InternalServerError: OpenAIException - Connection error.` → `Connection error.`) and without our
+    own "model call failed for …; last error:" frame, which the gap's sentence already says."""
+    text = _LAST_ERROR.sub("", " ".join(message.split()))
+    previous = None
+    while previous != text:
+        previous, text = text, _LIBRARY_NAMES.sub("", text, count=1) if _LIBRARY_NAMES.match(text) else text
+    return text.strip()

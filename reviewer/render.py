@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import math
 import os
 import re
 import secrets
@@ -357,6 +358,15 @@ def code(value: Any, lang: str = "", limit: int | None = CODE_LIMIT) -> str:
     return f"{fence}{info}\n{text}\n{fence}"
 
 
+def usd(value: float) -> str:
+    """Dollars with cents ($1.23, $0.00); under a cent, two significant digits ($0.0042, $0.000031),
+    so a small but real cost never reads as $0.00."""
+    if value == 0 or abs(value) >= 0.01 or not math.isfinite(value):
+        return f"${value:,.2f}"
+    places = 1 - math.floor(math.log10(abs(value)))
+    return "$" + f"{value:.{places}f}".rstrip("0")
+
+
 def short_sha(value: Any) -> str:
     sha = re.sub(r"[^0-9a-fA-F]", "", _as_text(value))[:7]
     return sha or "-"
@@ -453,6 +463,12 @@ class Renderer:
             self._override = Path(template_dir)
             if not self._override.is_dir():
                 raise ConfigError(f"template directory not found: {self._override}", "template-dir")
+            if not _has_templates(self._override):
+                raise ConfigError(
+                    f"{self._override} holds no templates: expected files named like the packaged ones"
+                    " (summary.md.j2, comment.md.j2, prompts/review.j2, i18n/<language>.yml)",
+                    "template-dir",
+                )
         roots = [p for p in (self._override, self._packaged) if p is not None]
         self._roots = tuple(r.resolve() for r in roots)
         self.language = self._pick_language(language, roots)
@@ -572,7 +588,7 @@ class Renderer:
     def usd(self, value: Any) -> str:
         if value is None:
             return self.translate("common.unknown")
-        return f"${float(value):,.4f}"
+        return usd(float(value))
 
     def gap_text(self, why: str, **params: Any) -> str:
         """The localized `Gap.what` for a machine code; unknown codes get a generic sentence."""
@@ -633,6 +649,11 @@ class Renderer:
             digest.update(f"i18n\0{label}\0{text}\0".encode())
         digest.update(f"language\0{self.language}".encode())
         return digest.hexdigest()
+
+
+def _has_templates(folder: Path) -> bool:
+    """A template override folder holds at least one `.j2` template or an `i18n/*.yml` file."""
+    return any(folder.rglob("*.j2")) or any((folder / "i18n").glob("*.yml"))
 
 
 def _checked(report: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -23,7 +23,17 @@ from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
 from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
 from reviewer.llm import Continuation
-from reviewer.plan import LEGEND, REQUEST_SLACK_TOKENS, Allowance, Plan, TextFree, Unit, coverage, make_plan
+from reviewer.plan import (
+    LEGEND,
+    REQUEST_SLACK_TOKENS,
+    Allowance,
+    Plan,
+    TextFree,
+    Unit,
+    coverage,
+    make_plan,
+    matches_any,
+)
 from reviewer.report import (
     AnswerStats,
     Coverage,
@@ -66,6 +76,7 @@ class UnitOutcome:
     detail: str = ""
     dropped: tuple[fnd.Dropped, ...] = ()
     kind: str = ""  # for model_error: unreachable | auth | unknown_model | error (llm.failure_kind)
+    calls: int = 0  # for model_error: the requests it sent, every attempt (as the budget counts them)
 
 
 @dataclass(frozen=True)
@@ -174,7 +185,7 @@ def analyse(
     change, unusable = _unusable_patches(_redacted(change), renderer)
     files = change.files
     head = change.snapshot.head.sha
-    gaps: list[Gap] = [*change.gaps, *unusable]
+    gaps: list[Gap] = [*change.gaps, *unusable, *_include_gaps(config.include, files, renderer, warnings)]
     reporter = progress.current()
     with reporter.stage("deterministic checks"):
         rule_result = rules.run_rules(files, messages=renderer.messages("rules."))
@@ -190,7 +201,12 @@ def analyse(
         missing = client.credentials_missing()
         if missing:
             unsent_default = "no_credentials"
-            what = renderer.gap_text("no_credentials_keys", keys=", ".join(missing), model=config.model)
+            what = renderer.gap_text(
+                "no_credentials_keys",
+                keys=", ".join(missing),
+                secrets=", ".join(f"`{key}`" for key in missing),
+                model=config.model,
+            )
             gaps.append(Gap(what=what, why="no_credentials"))
             warnings(what)
             client = None
@@ -700,6 +716,7 @@ def _review_units(
             join=lambda first, more: first.joined(more),
             affordable=lambda max_tokens: spare(unit, max_tokens),
         )
+        sent_before = client.calls_in_this_thread()
 
         def parse(text: str) -> fnd.ModelAnswer:
             dropped.clear()
@@ -729,13 +746,18 @@ def _review_units(
         except BudgetExhausted as exc:
             return UnitOutcome(unit.id, "budget", detail=exc.limit)
         except ModelError as exc:
-            from reviewer.llm import failure_kind
+            from reviewer.llm import failure_kind, human_error
 
             status = "unparsed" if isinstance(exc, AnswerUnparsed) else "model_error"
             kind = failure_kind(exc) if status == "model_error" else ""
-            return UnitOutcome(unit.id, status, detail=_short(str(exc)), dropped=tuple(dropped), kind=kind)
+            detail = _short(human_error(str(exc)) if status == "model_error" else str(exc))
+            calls = client.calls_in_this_thread() - sent_before
+            return UnitOutcome(unit.id, status, detail=detail, dropped=tuple(dropped), kind=kind, calls=calls)
         except Exception as exc:  # a worker must never take the run down
-            return UnitOutcome(unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"))
+            calls = client.calls_in_this_thread() - sent_before
+            return UnitOutcome(
+                unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"), calls=calls
+            )
         return UnitOutcome(
             unit.id,
             "ok",
@@ -796,10 +818,12 @@ def _failure_gaps(outcomes: Sequence[UnitOutcome], renderer: Renderer, warn: War
             why = f"model_{o.kind}" if o.kind in ("unreachable", "auth", "unknown_model") else "model_error"
             groups.setdefault(why, []).append(o)
     for why, items in groups.items():
-        calls = renderer.translate("count.calls", n=len(items), default="{n} calls")
-        text = f"{renderer.gap_text(why)} ({calls})"
+        sent = sum(o.calls for o in items)  # every attempt, as the budget table counts them
+        text = renderer.gap_text(why)
+        if sent:
+            text += renderer.translate("gap.after_calls", n=sent)
         details = list(dict.fromkeys(o.detail for o in items if o.detail))
-        if details:
+        if details and why != "model_unreachable":  # "Connection error." adds nothing to the sentence
             text += f": {details[0]}"
         gaps.append(Gap(what=text, why=why))
         warn(text)
@@ -839,6 +863,37 @@ def _answer_stats(outcomes: Sequence[UnitOutcome]) -> AnswerStats:
         continued=sum(a.continued for a in answers),
         findings_cut=sum(a.cut_findings for a in answers),
     )
+
+
+def include_unmatched(include: Sequence[str], files: Sequence[DiffFile]) -> tuple[str, ...]:
+    """The `include` globs that match no file of the change (by its new or its old path)."""
+    return tuple(
+        pattern
+        for pattern in include
+        if pattern.strip()
+        and not any(
+            matches_any(f.path, (pattern,)) or (f.old_path and matches_any(f.old_path, (pattern,)))
+            for f in files
+        )
+    )
+
+
+def _include_gaps(
+    include: Sequence[str], files: Sequence[DiffFile], renderer: Renderer, warn: Warn
+) -> list[Gap]:
+    """An `include` that matches no changed file leaves the whole change out: a gap (the verdict is
+    incomplete and the headline says why), not a silent "every file excluded". A glob that matches
+    nothing beside others that match is a warning."""
+    unmatched = include_unmatched(include, files)
+    if not unmatched or not files:
+        return []
+    globs = ", ".join(f"`{pattern}`" for pattern in unmatched)
+    if len(unmatched) < len([p for p in include if p.strip()]):
+        warn(renderer.translate("warning.include_partly", globs=globs))
+        return []
+    what = renderer.gap_text("include_unmatched", globs=globs, n=len(files))
+    warn(what)
+    return [Gap(what=what, why="include_unmatched")]
 
 
 def _coverage_reason(status: str) -> str:

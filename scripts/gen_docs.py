@@ -80,6 +80,8 @@ def _value_schema(value_type: Any, *, item: bool = False) -> dict[str, Any]:
         schema["minimum"] = value_type.minimum
         return schema
     if isinstance(value_type, cfg._Float):
+        if value_type.above:
+            return {"type": "number", "exclusiveMinimum": value_type.minimum}
         return {"type": "number", "minimum": value_type.minimum}
     if isinstance(value_type, cfg._Share):
         return {"type": "number", "minimum": 0, "maximum": value_type.maximum}
@@ -189,6 +191,8 @@ def _kind(schema: Mapping[str, Any]) -> str:
     minimum, maximum = schema.get("minimum"), schema.get("maximum")
     if minimum is not None and maximum is not None:
         return f"{kind} {minimum:g}–{maximum:g}"
+    if schema.get("exclusiveMinimum") is not None:
+        return f"{kind} > {schema['exclusiveMinimum']:g}"
     return f"{kind} ≥ {minimum:g}" if minimum is not None else str(kind)
 
 

@@ -120,7 +120,7 @@ def test_timeout_is_a_gap_and_the_review_is_incomplete(
     whys = {g["why"] for g in report["gaps"]}
     assert whys and whys <= {"budget", "model_error"}, "the timed-out unit is a disclosed gap"
     assert {f["status"] for f in report["coverage"]["files"]} == {"listed"}
-    assert "not a clean review" in proc.stdout
+    assert "the model did not review this change" in proc.stdout, "a timed-out model reviewed nothing"
 
 
 def test_finding_outside_the_diff_stays_summary_only(

@@ -142,11 +142,13 @@ def test_every_key_mirrors_its_flag_and_input() -> None:
         ("max_calls", "calls"),
     ],
 )
-def test_each_budget_key_sets_its_limit_and_accepts_zero(key: str, limit: str) -> None:
-    config = build_config(file_layer=parse(f"{key}: 0\n"))
-    assert getattr(config.limits, limit) == 0
+def test_each_budget_key_sets_its_limit_and_rejects_zero(key: str, limit: str) -> None:
+    config = build_config(file_layer=parse(f"{key}: 1\n"))
+    assert getattr(config.limits, limit) == 1
     others = {f.name for f in dataclasses.fields(Limits)} - {limit}
     assert all(getattr(config.limits, name) == getattr(Limits(), name) for name in others)
+    with pytest.raises(ConfigError, match=f"key '{key}': must be (more than|at least)"):
+        build_config(file_layer=parse(f"{key}: 0\n"))
 
 
 def test_precedence_file_then_env_then_overrides() -> None:
@@ -246,7 +248,7 @@ def test_a_typo_inside_prices_names_the_field_and_its_line() -> None:
 @pytest.mark.parametrize(
     ("text", "line", "expected"),
     [
-        ("model: m\nmax_cost_usd: -1\n", 2, "key 'max_cost_usd': must be at least 0, got -1"),
+        ("model: m\nmax_cost_usd: -1\n", 2, "key 'max_cost_usd': must be more than 0, got -1"),
         ("max_calls: 1.5\n", 1, "key 'max_calls': expected a whole number, got 1.5"),
         ("max_calls: many\n", 1, "key 'max_calls': expected a whole number, got 'many'"),
         ("max_seconds: true\n", 1, "key 'max_seconds': expected a number, got true"),
@@ -352,7 +354,7 @@ def test_list_inputs_split_on_newlines_and_commas(raw: str, expected: tuple[str,
 
 def test_input_values_are_typed() -> None:
     assert parse_input_value("max_cost_usd", " 0.25 ", "input 'max-cost-usd'") == 0.25
-    assert parse_input_value("max_calls", "0", "input 'max-calls'") == 0
+    assert parse_input_value("max_calls", "1", "input 'max-calls'") == 1
     assert parse_input_value("fail_on", "P1", "input 'fail-on'") == "P1"
     assert parse_input_value("on_error", "fail", "input 'on-error'") == "fail"
     assert parse_input_value("fallback_models", "a,b", "input 'fallback-models'") == ("a", "b")
@@ -365,7 +367,7 @@ def test_input_values_are_typed() -> None:
         ("max_cost_usd", "lots", "input 'max-cost-usd': expected a number, got 'lots'"),
         ("max_cost_usd", "nan", "input 'max-cost-usd': expected a finite number, got nan"),
         ("max_calls", "2.5", "input 'max-calls': expected a whole number, got '2.5'"),
-        ("max_calls", "-1", "input 'max-calls': must be at least 0, got -1"),
+        ("max_calls", "0", "input 'max-calls': must be at least 1, got 0"),
         ("fail_on", "p9", "input 'fail-on': expected one of never, P1, P2, P3, got 'p9'"),
         ("on_error", "ignore", "input 'on-error': expected one of warn, fail, got 'ignore'"),
         ("language", "en_US", "input 'language': expected a language tag like 'en' or 'zh-CN', got 'en_US'"),

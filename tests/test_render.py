@@ -171,17 +171,17 @@ def test_summary_of_findings_is_complete(en) -> None:
         "observation 2",
         "fix 2",
         "[P2]",
-        "verified ✔",
-        "source `llm`",
     ):
         assert text in out
+    for metadata in ("verified ✔", "source `llm`", "confidence", "id `"):
+        assert metadata not in out, "a finding's metadata is in report.json, not under every finding"
     assert "the lock cannot deadlock — \\_refresh never calls get()" in out, "a leading _ is escaped"
     assert "**MERGE** `retry.py:backoff()` → `http.py:_sleep()` — same formula" in out
     anchor = "diff-" + hashlib.sha256(b"vendor/schema.json").hexdigest()
     files_view = f"https://github.com/octo-org/widgets/pull/42/files#{anchor}"
     assert f"| [vendor/schema.json]({files_view}) | skipped | generated | 0/5 |" in out
     assert "| head unchanged at publish | ✔ | a1b2c3d |" in out
-    assert "$0.0700 of $1.0000" in out and "18,240 / 200,000 input tokens" in out
+    assert "$0.07 of $1.00" in out and "18,240 / 200,000 input tokens" in out
     assert "[open](https://github.com/o/r/pull/42#issuecomment-7)" in out
     assert "3 annotations were not emitted" in out
     assert "Checks not passing: lint (failure)." in out
@@ -214,7 +214,7 @@ def test_an_incomplete_review_leads_with_why_and_is_never_called_clean(en) -> No
     assert "clean" not in lines[0] + lines[2].replace("not a clean review", "")
     assert "**Clean" not in out
     assert "Not reviewed: the model call failed after retries and fallbacks" in out
-    assert "cost unknown of $1.0000" in out and "The cost is unknown" in out
+    assert "cost unknown of $1.00" in out and "The cost is unknown" in out
     comment = en.comment(report, max_findings=6)
     assert comment.startswith("### imreview — incomplete: budget reached")
     assert "**Clean" not in comment
@@ -475,7 +475,9 @@ def test_gap_text_localizes_every_known_code(en, zh) -> None:
 
 def test_number_and_money_filters(en, zh) -> None:
     assert en.num(1234567) == "1,234,567"
-    assert en.usd(0.07) == "$0.0700"
+    assert en.usd(0.07) == "$0.07"
+    assert en.usd(0) == "$0.00" and en.usd(1.005) == "$1.00" and en.usd(12345.678) == "$12,345.68"
+    assert en.usd(0.0042) == "$0.0042" and en.usd(0.00003149) == "$0.000031" and en.usd(0.009999) == "$0.01"
     assert en.usd(None) == "unknown"
     assert zh.usd(None) == "未知"
 
