@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import jsonschema
-import pytest
 
 from reviewer.schema import load_report_schema
 from tests.conftest import ROOT, Repo, cli_env, run_cli, run_cli_subprocess
@@ -39,12 +37,6 @@ class _SlowLitellm(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, _SlowLitellm())
 """
-
-
-@pytest.fixture
-def model() -> Iterator[FakeModelServer]:
-    with FakeModelServer() as server:
-        yield server
 
 
 def test_a_small_seconds_budget_is_not_spent_on_importing_litellm(
