@@ -76,6 +76,9 @@ def run_main(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> subpr
     from reviewer.cli import main
 
     _litellm_loaded()
+    if os.environ.get("IMREVIEW_TESTS_LAUNCH_LOG"):  # a measuring aid: one line per run that was a process
+        with open(os.environ["IMREVIEW_TESTS_LAUNCH_LOG"], "a", encoding="utf-8") as log:
+            log.write(" ".join(["imreview", *argv][:2]) + "\n")
     before = set(threading.enumerate())
     with process_state(env, cwd) as (out, err):
         code = main(list(argv))
