@@ -11,8 +11,14 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.fakes.github_server import FakeGitHub
+    from tests.fakes.model_server import FakeModelServer
+    from tests.test_action_e2e import Runner
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -118,6 +124,33 @@ def feature_repo(repo: Repo) -> Iterator[Repo]:
         "feature work",
     )
     yield repo
+
+
+@pytest.fixture
+def model() -> Iterator[FakeModelServer]:
+    """The loopback model server (tests/fakes/model_server.py), scripted by the test."""
+    from tests.fakes.model_server import FakeModelServer
+
+    with FakeModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def gh() -> Iterator[FakeGitHub]:
+    """The loopback GitHub of the Action's tests: their token and repository (tests/test_action_e2e.py)."""
+    from tests.factories import fake_github
+    from tests.test_action_e2e import REPO, TOKEN
+
+    with fake_github({TOKEN: {}}, repo=REPO) as server:
+        yield server
+
+
+@pytest.fixture
+def runner(gh: FakeGitHub, tmp_path: Path) -> Runner:
+    """One workflow job in the emulated runner, pointed at `gh`; the Action runs in-process."""
+    from tests.test_action_e2e import Runner
+
+    return Runner(tmp_path, gh.url)
 
 
 def cli_env(tmp_path: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -1,5 +1,6 @@
-"""Test scaffolding several test files share: the loopback GitHub set up with its tokens and
-repository, the two-file pull request the publishing tests write to, and a client for it."""
+"""Test scaffolding the test files share: the one finding builder (typed, or as a model writes it),
+the loopback GitHub set up with its tokens and repository, the two-file pull request the
+publishing tests write to, and a client for it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from reviewer.diff import LineIndex, parse_github_file
+from reviewer.report import Finding, finding_id
 from reviewer.source.github import GitHubClient
 from tests.fakes.github_server import FakeGitHub, diff_entry
 
@@ -28,6 +30,37 @@ PATCH = (
     " z = 3"
 )
 WIDE_PATCH = "@@ -0,0 +1,40 @@\n" + "\n".join(f"+line {i}" for i in range(1, 41))
+
+# --------------------------------------------------------------------------- findings
+
+#: What a finding says unless a test says otherwise: the division the e2e diffs add.
+FINDING_DEFAULTS: dict[str, Any] = {
+    "path": "app.py",
+    "line": 2,
+    "priority": "P2",
+    "title": "Division by zero when b is 0",
+    "trigger": "div(1, 0)",
+    "observation": "raises ZeroDivisionError",
+    "suggestion": "check b before dividing",
+    "quote": "total = a / b",
+    "confidence": 0.8,
+}
+
+
+def finding(**fields: Any) -> Finding:
+    """The one finding builder: a typed `Finding` from FINDING_DEFAULTS and `fields` (any Finding
+    field); `id` follows path, quote and title unless given. Files that need other defaults bind
+    them once: `_finding = functools.partial(finding, path="src/app.py", priority="P1")`."""
+    values: dict[str, Any] = {"end_line": None, "side": "RIGHT", "source": "llm", **FINDING_DEFAULTS}
+    values.update(fields)
+    values.setdefault("id", finding_id(values["path"], values["quote"], values["title"]))
+    return Finding(**values)
+
+
+def model_finding(**fields: Any) -> dict[str, Any]:
+    """The same finding as a model writes it in its answer: FINDING_DEFAULTS and `fields`, which
+    may add keys the answer schema does not know or give values of the wrong type on purpose."""
+    return {**FINDING_DEFAULTS, **fields}
 
 
 @contextmanager

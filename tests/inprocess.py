@@ -21,8 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# IMREVIEW_TESTS_SUBPROCESS=1 runs every converted test through a real subprocess again: a check
-# that in-process and subprocess runs agree (tests/test_golden.py compares their outputs byte for byte).
+# IMREVIEW_TESTS_SUBPROCESS=1 runs every converted test through a real subprocess again, the way they
+# ran before: a check that both agree (tests/test_golden.py is the exception: it fixes the prompts'
+# nonces in-process, which a subprocess does not see, so its token estimates differ there).
 SUBPROCESS = os.environ.get("IMREVIEW_TESTS_SUBPROCESS") == "1"
 
 
@@ -75,6 +76,9 @@ def run_main(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> subpr
     from reviewer.cli import main
 
     _litellm_loaded()
+    if os.environ.get("IMREVIEW_TESTS_LAUNCH_LOG"):  # a measuring aid: one line per run that was a process
+        with open(os.environ["IMREVIEW_TESTS_LAUNCH_LOG"], "a", encoding="utf-8") as log:
+            log.write(" ".join(["imreview", *argv][:2]) + "\n")
     before = set(threading.enumerate())
     with process_state(env, cwd) as (out, err):
         code = main(list(argv))

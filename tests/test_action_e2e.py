@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -24,11 +24,11 @@ import yaml
 from reviewer.diff import LineIndex, parse_github_file
 from reviewer.schema import load_report_schema
 from tests.conftest import ROOT, cli_env
-from tests.factories import fake_github
+from tests.factories import model_finding
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 from tests.fakes.runner_files import runner_outputs
-from tests.inprocess import run_entrypoint
+from tests.inprocess import run_entrypoint, run_entrypoint_subprocess
 
 EVENTS = ROOT / "tests" / "data" / "events"
 REPO = "octo-org/widgets"
@@ -129,6 +129,8 @@ class Runner:
     api_url: str
     steps: int = 0
     extra_env: dict[str, str] = field(default_factory=dict)
+    subprocess: bool = False
+    """True: `python entrypoint.py` as a real subprocess (tests about the process); else in-process."""
 
     @property
     def runner_temp(self) -> Path:
@@ -161,7 +163,8 @@ class Runner:
                 **self.extra_env,
             },
         )
-        proc = run_entrypoint(cwd=self.tmp, env=env)
+        launch = run_entrypoint_subprocess if self.subprocess else run_entrypoint
+        proc = launch(cwd=self.tmp, env=env)
         summary = step / "summary.md"
         output = step / "output"
         return Run(
@@ -176,20 +179,9 @@ class Runner:
 # --------------------------------------------------------------------------- the model
 
 
-def finding(**overrides: Any) -> dict[str, Any]:
-    item = {
-        "path": "app.py",
-        "line": 2,
-        "priority": "P2",
-        "title": "Division by zero when b is 0",
-        "trigger": "div(1, 0)",
-        "observation": "raises ZeroDivisionError",
-        "suggestion": "check b before dividing",
-        "quote": "total = a / b",
-        "confidence": 0.8,
-    }
-    item.update(overrides)
-    return item
+finding = (
+    model_finding  # the shared builder's answer shape (tests/factories.py); its defaults are these tests'
+)
 
 
 OUTSIDE = finding(
@@ -223,23 +215,6 @@ def reviewer_model(
 
 
 # --------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture
-def gh() -> Iterator[FakeGitHub]:
-    with fake_github({TOKEN: {}}, repo=REPO) as server:
-        yield server
-
-
-@pytest.fixture
-def model() -> Iterator[FakeModelServer]:
-    with FakeModelServer() as server:
-        yield server
-
-
-@pytest.fixture
-def runner(gh: FakeGitHub, tmp_path: Path) -> Runner:
-    return Runner(tmp_path, gh.url)
 
 
 def with_model(server: FakeModelServer) -> dict[str, str]:

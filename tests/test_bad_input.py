@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +14,10 @@ import pytest
 from reviewer.config import parse_config_text
 from reviewer.errors import ConfigError
 from tests import test_action_e2e as e2e
-from tests.conftest import ROOT, Repo, cli_env, run_cli
+from tests.conftest import Repo, cli_env, run_cli
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer
+from tests.inprocess import run_entrypoint
 
 
 @pytest.fixture
@@ -64,15 +64,7 @@ def test_bad_action_input_exits_2_naming_it(
 
 
 def _action(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "entrypoint.py")],
-        cwd=tmp_path,
-        env=cli_env(tmp_path, env),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_entrypoint(cwd=tmp_path, env=cli_env(tmp_path, env))
 
 
 def test_malformed_event_json_names_the_file(tmp_path: Path) -> None:

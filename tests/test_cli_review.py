@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,32 +13,16 @@ import pytest
 
 from reviewer.schema import load_report_schema
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import model_finding
 from tests.fakes.model_server import FakeModelServer, delayed, status, text
 from tests.gfm import parse, pings
 
 MODEL = "openai/fake-model"
 
 
-@pytest.fixture
-def model() -> Iterator[FakeModelServer]:
-    with FakeModelServer() as server:
-        yield server
-
-
-def _finding(**overrides: Any) -> dict[str, Any]:
-    item = {
-        "path": "lib/util.py",
-        "line": 2,
-        "priority": "P3",
-        "title": "Division by zero when b is 0",
-        "trigger": "div(1, 0)",
-        "observation": "raises ZeroDivisionError",
-        "suggestion": "check b before dividing",
-        "quote": "return a / b",
-        "confidence": 0.7,
-    }
-    item.update(overrides)
-    return item
+_finding = functools.partial(
+    model_finding, path="lib/util.py", priority="P3", quote="return a / b", confidence=0.7
+)
 
 
 def _answer(*findings: dict[str, Any], **extra: Any) -> str:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from reviewer.diff import LineIndex, PatchError, parse_github_file, parse_patch
 from reviewer.findings import anchor
 from reviewer.report import Finding
+from tests.factories import finding
 
 LINE = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=30).map(
     lambda s: s.replace("\n", "").replace("\r", "")
@@ -35,20 +36,9 @@ def test_parse_patch_never_crashes_on_junk(raw: bytes | str) -> None:
 
 
 def _finding(path: str, line: int | None, quote: str, end: int | None, side: str) -> Finding:
-    return Finding(
-        id="x",
-        priority="P2",
-        title="t",
-        path=path,
-        line=line,
-        end_line=end,
-        side=side,  # type: ignore[arg-type]
-        trigger="",
-        observation="",
-        suggestion="",
-        quote=quote,
-        confidence=0.5,
-        source="llm",
+    blank = {"trigger": "", "observation": "", "suggestion": ""}
+    return finding(
+        id="x", title="t", path=path, line=line, end_line=end, side=side, quote=quote, confidence=0.5, **blank
     )
 
 

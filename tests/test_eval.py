@@ -13,6 +13,7 @@ from reviewer.errors import UsageError
 from reviewer.evaluate import Label, load_dataset, match
 from reviewer.report import Finding
 from tests.conftest import ROOT, cli_env, git, run_cli
+from tests.factories import finding
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.oracle_model import Oracle, Planted
 
@@ -51,20 +52,15 @@ def test_the_shipped_set_covers_every_priority_near_misses_context_and_patches(b
 
 
 def _finding(path: str, line: int | None, end: int | None = None, title: str = "t") -> Finding:
-    return Finding(
+    blank = {"trigger": "", "observation": "", "suggestion": "", "quote": ""}
+    return finding(
         id=f"{path}{line}{title}"[:12],
-        priority="P2",
         title=title,
         path=path,
         line=line,
         end_line=end,
-        side="RIGHT",
-        trigger="",
-        observation="",
-        suggestion="",
-        quote="",
         confidence=0.5,
-        source="llm",
+        **blank,
     )
 
 

@@ -40,12 +40,6 @@ def gh() -> Iterator[FakeGitHub]:
         yield server
 
 
-@pytest.fixture
-def model() -> Iterator[FakeModelServer]:
-    with FakeModelServer() as server:
-        yield server
-
-
 def _run(gh: FakeGitHub, tmp_path: Path, model: FakeModelServer | None, **inputs: str) -> e2e.Run:
     extra = e2e.with_model(model) if model is not None else {}
     return e2e.Runner(tmp_path, gh.url).run(

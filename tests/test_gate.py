@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from reviewer.gate import OutputSize, evaluate, exit_code, fails, verdict
 from reviewer.report import BudgetReport, Coverage, FileCoverage, Finding, Gap, Usage
+from tests.factories import finding
 
 LIMITS = {"input_tokens": 1000, "output_tokens": 100, "cost_usd": 1.0, "seconds": 60, "calls": 4}
 
@@ -13,21 +14,8 @@ def _budget(**used: object) -> BudgetReport:
 
 
 def _finding(priority: str) -> Finding:
-    return Finding(
-        id="0" * 12,
-        priority=priority,
-        title="t",
-        path="a.py",
-        line=1,
-        end_line=None,
-        side="RIGHT",  # type: ignore[arg-type]
-        trigger="",
-        observation="",
-        suggestion="",
-        quote="",
-        confidence=1.0,
-        source="llm",
-    )
+    blank = {"trigger": "", "observation": "", "suggestion": "", "quote": ""}
+    return finding(id="0" * 12, priority=priority, title="t", path="a.py", line=1, confidence=1.0, **blank)
 
 
 def _cov(*statuses: tuple[str, str | None]) -> Coverage:

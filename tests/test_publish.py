@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import re
@@ -27,7 +28,7 @@ from reviewer.publish import (
     write_outputs,
     write_summary,
 )
-from reviewer.report import Finding, finding_id
+from reviewer.report import Finding
 from reviewer.source.github import CommentInfo, GitHubClient
 from tests.factories import (
     BASE,
@@ -35,33 +36,25 @@ from tests.factories import (
     REPO,
     add_two_file_pull,
     fake_github,
+    finding,
     github_client,
     line_index,
 )
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.runner_files import runner_outputs
 
-
-def make_finding(**overrides: Any) -> Finding:
-    fields: dict[str, Any] = {
-        "priority": "P2",
-        "title": "Off-by-one in the page loop",
-        "path": "src/app.py",
-        "line": 12,
-        "end_line": None,
-        "side": "RIGHT",
-        "trigger": "a list with exactly one page",
-        "observation": "The loop stops one page early.",
-        "suggestion": "Use range(n + 1).",
-        "quote": "for i in range(n):",
-        "confidence": 0.8,
-        "source": "llm",
-        "anchored": True,
-        "anchor_reason": "exact",
-    }
-    fields.update(overrides)
-    fields.setdefault("id", finding_id(fields["path"], fields["quote"], fields["title"]))
-    return Finding(**fields)
+make_finding = functools.partial(
+    finding,
+    title="Off-by-one in the page loop",
+    path="src/app.py",
+    line=12,
+    trigger="a list with exactly one page",
+    observation="The loop stops one page early.",
+    suggestion="Use range(n + 1).",
+    quote="for i in range(n):",
+    anchored=True,
+    anchor_reason="exact",
+)
 
 
 # --- workflow-command reader (the runner's rules, re-implemented) -------------------------------

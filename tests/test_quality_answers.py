@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import model_finding
 from tests.fakes.model_behaviours import echo_example
 from tests.fakes.model_server import FakeModelServer, text
 
@@ -50,18 +51,15 @@ def test_a_server_that_makes_the_model_echo_the_example_publishes_nothing(
 
 
 def _finding(path: str, title: str, **extra: object) -> dict[str, object]:
-    return {
-        "path": path,
-        "line": 2,
-        "priority": "P1",
-        "title": title,
-        "trigger": "div(1, 0)",
-        "observation": "raises ZeroDivisionError",
-        "suggestion": "check b",
-        "quote": "return a / b",
-        "confidence": 0.9,
+    return model_finding(
+        path=path,
+        title=title,
+        priority="P1",
+        suggestion="check b",
+        quote="return a / b",
+        confidence=0.9,
         **extra,
-    }
+    )
 
 
 def test_foreign_and_malformed_findings_are_dropped_and_counted_not_the_answer(

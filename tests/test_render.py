@@ -47,6 +47,7 @@ from reviewer.report import (
     Usage,
     finding_id,
 )
+from tests.factories import finding as make_finding
 
 HEAD = "a1b2c3d" + "e" * 33
 EVIL = (
@@ -57,25 +58,23 @@ EVIL = (
 
 
 def finding(n: int, priority: str = "P2", **changes: Any) -> Finding:
-    base = Finding(
-        id=finding_id(f"src/m{n}.py", f"line {n}", f"Title {n}"),
-        priority=priority,  # type: ignore[arg-type]
-        title=f"Title {n}",
-        path=f"src/m{n}.py",
-        line=10 + n,
-        end_line=None,
-        side="RIGHT",
-        trigger=f"trigger {n}",
-        observation=f"observation {n}",
-        suggestion=f"fix {n}",
-        quote=f"line {n}",
-        confidence=0.8,
-        source="llm",
-        anchored=True,
-        anchor_reason="exact",
-        verified=True,
+    """Finding number `n` (its id from its own path, quote and title, whatever `changes` say)."""
+    base = {"title": f"Title {n}", "path": f"src/m{n}.py", "quote": f"line {n}"}
+    return make_finding(
+        **{
+            "id": finding_id(base["path"], base["quote"], base["title"]),
+            "priority": priority,
+            **base,
+            "line": 10 + n,
+            "trigger": f"trigger {n}",
+            "observation": f"observation {n}",
+            "suggestion": f"fix {n}",
+            "anchored": True,
+            "anchor_reason": "exact",
+            "verified": True,
+            **changes,
+        }
     )
-    return dataclasses.replace(base, **changes)
 
 
 FILES = (

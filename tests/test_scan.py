@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ from reviewer.review import planned_cost
 from reviewer.scan import MATRIX_MAX
 from reviewer.source.github import GitHubClient, GitHubSource
 from tests.conftest import cli_env, run_cli
-from tests.factories import fake_github
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 from tests.test_action_e2e import MODEL, REPO, TOKEN, Runner, marker_state, with_model
@@ -30,23 +28,6 @@ from tests.test_action_e2e import MODEL, REPO, TOKEN, Runner, marker_state, with
 BASE = "b0" * 20
 PRICES = "prices:\n  openai/fake-model:\n    input_usd_per_mtok: 10\n    output_usd_per_mtok: 20\n"
 SCHEDULE: dict[str, Any] = {"schedule": "17 * * * *"}
-
-
-@pytest.fixture
-def gh() -> Iterator[FakeGitHub]:
-    with fake_github({TOKEN: {}}, repo=REPO) as server:
-        yield server
-
-
-@pytest.fixture
-def model() -> Iterator[FakeModelServer]:
-    with FakeModelServer() as server:
-        yield server
-
-
-@pytest.fixture
-def runner(gh: FakeGitHub, tmp_path: Path) -> Runner:
-    return Runner(tmp_path, gh.url)
 
 
 def sha(n: int, salt: str = "a") -> str:

@@ -4,7 +4,6 @@ text (title, body, commit messages, file names) is cut before the model, the rep
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -94,12 +93,6 @@ def test_env_files_are_secret_files(name: str) -> None:
 @pytest.mark.parametrize("name", ["env.py", "src/environment.ts", "settings.env.py"])
 def test_code_named_env_is_reviewed(name: str) -> None:
     assert skip_reason(DiffFile(path=name, status="added")) != "secret_file"
-
-
-@pytest.fixture
-def model() -> Iterator[FakeModelServer]:
-    with FakeModelServer() as server:
-        yield server
 
 
 def test_tokens_in_commit_messages_and_file_names_reach_neither_the_model_nor_the_outputs(
