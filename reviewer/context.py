@@ -334,7 +334,8 @@ class _Wants:
 
 def _wants(hunk: Hunk) -> _Wants:
     uses: dict[str, int] = {}
-    own = set(changed_functions(hunk))
+    changes = tuple(changed_functions(hunk))
+    own = set(changes)
     for line in hunk.lines:
         if line.kind == "+":
             for n in _names(line.text):
@@ -348,7 +349,7 @@ def _wants(hunk: Hunk) -> _Wants:
         if line.kind == "+"
         for m in _CALLED.finditer(_code(line.text))
     )
-    return _Wants({n: c for n, c in uses.items() if n not in own}, tuple(changed_functions(hunk)), called)
+    return _Wants({n: c for n, c in uses.items() if n not in own}, changes, called)
 
 
 STAND_IN_LINE = "    result = helper_function(first_value, other_value) + offset  # ~"
@@ -384,6 +385,46 @@ class Finder:
         self._definitions: dict[str, list[Occurrence]] = {}
         self._calls: dict[str, list[Occurrence]] = {}
         self._texts: dict[str, list[str] | None] = {}
+        self._related: dict[tuple[str, str, str], list[Occurrence]] = {}
+        self._sites: dict[tuple[str, str, str], list[Occurrence]] = {}
+        self._by_path: dict[tuple[str, str, str], dict[str, list[Occurrence]]] = {}
+
+    def _in_family(self, kind: str, name: str, family: str) -> list[Occurrence]:
+        """`kind` ("definitions" or "calls") of `name` in code of the hunk's language family (prose
+        and other languages reuse the same words); filtered once per name and family, so each hunk
+        does not walk every occurrence again (a name defined in every file of a large PR)."""
+        key = (kind, name, family)
+        if key not in self._related:
+            found = (self._definitions if kind == "definitions" else self._calls).get(name, ())
+            self._related[key] = [occ for occ in found if not family or _family(occ.path) == family]
+        return self._related[key]
+
+    def _ordered_sites(self, name: str, family: str, package: str) -> list[Occurrence]:
+        """Call sites of `name` in the family, the hunk's own package first, tests last: sorted
+        once per name, family and package."""
+        key = (name, family, package)
+        if key not in self._sites:
+            self._sites[key] = sorted(
+                self._in_family("calls", name, family),
+                key=lambda occ: (_package(occ.path) != package, _test_path(occ.path), occ.path, occ.line),
+            )
+        return self._sites[key]
+
+    def _wants_of(self, path: str, hunk: Hunk) -> _Wants:
+        key = (path, hunk.index)
+        if key not in self._wants:
+            self._wants[key] = _wants(hunk)
+        return self._wants[key]
+
+    def _own_sites(self, name: str, family: str, path: str) -> list[Occurrence]:
+        """The call sites of `name` in file `path` (grouped once per name and family)."""
+        key = ("by_path", name, family)
+        if key not in self._by_path:
+            grouped: dict[str, list[Occurrence]] = {}
+            for occ in self._in_family("calls", name, family):
+                grouped.setdefault(occ.path, []).append(occ)
+            self._by_path[key] = grouped
+        return self._by_path[key].get(path, [])
 
     def _search(self) -> dict[str, list[Occurrence]]:
         if self._hits is not None:
@@ -391,7 +432,7 @@ class Finder:
         counts: dict[str, int] = {}
         for f in self.files:
             for h in f.hunks:
-                w = self._wants.setdefault((f.path, h.index), _wants(h))
+                w = self._wants_of(f.path, h)
                 for n, c in w.uses.items():
                     counts[n] = counts.get(n, 0) + c
                 for n in w.changes:
@@ -429,17 +470,12 @@ class Finder:
     def for_hunk(self, file: DiffFile, hunk: Hunk) -> tuple[Snippet, ...]:
         """Snippets for one hunk, best first."""
         self._search()
-        wants = self._wants.setdefault((file.path, hunk.index), _wants(hunk))
+        wants = self._wants_of(file.path, hunk)
         package = _package(file.path)
         family = _family(file.path)
-
-        def related(occ: Occurrence) -> bool:
-            """Code in the hunk's language family: prose and other languages reuse the same words."""
-            return not family or _family(occ.path) == family
-
         out: dict[tuple[str, int], Snippet] = {}
         for name, refs in wants.uses.items():
-            defined = [occ for occ in self._definitions.get(name, ()) if related(occ)]
+            defined = self._in_family("definitions", name, family)
             if len(defined) > MAX_DEFINITIONS:
                 continue
             for occ in defined:
@@ -455,16 +491,16 @@ class Finder:
                     out.setdefault(snippet.key, snippet)
         span = range(hunk.new_start, hunk.new_start + max(hunk.new_len, 1))
         for name in wants.changes:
-            sites = [
-                occ
-                for occ in self._calls.get(name, ())
-                if related(occ) and not (occ.path == file.path and occ.line in span)
-            ]
-            sites.sort(
-                key=lambda occ: (_package(occ.path) != package, _test_path(occ.path), occ.path, occ.line)
-            )
-            for occ in sites[:MAX_CALL_SITES]:
-                snippet = self._call_site(occ, name, len(sites), package)
+            ordered = self._ordered_sites(name, family, package)
+            own = sum(1 for occ in self._own_sites(name, family, file.path) if occ.line in span)
+            sites = []
+            for occ in ordered:
+                if len(sites) == MAX_CALL_SITES:
+                    break
+                if not (occ.path == file.path and occ.line in span):
+                    sites.append(occ)
+            for occ in sites:
+                snippet = self._call_site(occ, name, len(ordered) - own, package)
                 if snippet is not None:
                     out.setdefault(snippet.key, snippet)
         return tuple(rank(out.values()))

@@ -18,7 +18,7 @@ from reviewer.report import (
 
 FAIL_ON = ("never", "P1", "P2", "P3")
 UNREVIEWED_WHYS = frozenset(
-    {"budget", "no_model", "no_credentials", "model_error", "unparsed", "no_patch", "too_many_files"}
+    {"budget", "no_model", "no_credentials", "model_error", "unparsed", "no_patch", "too_many_files", "time"}
 )
 
 

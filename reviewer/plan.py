@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from reviewer import context as ctx
-from reviewer.budget import COST_SLACK_USD, held_cost_usd, held_tokens
+from reviewer.budget import COST_SLACK_USD, Deadline, held_cost_usd, held_tokens
 from reviewer.diff import DiffFile, Hunk
 from reviewer.report import Coverage, CoverageStatus, FileCoverage, SliceCoverage
 from reviewer.secret_files import is_secret_file
@@ -589,6 +589,10 @@ class _Packer:
         self._only_size = self._unlimited and a.window is None
         """Nothing but `unit_tokens` limits a unit (no model): the free-room tree alone decides."""
         self._call_rooms: dict[int, int] = {}
+        self.full = False
+        """No unit, open or fresh, has room for even one slice (MIN_SLICE_TOKENS): set by `_fill`
+        once it finds that, and final, because units only grow and the budget only fills. Every
+        later part is `budget` at once, without asking each unit again (planning stays linear)."""
 
     def cost(self, overhead: int, tokens: int) -> _Cost:
         a = self.allowance
@@ -665,6 +669,8 @@ class _Packer:
 
         A unit whose free room cannot hold even the smallest option (with its separator) fails
         `fits_call` for every option, so the free-room tree skips it without asking."""
+        if self.full:
+            return False
         if self._only_size and len(options) == 1 and not context:
             return self._add_sized(*options[0], risk)
         need = min(tokens for _, tokens in options) + SEPARATOR_TOKENS
@@ -772,6 +778,7 @@ def make_plan(
     context: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None = None,
     context_share: float = 0.0,
     text_free: TextFree | None = None,
+    deadline: Deadline | None = None,
 ) -> Plan:
     """Filter, rank, and decide for the whole allowance at once which hunks go into which call.
 
@@ -790,6 +797,13 @@ def make_plan(
     (reviewer.context), ranked; each unit holds what its hunks ask for, up to `context_share` of
     what it could hold when it opened, so the diff always keeps the rest. With `text_free`, parts
     carry no text (`UnitPart.text` is empty) and are sized as if it had been written.
+
+    `deadline` (on the budget's clock: planning's share of `max-seconds`) is looked at before each
+    hunk is counted and before each is packed. Counting (in pack order's token-free prefix, so the
+    least risky hunks are the ones left uncounted) stops at half of it, packing at all of it, each
+    after at least one hunk; every hunk not packed by then is `Unplaced` with reason `time`, and
+    the units packed so far are finished and returned, so the review goes on with what was
+    planned. Every step is linear in the hunks (a full budget is noticed once, `_Packer.full`).
     """
     if unit_tokens <= 0:
         raise ValueError(f"unit_tokens must be a positive number of tokens, got {unit_tokens}")
@@ -813,22 +827,21 @@ def make_plan(
         for h in f.hunks
         if only is None or (f.path, h.index) in only
     ]
+    counting, packing = _Clock(deadline, COUNT_SHARE), _Clock(deadline, 1.0)
     headers: dict[str, str] = {}
-    wholes = {
-        (f.path, h.index): _whole(
-            f,
-            h,
-            headers.get(f.path) or headers.setdefault(f.path, _file_header(f)),
-            count_tokens,
-            redact,
-            text_free,
-        )
-        for _, f, h in chosen
-    }
+    wholes: dict[tuple[str, int], tuple[UnitPart, int]] = {}
+    uncounted: list[tuple[float, DiffFile, Hunk]] = []
+    for item in sorted(chosen, key=lambda item: _rank_prefix(item, first)):
+        _, f, h = item
+        if uncounted or (wholes and counting.out()):
+            uncounted.append(item)
+            continue
+        header = headers.get(f.path) or headers.setdefault(f.path, _file_header(f))
+        wholes[(f.path, h.index)] = _whole(f, h, header, count_tokens, redact, text_free)
     ranked = sorted(
-        chosen,
+        (item for item in chosen if (item[1].path, item[2].index) in wholes),
         key=lambda item: (
-            (item[1].path, item[2].index) not in first,
+            *_rank_prefix(item, first)[:1],
             *pack_order(item[0], item[1].path, wholes[(item[1].path, item[2].index)][1]),
             item[1].path,
             item[2].index,
@@ -865,9 +878,15 @@ def make_plan(
 
     unplaced: list[Unplaced] = []
     for risk, f, hunk in ranked:
+        if packer.units and packing.out():
+            unplaced.append(Unplaced(f.path, hunk.index, WHOLE_HUNK, "time"))
+            continue
         header = headers[f.path]
         plain, plain_tokens = wholes[(f.path, hunk.index)]
         call_room = packer.call_room(packer.fresh().overhead)
+        if packer.full and plain_tokens <= call_room:
+            unplaced.append(Unplaced(f.path, hunk.index, (0, len(hunk.lines)), "budget"))
+            continue
         if plain_tokens > call_room:
             for part, tokens in _slices(f, hunk, call_room, count_tokens, redact, unplaced):
                 if not packer.add([(part, tokens)], risk):
@@ -882,6 +901,7 @@ def make_plan(
             options.insert(-1, (rich, count_tokens(rich.text)))
         if not packer.add(options, risk, context_of(f, hunk)):
             unplaced += _fill(packer, _Piece(risk, f, hunk, 0, len(hunk.lines)), count_tokens, redact)
+    unplaced += [Unplaced(f.path, hunk.index, WHOLE_HUNK, "time") for _, f, hunk in uncounted]
 
     shown = _Context(wanted, count_tokens, redact, packer.context_frame)
     units = _finish(packer, measure, unplaced, shown, keep_text=text_free is None)
@@ -895,6 +915,34 @@ def make_plan(
         no_patch=tuple(sorted(no_patch)),
         unplaced=tuple(unplaced),
     )
+
+
+COUNT_SHARE = 0.5
+"""The part of planning's time that counting every hunk's tokens may use; packing has the rest."""
+
+
+class _Clock:
+    """`deadline.passed(fraction)` asked at most once per hunk; once it says yes, it stays yes."""
+
+    def __init__(self, deadline: Deadline | None, fraction: float) -> None:
+        self._deadline = deadline
+        self._fraction = fraction
+        self._out = False
+
+    def out(self) -> bool:
+        if not self._out and self._deadline is not None and self._deadline.passed(self._fraction):
+            self._out = True
+        return self._out
+
+
+def _rank_prefix(
+    item: tuple[float, DiffFile, Hunk], first: Collection[tuple[str, int]]
+) -> tuple[bool, bool, float]:
+    """The part of the pack order that needs no token count: `first` hunks, then `pack_order`'s
+    first two keys (security-sensitive source that adds code, then category)."""
+    risk, f, h = item
+    head = pack_order(risk, f.path, 1)
+    return ((f.path, h.index) not in first, head[0], head[1])
 
 
 _NARROW_OLD = 10_000
@@ -1054,11 +1102,12 @@ def _fill(
     before any less risky hunk gets the room; whatever still does not fit is `budget`."""
     start = piece.start
     written: _Written | None = None
-    while start < piece.stop:
+    while start < piece.stop and not packer.full:
         candidates = [*packer.units, packer.fresh()]
         best_unit = max(candidates, key=packer.room)
         room = packer.room(best_unit) - (SEPARATOR_TOKENS if best_unit.parts else 0)
         if room < MIN_SLICE_TOKENS:
+            packer.full = True
             break
         written = written or _Written.of(piece.file, piece.hunk)
         best = _largest_slice(written, start, piece.stop, room, count_tokens, redact)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from reviewer import context as ctx
 from reviewer import findings as fnd
 from reviewer import gate, incremental, progress, rules, verify
-from reviewer.budget import Budget, held_cost_usd
+from reviewer.budget import PLAN_SECONDS_SHARE, Budget, held_cost_usd
 from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
 from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
@@ -490,6 +490,7 @@ class _Planner:
                 unit_tokens=self.window,
                 count_tokens=approx_tokens,
                 text_free=NO_MODEL_SIZING,
+                deadline=budget.deadline(1.0),
                 **common,
             )
         self.window, self.window_source = client.window()
@@ -515,6 +516,7 @@ class _Planner:
             measure=self.measure,
             context=self.finder,
             context_share=config.context_share,
+            deadline=budget.deadline(PLAN_SECONDS_SHARE),
             **common,
         )
 
