@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from reviewer.diff import DiffFile, DiffLine, Hunk
-from reviewer.plan import category, pure_path, skip_reason
+from reviewer.policy import category, pure_path, skip_reason
 from reviewer.report import Finding, Priority, Signal, finding_id
 
 MIN_DUPLICATE_LINES = 6

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from reviewer.diff import DiffFile, parse_patch
-from reviewer.plan import skip_reason
+from reviewer.policy import skip_reason
 from reviewer.render import packaged_templates_dir
 from reviewer.report import finding_id
 from reviewer.rules import MESSAGES, redact, run_rules
