@@ -696,7 +696,8 @@ def make_plan(
         for shrunk in _shrinking(extension):
             rich = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, shrunk)])))
             options.insert(-1, (rich, count_tokens(rich.text)))
-        if not packer.add(options, risk, context_of(f, hunk)):
+        wants = context_of(f, hunk) if not packing.out() else {}  # its first call searches the repository
+        if not packer.add(options, risk, wants):
             unplaced += _fill(packer, _Piece(risk, f, hunk, 0, len(hunk.lines)), count_tokens, redact)
     unplaced += [Unplaced(f.path, hunk.index, WHOLE_HUNK, "time") for _, f, hunk in uncounted]
 

@@ -144,7 +144,9 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeModelServer]:
 def test_a_pr_of_many_hunks_under_a_small_max_seconds_reviews_what_it_planned_and_is_not_clean(
     big_pr: Path, server: FakeModelServer
 ) -> None:
-    limits = Limits(input_tokens=10_000_000, output_tokens=1_000_000, cost_usd=100.0, seconds=1_200, calls=200)
+    limits = Limits(
+        input_tokens=10_000_000, output_tokens=1_000_000, cost_usd=100.0, seconds=1_200, calls=200
+    )
     config = Config(model="openai/gpt-4o-mini", api_base=server.api_base, limits=limits)
     source = LocalSource(big_pr, base="main")
     renderer = Renderer()
