@@ -600,7 +600,9 @@ def make_plan(
     least risky hunks are the ones left uncounted) stops at half of it, packing at all of it, each
     after at least one hunk; every hunk not packed by then is `Unplaced` with reason `time`, and
     the units packed so far are finished and returned, so the review goes on with what was
-    planned. Every step is linear in the hunks (a full budget is noticed once, `_Packer.full`).
+    planned. Repository context is asked for only when every hunk was counted in time (its first
+    call searches the repository for all hunks at once and cannot stop halfway). Every step is
+    linear in the hunks (a full budget is noticed once, `_Packer.full`).
     """
     if unit_tokens <= 0:
         raise ValueError(f"unit_tokens must be a positive number of tokens, got {unit_tokens}")
@@ -696,7 +698,9 @@ def make_plan(
         for shrunk in _shrinking(extension):
             rich = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, shrunk)])))
             options.insert(-1, (rich, count_tokens(rich.text)))
-        wants = context_of(f, hunk) if not packing.out() else {}  # its first call searches the repository
+        # the first call searches the repository for every hunk at once (linear, not interruptible):
+        # only when counting every hunk fitted in its half of the time, and while time is left
+        wants = context_of(f, hunk) if not uncounted and not packing.out() else {}
         if not packer.add(options, risk, wants):
             unplaced += _fill(packer, _Piece(risk, f, hunk, 0, len(hunk.lines)), count_tokens, redact)
     unplaced += [Unplaced(f.path, hunk.index, WHOLE_HUNK, "time") for _, f, hunk in uncounted]

@@ -500,7 +500,10 @@ def _secrets(file: DiffFile, added_text: str, prose: _Prose) -> Iterator[_Hit]:
     for number, line in added.items():
         header = _BEGIN_KEY.search(line.text)
         if header and _key_follows(line.text[header.end() :], added.get(number + 1)):
-            yield _secret(file.path, line, prose, "private_key")
+            following = added.get(number + 1)
+            hit = _secret(file.path, line, prose, "private_key")
+            # every key has the same header: its first body line tells two keys apart
+            yield dataclasses.replace(hit, text=f"{hit.text}\n{following.text if following else ''}")
             continue
         taken: list[tuple[int, int]] = []
         for kind, pattern, quick in _TOKEN_GATES:

@@ -117,3 +117,13 @@ def test_a_debugger_in_a_function_above_the_hunk_uses_the_hunk_header() -> None:
     )
     [f] = run_rules(parse_patch(patch)).findings
     assert f.trigger == "Whenever `process()` runs: the line is inside it."
+
+
+def test_two_different_private_keys_stay_two_cards() -> None:
+    header = "-----BEGIN RSA PRIVATE KEY-----"
+    one = "MIIEowIBAAKCAQEAu3Xb9kQ2mW7vL4pXn9Tj1Hc6Ys0Bd5Ue3GiRr8"
+    two = "MIIEpAIBAAKCAQEAz8Yq3LmW2vK7pRn4Tj9Hc1Ys6Bd0Ue5GiRr3Xb"
+    files = files_of(added_file("deploy/a.txt", [header, one]), added_file("deploy/b.txt", [header, two]))
+    assert len(run_rules(files).findings) == 2
+    same = files_of(added_file("deploy/a.txt", [header, one]), added_file("deploy/c.txt", [header, one]))
+    assert len(run_rules(same).findings) == 1
