@@ -51,7 +51,8 @@ for _key in ("OPENAI_API_KEY", "IMREVIEW_MODEL", "IMREVIEW_API_BASE"):
 
 from reviewer.cli import main  # noqa: E402
 from reviewer.diff import parse_patch  # noqa: E402
-from reviewer.plan import hunk_risk, skip_reason  # noqa: E402
+from reviewer.plan import hunk_risk  # noqa: E402
+from reviewer.policy import skip_reason  # noqa: E402
 from tests.fakes import pr_shapes  # noqa: E402
 from tests.fakes.model_server import FakeModelServer, text  # noqa: E402
 

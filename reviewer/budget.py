@@ -39,6 +39,23 @@ UNCERTAIN_MARGIN_PERCENT = 110
 
 PHASES: tuple[str, ...] = ("review", "repair", "verify")
 
+PLAN_SECONDS_SHARE = 0.25
+"""The part of the seconds left that planning may use when a model will be called; past it the
+planner stops and the hunks it did not reach are `time` gaps, so the calls keep the rest. Without
+a model nothing follows the plan, so it may use all that is left."""
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A span [start, until] on a budget's clock; `passed(f)` is True once `f` of it is over."""
+
+    clock: Callable[[], float]
+    start: float
+    until: float
+
+    def passed(self, fraction: float = 1.0) -> bool:
+        return self.clock() >= self.start + fraction * (self.until - self.start)
+
 
 @dataclass(frozen=True)
 class Reservation:
@@ -185,6 +202,14 @@ class Budget:
 
     def seconds_left(self) -> float:
         return max(self.limits.seconds - (self._clock() - self._started), 0.0)
+
+    def deadline(self, share: float) -> Deadline:
+        """The moment on this budget's clock when `share` of the seconds left now will have passed:
+        how planning knows it has used its part of `max-seconds` (PLAN_SECONDS_SHARE)."""
+        with self._lock:
+            now = self._clock()
+            left = max(self.limits.seconds - (now - self._started), 0.0)
+        return Deadline(self._clock, now, now + max(share, 0.0) * left)
 
     def settle(
         self,

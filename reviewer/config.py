@@ -25,7 +25,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from reviewer.budget import DEFAULT_LIMITS, Limits
 from reviewer.errors import ConfigError
-from reviewer.plan import glob_regex
+from reviewer.policy import glob_regex
 
 
 @dataclass(frozen=True)

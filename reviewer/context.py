@@ -23,7 +23,7 @@ from pathlib import PurePosixPath
 from typing import Literal, Protocol
 
 from reviewer.diff import DiffFile, Hunk
-from reviewer.secret_files import is_secret_file
+from reviewer.policy import KEYWORDS, MIN_NAME, defined_names, definition_names, is_test_path, searchable
 
 SnippetKind = Literal["definition", "call_site"]
 
@@ -36,30 +36,9 @@ MAX_DEFINITIONS = 3
 """A name defined in more places than this is a common word (`data`, `value`), not one symbol."""
 MAX_CALL_SITES = 6
 """Call sites shown per changed function."""
-MIN_NAME = 3
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _STRING = re.compile(r"\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'|`[^`]*`")
-_KEYWORD_TEXT = """
-    and as assert async await break case catch class const continue def default defer del delete do elif
-    else enum except export extends false final finally fn for from func function global go goto if impl
-    implements import in instanceof interface is lambda let match mod module mut namespace new nil none
-    nonlocal not null of or package pass private protected pub public raise return self static struct super
-    switch this throw throws trait true try type typeof undefined union unsafe use using val var void
-    where while with yield int str bool float dict list tuple set bytes object string char long short double
-    print len range isinstance super cls args kwargs println printf error err ok
-"""
-_KEYWORDS = frozenset(_KEYWORD_TEXT.split())
-_DEF_WORDS = (
-    r"(?:def|class|function|func|fn|struct|enum|trait|interface|type|record|object|module|namespace|fun"
-    r"|macro|let|var|const|val|static|union|typedef)"
-)
-_MODIFIERS = (
-    r"(?:(?:export|default|public|private|protected|internal|static|final|abstract|async|pub(?:\([\w\s]+\))?"
-    r"|unsafe|extern|inline|virtual|override|open|data|sealed|readonly|declare|mut)\s+)*"
-)
-_VENDOR_TEXT = "vendor third_party third-party thirdparty node_modules bower_components jspm_packages dist"
-_VENDORED = frozenset(_VENDOR_TEXT.split())
 _SOURCE_FAMILIES: tuple[frozenset[str], ...] = (
     frozenset({".py", ".pyi"}),
     frozenset({".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts", ".vue", ".svelte"}),
@@ -166,16 +145,6 @@ def _family(path: str) -> frozenset[str]:
     return next((f for f in _SOURCE_FAMILIES if suffix in f), frozenset({suffix}) if suffix else frozenset())
 
 
-def searchable(path: str) -> bool:
-    """Whether a head file may be searched and shown: not a secret file (`.env`, a key), not
-    vendored, not minified, not a lockfile."""
-    pure = PurePosixPath(path)
-    name = pure.name.lower()
-    if is_secret_file(path) or any(part in _VENDORED for part in pure.parts[:-1]):
-        return False
-    return not (".min." in name or name.endswith(".lock") or name.endswith("-lock.json"))
-
-
 def mentioned(files: Sequence[DiffFile]) -> frozenset[str]:
     """Every identifier in the hunks' lines (imports included): file stems worth reading first."""
     return frozenset(n for f in files for h in f.hunks for line in h.lines for n in _names(line.text))
@@ -220,30 +189,8 @@ def _names(text: str) -> list[str]:
     return [
         n
         for n in _IDENT.findall(_code(text))
-        if len(n) >= MIN_NAME and n.lower() not in _KEYWORDS and not n.isdigit()
+        if len(n) >= MIN_NAME and n.lower() not in KEYWORDS and not n.isdigit()
     ]
-
-
-_NO_C_DECLARATIONS = frozenset({".py", ".pyi", ".rb", ".rake", ".ex", ".exs", ".sh", ".bash", ".lua"})
-
-
-_DEFINITION_FORMS = (
-    re.compile(rf"^\s*{_MODIFIERS}{_DEF_WORDS}\s+(?:\([^)]*\)\s*)?[*&]*([A-Za-z_]\w*)"),
-    re.compile(r"^([A-Za-z_]\w*)\s*(?::\s*[\w\[\]., |]+)?=(?!=)"),
-    re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)"),
-)
-_C_DECLARATION = re.compile(
-    r"^(?!return\b|else\b)(?:[\w:<>*&\[\]]+\s+){1,4}[*&]*([A-Za-z_]\w*)\s*\([^;]*(?:\)\s*(?:const\s*)?\{?|,)\s*$"
-)
-
-
-def defined_names(path: str, text: str) -> set[str]:
-    """What a line defines: the name after a definition keyword, assigned at column 0, `#define`d,
-    or (outside Python-like languages) declared `type name(params)` at column 0 ending like one."""
-    forms: tuple[re.Pattern[str], ...] = _DEFINITION_FORMS
-    if PurePosixPath(path).suffix.lower() not in _NO_C_DECLARATIONS:
-        forms = (*forms, _C_DECLARATION)
-    return {m.group(1) for form in forms if (m := form.match(text))}
 
 
 def _is_definition(name: str, occ: Occurrence) -> bool:
@@ -272,13 +219,6 @@ def _block(lines: Sequence[str], first: int) -> tuple[tuple[str, ...], int]:
     return tuple(lines[first:shown]), stop - shown
 
 
-_TEST_PATH = re.compile(r"(^|/)(tests?|spec|__tests__)/|(^|/)test_[^/]*$|_test\.\w+$|\.(test|spec)\.\w+$")
-
-
-def _test_path(path: str) -> bool:
-    return bool(_TEST_PATH.search(path))
-
-
 def _package(path: str) -> str:
     return str(PurePosixPath(path).parent)
 
@@ -289,33 +229,17 @@ def changed_functions(hunk: Hunk) -> list[str]:
     out: list[str] = []
     for line in hunk.lines:
         if line.kind != " ":
-            out += _defined_names(line.text)
+            out += definition_names(line.text)
     if out:
         return list(dict.fromkeys(out))
     first = next((i for i, line in enumerate(hunk.lines) if line.kind != " "), None)
     if first is None:
         return []
     for text in [*(line.text for line in reversed(hunk.lines[:first])), hunk.header]:
-        names = _defined_names(text)
+        names = definition_names(text)
         if names:
             return names[:1]
     return []
-
-
-_DEFINITION_LINE = re.compile(
-    rf"^\s*{_MODIFIERS}(?:def|function|func|fn|fun|sub|proc)\s+(?:\([^)]*\)\s*)?(?P<name>[A-Za-z_]\w*)"
-    r"|^(?!\s)(?!return\b|else\b|if\b|while\b|for\b|switch\b)"
-    r"[\w:<>,*&\[\] ]+[\s*&](?P<cname>[A-Za-z_]\w*)\s*\("
-    r"|^\s*(?:export\s+)?(?:const|let|var)\s+(?P<jsname>[A-Za-z_]\w*)\s*=\s*(?:async\s+)?(?:function\b|\()"
-)
-
-
-def _defined_names(text: str) -> list[str]:
-    m = _DEFINITION_LINE.match(text)
-    if not m:
-        return []
-    name = m.group("name") or m.group("cname") or m.group("jsname")
-    return [name] if name and name.lower() not in _KEYWORDS and len(name) >= MIN_NAME else []
 
 
 _CALLED = re.compile(r"\.([A-Za-z_]\w*)|\b([A-Za-z_]\w*)\s*\(")
@@ -334,21 +258,22 @@ class _Wants:
 
 def _wants(hunk: Hunk) -> _Wants:
     uses: dict[str, int] = {}
-    own = set(changed_functions(hunk))
+    changes = tuple(changed_functions(hunk))
+    own = set(changes)
     for line in hunk.lines:
         if line.kind == "+":
             for n in _names(line.text):
                 uses[n] = uses.get(n, 0) + 1
     for line in hunk.lines:
         if line.kind == "+":
-            own.update(_defined_names(line.text))
+            own.update(definition_names(line.text))
     called = frozenset(
         m.group(1) or m.group(2)
         for line in hunk.lines
         if line.kind == "+"
         for m in _CALLED.finditer(_code(line.text))
     )
-    return _Wants({n: c for n, c in uses.items() if n not in own}, tuple(changed_functions(hunk)), called)
+    return _Wants({n: c for n, c in uses.items() if n not in own}, changes, called)
 
 
 STAND_IN_LINE = "    result = helper_function(first_value, other_value) + offset  # ~"
@@ -384,6 +309,46 @@ class Finder:
         self._definitions: dict[str, list[Occurrence]] = {}
         self._calls: dict[str, list[Occurrence]] = {}
         self._texts: dict[str, list[str] | None] = {}
+        self._related: dict[tuple[str, str, frozenset[str]], list[Occurrence]] = {}
+        self._sites: dict[tuple[str, frozenset[str], str], list[Occurrence]] = {}
+        self._by_path: dict[tuple[str, frozenset[str]], dict[str, list[Occurrence]]] = {}
+
+    def _in_family(self, kind: str, name: str, family: frozenset[str]) -> list[Occurrence]:
+        """`kind` ("definitions" or "calls") of `name` in code of the hunk's language family (prose
+        and other languages reuse the same words); filtered once per name and family, so each hunk
+        does not walk every occurrence again (a name defined in every file of a large PR)."""
+        key = (kind, name, family)
+        if key not in self._related:
+            found = (self._definitions if kind == "definitions" else self._calls).get(name, ())
+            self._related[key] = [occ for occ in found if not family or _family(occ.path) == family]
+        return self._related[key]
+
+    def _ordered_sites(self, name: str, family: frozenset[str], package: str) -> list[Occurrence]:
+        """Call sites of `name` in the family, the hunk's own package first, tests last: sorted
+        once per name, family and package."""
+        key = (name, family, package)
+        if key not in self._sites:
+            self._sites[key] = sorted(
+                self._in_family("calls", name, family),
+                key=lambda occ: (_package(occ.path) != package, is_test_path(occ.path), occ.path, occ.line),
+            )
+        return self._sites[key]
+
+    def _wants_of(self, path: str, hunk: Hunk) -> _Wants:
+        key = (path, hunk.index)
+        if key not in self._wants:
+            self._wants[key] = _wants(hunk)
+        return self._wants[key]
+
+    def _own_sites(self, name: str, family: frozenset[str], path: str) -> list[Occurrence]:
+        """The call sites of `name` in file `path` (grouped once per name and family)."""
+        key = (name, family)
+        if key not in self._by_path:
+            grouped: dict[str, list[Occurrence]] = {}
+            for occ in self._in_family("calls", name, family):
+                grouped.setdefault(occ.path, []).append(occ)
+            self._by_path[key] = grouped
+        return self._by_path[key].get(path, [])
 
     def _search(self) -> dict[str, list[Occurrence]]:
         if self._hits is not None:
@@ -391,7 +356,7 @@ class Finder:
         counts: dict[str, int] = {}
         for f in self.files:
             for h in f.hunks:
-                w = self._wants.setdefault((f.path, h.index), _wants(h))
+                w = self._wants_of(f.path, h)
                 for n, c in w.uses.items():
                     counts[n] = counts.get(n, 0) + c
                 for n in w.changes:
@@ -429,17 +394,12 @@ class Finder:
     def for_hunk(self, file: DiffFile, hunk: Hunk) -> tuple[Snippet, ...]:
         """Snippets for one hunk, best first."""
         self._search()
-        wants = self._wants.setdefault((file.path, hunk.index), _wants(hunk))
+        wants = self._wants_of(file.path, hunk)
         package = _package(file.path)
         family = _family(file.path)
-
-        def related(occ: Occurrence) -> bool:
-            """Code in the hunk's language family: prose and other languages reuse the same words."""
-            return not family or _family(occ.path) == family
-
         out: dict[tuple[str, int], Snippet] = {}
         for name, refs in wants.uses.items():
-            defined = [occ for occ in self._definitions.get(name, ()) if related(occ)]
+            defined = self._in_family("definitions", name, family)
             if len(defined) > MAX_DEFINITIONS:
                 continue
             for occ in defined:
@@ -447,7 +407,7 @@ class Finder:
                 if (
                     occ.path == file.path
                     or (callable_ and name not in wants.called)
-                    or (_test_path(occ.path) and not _test_path(file.path))
+                    or (is_test_path(occ.path) and not is_test_path(file.path))
                 ):
                     continue
                 snippet = self._definition(occ, name, refs, package)
@@ -455,16 +415,16 @@ class Finder:
                     out.setdefault(snippet.key, snippet)
         span = range(hunk.new_start, hunk.new_start + max(hunk.new_len, 1))
         for name in wants.changes:
-            sites = [
-                occ
-                for occ in self._calls.get(name, ())
-                if related(occ) and not (occ.path == file.path and occ.line in span)
-            ]
-            sites.sort(
-                key=lambda occ: (_package(occ.path) != package, _test_path(occ.path), occ.path, occ.line)
-            )
-            for occ in sites[:MAX_CALL_SITES]:
-                snippet = self._call_site(occ, name, len(sites), package)
+            ordered = self._ordered_sites(name, family, package)
+            own = sum(1 for occ in self._own_sites(name, family, file.path) if occ.line in span)
+            sites: list[Occurrence] = []
+            for occ in ordered:
+                if len(sites) == MAX_CALL_SITES:
+                    break
+                if not (occ.path == file.path and occ.line in span):
+                    sites.append(occ)
+            for occ in sites:
+                snippet = self._call_site(occ, name, len(ordered) - own, package)
                 if snippet is not None:
                     out.setdefault(snippet.key, snippet)
         return tuple(rank(out.values()))

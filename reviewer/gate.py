@@ -28,6 +28,7 @@ UNREVIEWED_WHYS = frozenset(
         "too_many_files",
         "truncated",
         "include_unmatched",
+        "time",
     }
 )
 MODEL_DOWN_WHYS = (

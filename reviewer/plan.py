@@ -10,19 +10,16 @@ no I/O.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import math
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 
 from reviewer import context as ctx
-from reviewer.budget import COST_SLACK_USD, held_cost_usd, held_tokens
+from reviewer.budget import COST_SLACK_USD, Deadline, held_cost_usd, held_tokens
 from reviewer.diff import DiffFile, Hunk
+from reviewer.policy import category, opens_definition, sensitive, skip_reason
 from reviewer.report import Coverage, CoverageStatus, FileCoverage, SliceCoverage
-from reviewer.secret_files import is_secret_file
 
 LEGEND = (
     'Each file starts with "## File: <path> (<status>)", then its hunks. Each hunk has an "@@" header '
@@ -38,101 +35,8 @@ DEFAULT_ANSWER_TOKENS = 2_222
 """`answer_size.answer_reservation` for 6 findings in English, counted with tiktoken's o200k (as
 litellm counts gpt-4o-mini; cl100k gives 2,219); the review passes the count for its own model,
 language and `max-findings`."""
-_DEF_MAX_LINE = 300
 
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-_LOCKFILES = frozenset(
-    {
-        "package-lock.json",
-        "npm-shrinkwrap.json",
-        "yarn.lock",
-        "pnpm-lock.yaml",
-        "bun.lockb",
-        "deno.lock",
-        "poetry.lock",
-        "pdm.lock",
-        "uv.lock",
-        "pipfile.lock",
-        "cargo.lock",
-        "go.sum",
-        "go.work.sum",
-        "gemfile.lock",
-        "composer.lock",
-        "podfile.lock",
-        "pubspec.lock",
-        "mix.lock",
-        "flake.lock",
-        "packages.lock.json",
-        "gradle.lockfile",
-        "package.resolved",
-    }
-)
-_VENDOR_DIRS = _words(
-    "vendor third_party third-party thirdparty node_modules bower_components jspm_packages .yarn"
-)
-_GENERATED_NAME = re.compile(
-    r"(_pb2(_grpc)?\.pyi?|\.pb\.(go|cc|h|swift|dart)|_pb\.(js|d\.ts)|\.pb\.gw\.go|\.generated\.[^/]+"
-    r"|\.g\.dart|\.freezed\.dart|\.designer\.cs|\.(js|css)\.map)$|^zz_generated\..*\.go$",
-    re.IGNORECASE,
-)
-_GENERATED_MARK = re.compile(
-    r"^\s*(//|#|/\*|\*|--|<!--|;|%|\"\"\"|''').*"
-    r"(\bCode generated\b.*\bDO NOT EDIT\b|@generated\b|\b(auto-?generated|automatically generated)\b)",
-    re.IGNORECASE,
-)
-_GENERATED_HEAD_LINES = 10
-_MINIFIED_NAME = re.compile(r"\.min\.(js|mjs|cjs|css)$", re.IGNORECASE)
-_MINIFIED_AVG_LINE = 400
-_MINIFIED_LONGEST = 1000
-_BINARY_EXT = _words(
-    ".png .jpg .jpeg .gif .bmp .ico .webp .tif .tiff .psd .pdf .zip .gz .tgz .bz2 .xz .7z .rar .jar .war "
-    ".class .so .dylib .dll .exe .bin .o .a .lib .pyc .pyd .whl .woff .woff2 .ttf .otf .eot .mp3 .mp4 .mov "
-    ".avi .wav .flac .ogg .webm .sqlite .db .parquet .pkl .npy .npz .onnx .pt .h5 .wasm"
-)
-
-_DOC_EXT = frozenset({".md", ".markdown", ".rst", ".txt", ".adoc", ".asciidoc", ".org", ".rdoc"})
-_DOC_NAME = re.compile(
-    r"^(readme|changelog|changes|history|license|licence|copying|notice|authors|contributing"
-    r"|code_of_conduct)\b",
-    re.IGNORECASE,
-)
-_DOC_DIRS = frozenset({"docs", "doc", "documentation"})
-_TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec", "specs", "testing", "e2e", "testdata"})
-_TEST_NAME = re.compile(
-    r"^(test_.*|.*_test\.\w+|.*\.(test|spec)\.\w+|.*_spec\.rb|.*Tests?\.(java|kt|cs|scala|swift)|conftest\.py)$"
-)
-_CONFIG_EXT = _words(".json .yaml .yml .toml .ini .cfg .conf .xml .properties .csv .tsv .plist")
 _CATEGORY_WEIGHT: Mapping[str, float] = {"source": 3.0, "test": 2.0, "config": 1.5, "docs": 1.0}
-_SENSITIVE = re.compile(
-    r"(?<![a-z])(auth|login|logout|oauth|sso|session|crypt|cipher|secur|permission|privilege|acl|rbac|"
-    r"token|passw|secret|credential|sql|payment|billing|invoice|checkout|sanitiz|csrf|xss|jwt|cookie|"
-    r"admin|sudo|signature|cert|tls|ssl)|\.github/workflows/"
-)
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-
-_NOT_A_DEF = (
-    r"(?!(?:return|else|elif|if|for|foreach|while|switch|case|do|throw|new|delete|await|yield|goto|sizeof"
-    r"|typeof|not|and|or|in|is|print|echo|raise|assert|import|from|with|using|go|defer|except|catch)\b)"
-)
-_DEF = re.compile(
-    r"^\s*(?:"
-    r"(?:async\s+)?def\s+\w+"
-    r"|(?:export\s+)?(?:default\s+)?(?:async\s+)?function\b"
-    r"|(?:export\s+)?(?:const|let|var)\s+\w+\s*=\s*(?:async\s+)?(?:function\b|\([^)]*\)\s*=>|\w+\s*=>)"
-    r"|func\b|type\s+\w+\s+(?:struct|interface)\b"
-    r"|(?:pub(?:\([\w\s]+\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?(?:extern\s+\"\w+\"\s+)?fn\s+\w+"
-    r"|(?:pub(?:\([\w\s]+\))?\s+)?(?:struct|enum|trait|mod)\s+\w+|impl\b"
-    r"|(?:(?:export|default|public|private|protected|internal|static|final|abstract|override|virtual|sealed"
-    r"|partial|open|data|suspend|inline)\s+)*(?:class|interface|enum|record|object|fun|module|namespace)\s+\w+"
-    r"|(?:(?:public|private|protected|internal|static|final|abstract|override|virtual|synchronized|async)\s+)+"
-    r"[\w<>\[\],.?]+\s+\w+\s*\("
-    rf"|{_NOT_A_DEF}[A-Za-z_][\w\s*&:<>,]*?[\s*&]\**~?[A-Za-z_][\w:~]*\s*\([^;]*\)?\s*(?:const\s*)?\{{?\s*$"
-    r")"
-)
 
 
 @dataclass(frozen=True)
@@ -240,113 +144,6 @@ class Plan:
         return sum(u.input_tokens for u in self.units)
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A gitignore-like glob: `*`/`?` stay inside one path segment, `**` crosses them, a pattern
-    without `/` matches at any depth, and a pattern that names a directory covers what is under it."""
-    pat = pattern.strip()
-    anchored = "/" in pat.rstrip("/")
-    pat = pat.lstrip("/")
-    if pat.endswith("/"):
-        pat += "**"
-    out: list[str] = []
-    i = 0
-    while i < len(pat):
-        c = pat[i]
-        if pat.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pat.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and (end := pat.find("]", i + 2)) != -1:
-            body = pat[i + 1 : end]
-            negate = body.startswith("!")
-            body = body[1:] if negate else body
-            out.append(("[^" if negate else "[") + body.replace("\\", "\\\\") + "]")
-            i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("^" + ("" if anchored else "(?:.*/)?") + "".join(out) + "(?:/.*)?$")
-
-
-def matches_any(path: str, patterns: Sequence[str]) -> bool:
-    return any(glob_regex(p).match(path) for p in patterns if p.strip())
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def pure_path(path: str) -> PurePosixPath:
-    """Parsed once per path: the rules and the planner ask about every file's name and folders."""
-    return PurePosixPath(path)
-
-
-def skip_reason(file: DiffFile, *, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> str | None:
-    """Why policy leaves this file out of the model's view, or None. Secret files win over everything."""
-    names = [file.path] + ([file.old_path] if file.old_path else [])
-    if any(is_secret_file(p) for p in names):
-        return "secret_file"
-    if matches_any(file.path, exclude) or (include and not matches_any(file.path, include)):
-        return "excluded"
-    pure = pure_path(file.path)
-    name = pure.name
-    if file.binary or pure.suffix.lower() in _BINARY_EXT:
-        return "binary"
-    if name.lower() in _LOCKFILES or name.lower().endswith(".lock"):
-        return "lockfile"
-    if any(part in _VENDOR_DIRS for part in pure.parts[:-1]):
-        return "vendored"
-    if _GENERATED_NAME.search(name) or (pure.parts[0] == "dist" and len(pure.parts) > 1):
-        return "generated"
-    if _MINIFIED_NAME.search(name):
-        return "minified"
-    for hunk in file.hunks:
-        if hunk.new_start > _GENERATED_HEAD_LINES:
-            continue
-        for line in hunk.lines:
-            if line.kind == "-" or line.new is None:
-                continue
-            if line.new > _GENERATED_HEAD_LINES:
-                break
-            if _GENERATED_MARK.match(line.text):
-                return "generated"
-    if file.longest_added < _MINIFIED_LONGEST:
-        return None
-    added = file.added_lines()
-    lengths = [len(line.text) for line in added if line.text.strip()]
-    if lengths and max(lengths) >= _MINIFIED_LONGEST and sum(lengths) / len(lengths) >= _MINIFIED_AVG_LINE:
-        return "minified"
-    return None
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def category(path: str) -> str:
-    """source, test, config or docs; CI workflows count as source."""
-    pure = pure_path(path)
-    dirs = {part.lower() for part in pure.parts[:-1]}
-    if path.startswith(".github/workflows/"):
-        return "source"
-    suffix = pure.suffix.lower()
-    if suffix in _DOC_EXT or (not suffix and _DOC_NAME.match(pure.name)) or dirs & _DOC_DIRS:
-        return "docs"
-    if dirs & _TEST_DIRS or _TEST_NAME.match(pure.name):
-        return "test"
-    if suffix in _CONFIG_EXT:
-        return "config"
-    return "source"
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def sensitive(path: str) -> bool:
-    return bool(_SENSITIVE.search(_CAMEL.sub("_", path).lower()))
-
-
 def hunk_risk(path: str, hunk: Hunk) -> float:
     """Category dominates, security-sensitive paths weigh 1.5x, added lines add up to 0.9;
     deletion-only hunks score below every hunk that adds code."""
@@ -426,7 +223,7 @@ def enclosing_context(hunk: Hunk, head_lines: Sequence[str]) -> tuple[tuple[int,
             return ()
         if not text.strip() or _indent(text) >= bound:
             continue
-        if len(text) <= _DEF_MAX_LINE and _DEF.match(text):
+        if opens_definition(text):
             if n is None:
                 return ()
             return tuple((k, head_lines[k - 1]) for k in range(n, start))
@@ -603,6 +400,10 @@ class _Packer:
         self._only_size = self._unlimited and a.window is None
         """Nothing but `unit_tokens` limits a unit (no model): the free-room tree alone decides."""
         self._call_rooms: dict[int, int] = {}
+        self.full = False
+        """No unit, open or fresh, has room for even one slice (MIN_SLICE_TOKENS): set by `_fill`
+        once it finds that, and final, because units only grow and the budget only fills. Every
+        later part is `budget` at once, without asking each unit again (planning stays linear)."""
 
     def cost(self, overhead: int, tokens: int) -> _Cost:
         a = self.allowance
@@ -679,6 +480,8 @@ class _Packer:
 
         A unit whose free room cannot hold even the smallest option (with its separator) fails
         `fits_call` for every option, so the free-room tree skips it without asking."""
+        if self.full:
+            return False
         if self._only_size and len(options) == 1 and not context:
             return self._add_sized(*options[0], risk)
         need = min(tokens for _, tokens in options) + SEPARATOR_TOKENS
@@ -786,6 +589,7 @@ def make_plan(
     context: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None = None,
     context_share: float = 0.0,
     text_free: TextFree | None = None,
+    deadline: Deadline | None = None,
 ) -> Plan:
     """Filter, rank, and decide for the whole allowance at once which hunks go into which call.
 
@@ -804,6 +608,15 @@ def make_plan(
     (reviewer.context), ranked; each unit holds what its hunks ask for, up to `context_share` of
     what it could hold when it opened, so the diff always keeps the rest. With `text_free`, parts
     carry no text (`UnitPart.text` is empty) and are sized as if it had been written.
+
+    `deadline` (on the budget's clock: planning's share of `max-seconds`) is looked at before each
+    hunk is counted and before each is packed. Counting (in pack order's token-free prefix, so the
+    least risky hunks are the ones left uncounted) stops at half of it, packing at all of it, each
+    after at least one hunk; every hunk not packed by then is `Unplaced` with reason `time`, and
+    the units packed so far are finished and returned, so the review goes on with what was
+    planned. Repository context is asked for only when every hunk was counted in time (its first
+    call searches the repository for all hunks at once and cannot stop halfway). Every step is
+    linear in the hunks (a full budget is noticed once, `_Packer.full`).
     """
     if unit_tokens <= 0:
         raise ValueError(f"unit_tokens must be a positive number of tokens, got {unit_tokens}")
@@ -827,22 +640,21 @@ def make_plan(
         for h in f.hunks
         if only is None or (f.path, h.index) in only
     ]
+    counting, packing = _Clock(deadline, COUNT_SHARE), _Clock(deadline, 1.0)
     headers: dict[str, str] = {}
-    wholes = {
-        (f.path, h.index): _whole(
-            f,
-            h,
-            headers.get(f.path) or headers.setdefault(f.path, _file_header(f)),
-            count_tokens,
-            redact,
-            text_free,
-        )
-        for _, f, h in chosen
-    }
+    wholes: dict[tuple[str, int], tuple[UnitPart, int]] = {}
+    uncounted: list[tuple[float, DiffFile, Hunk]] = []
+    for item in sorted(chosen, key=lambda item: _rank_prefix(item, first)):
+        _, f, h = item
+        if uncounted or (wholes and counting.out()):
+            uncounted.append(item)
+            continue
+        header = headers.get(f.path) or headers.setdefault(f.path, _file_header(f))
+        wholes[(f.path, h.index)] = _whole(f, h, header, count_tokens, redact, text_free)
     ranked = sorted(
-        chosen,
+        (item for item in chosen if (item[1].path, item[2].index) in wholes),
         key=lambda item: (
-            (item[1].path, item[2].index) not in first,
+            *_rank_prefix(item, first)[:1],
             *pack_order(item[0], item[1].path, wholes[(item[1].path, item[2].index)][1]),
             item[1].path,
             item[2].index,
@@ -879,9 +691,15 @@ def make_plan(
 
     unplaced: list[Unplaced] = []
     for risk, f, hunk in ranked:
+        if packer.units and packing.out():
+            unplaced.append(Unplaced(f.path, hunk.index, WHOLE_HUNK, "time"))
+            continue
         header = headers[f.path]
         plain, plain_tokens = wholes[(f.path, hunk.index)]
         call_room = packer.call_room(packer.fresh().overhead)
+        if packer.full and plain_tokens <= call_room:
+            unplaced.append(Unplaced(f.path, hunk.index, (0, len(hunk.lines)), "budget"))
+            continue
         if plain_tokens > call_room:
             for part, tokens in _slices(f, hunk, call_room, count_tokens, redact, unplaced):
                 if not packer.add([(part, tokens)], risk):
@@ -894,8 +712,12 @@ def make_plan(
         for shrunk in _shrinking(extension):
             rich = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, shrunk)])))
             options.insert(-1, (rich, count_tokens(rich.text)))
-        if not packer.add(options, risk, context_of(f, hunk)):
+        # the first call searches the repository for every hunk at once (linear, not interruptible):
+        # only when counting every hunk fitted in its half of the time, and while time is left
+        wants = context_of(f, hunk) if not uncounted and not packing.out() else {}
+        if not packer.add(options, risk, wants):
             unplaced += _fill(packer, _Piece(risk, f, hunk, 0, len(hunk.lines)), count_tokens, redact)
+    unplaced += [Unplaced(f.path, hunk.index, WHOLE_HUNK, "time") for _, f, hunk in uncounted]
 
     shown = _Context(wanted, count_tokens, redact, packer.context_frame)
     units = _finish(packer, measure, unplaced, shown, keep_text=text_free is None)
@@ -909,6 +731,34 @@ def make_plan(
         no_patch=tuple(sorted(no_patch)),
         unplaced=tuple(unplaced),
     )
+
+
+COUNT_SHARE = 0.5
+"""The part of planning's time that counting every hunk's tokens may use; packing has the rest."""
+
+
+class _Clock:
+    """`deadline.passed(fraction)` asked at most once per hunk; once it says yes, it stays yes."""
+
+    def __init__(self, deadline: Deadline | None, fraction: float) -> None:
+        self._deadline = deadline
+        self._fraction = fraction
+        self._out = False
+
+    def out(self) -> bool:
+        if not self._out and self._deadline is not None and self._deadline.passed(self._fraction):
+            self._out = True
+        return self._out
+
+
+def _rank_prefix(
+    item: tuple[float, DiffFile, Hunk], first: Collection[tuple[str, int]]
+) -> tuple[bool, bool, float]:
+    """The part of the pack order that needs no token count: `first` hunks, then `pack_order`'s
+    first two keys (security-sensitive source that adds code, then category)."""
+    risk, f, h = item
+    head = pack_order(risk, f.path, 1)
+    return ((f.path, h.index) not in first, head[0], head[1])
 
 
 _NARROW_OLD = 10_000
@@ -1068,11 +918,12 @@ def _fill(
     before any less risky hunk gets the room; whatever still does not fit is `budget`."""
     start = piece.start
     written: _Written | None = None
-    while start < piece.stop:
+    while start < piece.stop and not packer.full:
         candidates = [*packer.units, packer.fresh()]
         best_unit = max(candidates, key=packer.room)
         room = packer.room(best_unit) - (SEPARATOR_TOKENS if best_unit.parts else 0)
         if room < MIN_SLICE_TOKENS:
+            packer.full = True
             break
         written = written or _Written.of(piece.file, piece.hunk)
         best = _largest_slice(written, start, piece.stop, room, count_tokens, redact)

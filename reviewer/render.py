@@ -223,8 +223,18 @@ def _strip_invisible(text: str) -> str:
     return "".join(ch for ch in text if not _invisible(ch))
 
 
+_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+"""The ASCII characters `_invisible` names (category Cc), newline included: `_show_invisible`
+keeps it, so it is put back as itself."""
+
+
 def _show_invisible(text: str) -> str:
-    """In code, hidden characters are evidence (Trojan Source): make them visible instead."""
+    """In code, hidden characters are evidence (Trojan Source): make them visible instead. Plain
+    ASCII (most code) is handled by one regex pass: planning renders every unit's prompt to count it."""
+    if text.isascii():
+        return _ASCII_CONTROL.sub(
+            lambda m: m.group() if m.group() == "\n" else f"<U+{ord(m.group()):04X}>", text
+        )
     return "".join(f"<U+{ord(ch):04X}>" if _invisible(ch) and ch != "\t" else ch for ch in text)
 
 

@@ -18,7 +18,7 @@ from reviewer import context as ctx
 from reviewer import findings as fnd
 from reviewer import gate, incremental, progress, rules, verify
 from reviewer.answer_size import answer_reservation
-from reviewer.budget import Budget, held_cost_usd
+from reviewer.budget import PLAN_SECONDS_SHARE, Budget, held_cost_usd
 from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
 from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
@@ -32,8 +32,8 @@ from reviewer.plan import (
     Unit,
     coverage,
     make_plan,
-    matches_any,
 )
+from reviewer.policy import matches_any
 from reviewer.report import (
     AnswerStats,
     Coverage,
@@ -529,6 +529,7 @@ class _Planner:
                 unit_tokens=self.window,
                 count_tokens=approx_tokens,
                 text_free=NO_MODEL_SIZING,
+                deadline=budget.deadline(1.0),
                 **common,
             )
         self.window, self.window_source = client.window()
@@ -555,6 +556,7 @@ class _Planner:
             measure=self.measure,
             context=self.finder,
             context_share=config.context_share,
+            deadline=budget.deadline(PLAN_SECONDS_SHARE),
             **common,
         )
 

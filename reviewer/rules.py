@@ -16,12 +16,15 @@ Secret and conflict checks run on every file, policy-skipped ones included (DESI
 and duplicate checks skip lockfiles and generated, vendored, minified or binary files. Every
 quote passes through `redact`, which cuts each secret-shaped token to its first 4 characters + `…`.
 
-All prose comes from `MESSAGES`, which a caller may override key by key (`run_rules(messages=...)`)
-to speak the configured language; finding ids are always computed from the English title.
+All prose comes from templates/i18n/en.yml (`english()`), which a caller may override key by key
+(`run_rules(messages=...)`) to speak the configured language; finding ids are always computed from the
+English title.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import re
 import string
@@ -31,7 +34,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from reviewer.diff import DiffFile, DiffLine, Hunk
-from reviewer.plan import category, pure_path, skip_reason
+from reviewer.policy import (
+    category,
+    definition_names,
+    holds_sample_data,
+    is_fixture_path,
+    pure_path,
+    skip_reason,
+)
 from reviewer.report import Finding, Priority, Signal, finding_id
 
 MIN_DUPLICATE_LINES = 6
@@ -152,82 +162,28 @@ _CONFLICT_CLOSE = re.compile(r"^>>>>>>>(?: .*)?$")
 _CONFLICT_LITERALS = re.compile(r"^(?:<<<<<<<|=======|>>>>>>>)", re.MULTILINE)
 """An added line that starts like a conflict marker: without one, no hunk of the file is walked."""
 
-_BLOCKS = (
-    "Outside an interactive debugging session the process stops and waits for input, hanging servers and "
-    "CI jobs."
-)
-_UNRESOLVED = (
-    "a merge or rebase was committed unresolved, and the file is unlikely to parse or behave as either "
-    "side intended."
-)
-MESSAGES: Mapping[str, str] = MappingProxyType(
-    {
-        "rules.conflict.title": "Unresolved merge conflict",
-        "rules.conflict.trigger": "Whenever this file is built, imported or parsed.",
-        "rules.conflict.observation_block_both": (
-            f"Lines {{start}}-{{end}} add a Git conflict block with both sides: {_UNRESOLVED}"
-        ),
-        "rules.conflict.observation_block": (
-            f"Lines {{start}}-{{end}} add a Git conflict block: {_UNRESOLVED}"
-        ),
-        "rules.conflict.observation_marker": f"Line {{line}} adds a Git conflict marker: {_UNRESOLVED}",
-        "rules.conflict.suggestion": (
-            "Resolve the conflict: keep the intended code and delete the `<<<<<<<`, `=======` and "
-            "`>>>>>>>` lines."
-        ),
-        "rules.secret.trigger": (
-            "Already: anyone who can read this repository, a fork or its history can read the value."
-        ),
-        "rules.secret.suggestion": (
-            "Revoke and rotate the credential now, remove it from the change and load it at run time from a "
-            "secret store or an environment variable; deleting the line alone leaves it in the Git history."
-        ),
-        "rules.secret.private_key.title": "Private key committed",
-        "rules.secret.private_key.observation": (
-            "Line {line} adds a private key; only its header is quoted here."
-        ),
-        "rules.secret.token.title": "{kind} committed",
-        "rules.secret.token.observation": (
-            "Line {line} adds what looks like a live {kind}, quoted here cut to 4 characters."
-        ),
-        "rules.secret.assignment.title": "Hard-coded credential",
-        "rules.secret.assignment.observation": (
-            "Line {line} assigns a literal that looks like a real password or key (long, mixed, "
-            "high-entropy) to a credential setting; it is quoted here cut to its first 4 characters."
-        ),
-        "rules.debugger.suggestion": "Remove the debugging line before merging.",
-        "rules.debugger.py_breakpoint.title": "Debugger breakpoint left in",
-        "rules.debugger.py_breakpoint.trigger": "Whenever this line runs.",
-        "rules.debugger.py_breakpoint.observation": f"Line {{line}} calls the debugger. {_BLOCKS}",
-        "rules.debugger.py_import.title": "Debugger import left in",
-        "rules.debugger.py_import.trigger": "When this module is imported.",
-        "rules.debugger.py_import.observation": (
-            "Line {line} imports a debugger module, the usual remains of a debugging session; "
-            "any breakpoint it was for stops the process and waits for input."
-        ),
-        "rules.debugger.js_statement.title": "Debugger statement left in",
-        "rules.debugger.js_statement.trigger": "Whenever this line runs with developer tools open.",
-        "rules.debugger.js_statement.observation": (
-            "Line {line} is a `debugger` statement: with developer tools open, execution pauses here."
-        ),
-        "rules.debugger.rb_breakpoint.title": "Debugger breakpoint left in",
-        "rules.debugger.rb_breakpoint.trigger": "Whenever this line runs.",
-        "rules.debugger.rb_breakpoint.observation": f"Line {{line}} opens a debugger console. {_BLOCKS}",
-        "rules.repeated_line": "{observation} The same line is also added at line {line}.",
-        "rules.repeated_lines": "{observation} The same line is also added at lines {lines}.",
-        "rules.duplicate.reason": (
-            "The change adds the same {count} lines twice: {path} lines {start}-{end} repeat {original_path} "
-            "lines {original_start}-{original_end}. Keep one copy and call it from both places."
-        ),
-    }
-)
-"""The English rule prose, keyed as in templates/i18n/*.yml. Placeholders: {name}; literal braces: {{ }}."""
+
+@functools.lru_cache(maxsize=1)
+def english() -> Mapping[str, str]:
+    """The English rule prose, read from its one source, the `rules:` section of
+    templates/i18n/en.yml, keyed as there (`rules.secret.trigger`). Placeholders: {name}; literal
+    braces: {{ }}. Read on first use (the renderer imports this module, so not at import)."""
+    from reviewer.render import _load_i18n, packaged_templates_dir
+
+    messages, _ = _load_i18n(packaged_templates_dir() / "i18n" / "en.yml")
+    return MappingProxyType(
+        {key: value for key, value in messages.items() if key.startswith("rules.") and isinstance(value, str)}
+    )
+
 
 _PLACEHOLDER_NAME = re.compile(r"\{\{|\}\}|\{(\w+)\}")
-PARAMETERS = frozenset(
-    m.group(1) for text in MESSAGES.values() for m in _PLACEHOLDER_NAME.finditer(text) if m.group(1)
-)
-"""Every parameter some rule passes to its templates."""
+
+
+def parameters() -> frozenset[str]:
+    """Every parameter some rule passes to its templates."""
+    return frozenset(
+        m.group(1) for text in english().values() for m in _PLACEHOLDER_NAME.finditer(text) if m.group(1)
+    )
 
 
 def _fill(template: str, params: Mapping[str, object]) -> str:
@@ -258,10 +214,9 @@ class _Prose:
         return self.english(key, **params)
 
     def english(self, key: str, **params: object) -> str:
-        return _fill(MESSAGES[key], params)
+        return _fill(english()[key], params)
 
 
-_FIXTURE_DIRS = frozenset({"fixtures", "__fixtures__", "testdata", "test_data", "test-data"})
 _POLICY_SKIPS = frozenset({"lockfile", "generated", "vendored", "minified", "binary"})
 
 
@@ -324,7 +279,16 @@ def _key_follows(rest: str, following: DiffLine | None) -> bool:
 
 def _plausible_token(token: str) -> bool:
     """A real key, not a documentation example or a run of x's."""
-    return not re.search(r"example|xxxx|0000|1234", token, re.IGNORECASE) and _entropy(token) >= 3.0
+    return not _EXAMPLE_TOKEN.search(token) and _entropy(token) >= 3.0
+
+
+_EXAMPLE_TOKEN = re.compile(
+    r"example|xxxx|0000|1234|abcd|change_?-?me|placeholder|dummy|fake|your_?(?:api_?)?(?:key|token|secret)"
+    r"|[<>{}]|\.\.\.|…",
+    re.IGNORECASE,
+)
+"""Parts of a token that make it a documentation example or a placeholder (AWS's `AKIAIOSFODNN7EXAMPLE`,
+`ghp_xxxx…`, `<token>`): never a finding."""
 
 
 def _looks_secret(value: str, *, bare: bool) -> bool:
@@ -417,6 +381,11 @@ class _Hit:
     observation: str
     suggestion: str
     quote: str
+    text: str = ""
+    """The line as added (unredacted, never shown): what makes two hits the same line."""
+    across_files: bool = True
+    """Whether the same line in another file is the same finding (one card); a conflict block is
+    each file's own."""
 
 
 def _hit(
@@ -448,6 +417,7 @@ def _hit(
         observation=prose(observation, **params),
         suggestion=prose(suggestion, **params),
         quote=redact(line.text).strip(),
+        text=line.text.strip(),
     )
 
 
@@ -482,7 +452,7 @@ def _conflict(
         observation = (
             "rules.conflict.observation_block_both" if middle else "rules.conflict.observation_block"
         )
-    return _hit(
+    hit = _hit(
         "conflict-marker",
         path,
         start,
@@ -494,11 +464,17 @@ def _conflict(
         params={"line": start.new, "start": start.new, "end": end.new if end is not None else start.new},
         end_line=end.new if end is not None else None,
     )
+    return dataclasses.replace(hit, across_files=False)
 
 
 def _secret(
     path: str, line: DiffLine, prose: _Prose, which: str, confidence: float = 1.0, **params: object
 ) -> _Hit:
+    """P1, except in tests, fixtures, examples and docs (`policy.holds_sample_data`), where
+    committed credentials are made up far more often than leaked: P3 there, below every usual
+    `fail-on`, with a suggestion that asks before it tells to rotate. Not silence: a real key pasted
+    into a fixture is still a leak."""
+    sample = holds_sample_data(path)
     return _hit(
         "secret",
         path,
@@ -507,9 +483,10 @@ def _secret(
         title=f"rules.secret.{which}.title",
         trigger="rules.secret.trigger",
         observation=f"rules.secret.{which}.observation",
-        suggestion="rules.secret.suggestion",
+        suggestion="rules.secret.suggestion_sample" if sample else "rules.secret.suggestion",
         params={"line": line.new, **params},
         confidence=confidence,
+        priority="P3" if sample else "P1",
     )
 
 
@@ -523,7 +500,10 @@ def _secrets(file: DiffFile, added_text: str, prose: _Prose) -> Iterator[_Hit]:
     for number, line in added.items():
         header = _BEGIN_KEY.search(line.text)
         if header and _key_follows(line.text[header.end() :], added.get(number + 1)):
-            yield _secret(file.path, line, prose, "private_key")
+            following = added.get(number + 1)
+            hit = _secret(file.path, line, prose, "private_key")
+            # every key has the same header: its first body line tells two keys apart
+            yield dataclasses.replace(hit, text=f"{hit.text}\n{following.text if following else ''}")
             continue
         taken: list[tuple[int, int]] = []
         for kind, pattern, quick in _TOKEN_GATES:
@@ -547,7 +527,7 @@ def _secrets(file: DiffFile, added_text: str, prose: _Prose) -> Iterator[_Hit]:
 
 def _debuggers(file: DiffFile, added_text: str, prose: _Prose) -> Iterator[_Hit]:
     pure = pure_path(file.path)
-    if {p.lower() for p in pure.parts[:-1]} & _FIXTURE_DIRS:
+    if is_fixture_path(file.path):
         return
     checks = [
         d
@@ -559,6 +539,7 @@ def _debuggers(file: DiffFile, added_text: str, prose: _Prose) -> Iterator[_Hit]
     for line in file.added_lines():
         for check in checks:
             if line.new is not None and check.pattern.match(line.text):
+                trigger, where = _where(file, line, f"{check.key}.trigger")
                 yield _hit(
                     "debugger",
                     file.path,
@@ -566,28 +547,75 @@ def _debuggers(file: DiffFile, added_text: str, prose: _Prose) -> Iterator[_Hit]
                     prose,
                     priority="P2",
                     title=f"{check.key}.title",
-                    trigger=f"{check.key}.trigger",
+                    trigger=trigger,
                     observation=f"{check.key}.observation",
                     suggestion="rules.debugger.suggestion",
-                    params={"line": line.new},
+                    params={"line": line.new, "name": where},
                 )
                 break
 
 
+def _where(file: DiffFile, line: DiffLine, default: str) -> tuple[str, str]:
+    """Where a Python line runs, as a trigger key and the function's name: `trigger_module` for a
+    line at column 0 (it runs when the module is imported), `trigger_function` inside the nearest
+    definition above it in the hunk or named in the hunk header, else the check's own trigger."""
+    if pure_path(file.path).suffix.lower() not in (".py", ".pyi"):
+        return default, ""
+    indent = len(line.text) - len(line.text.lstrip())
+    if indent == 0:
+        return "rules.debugger.trigger_module", ""
+    for hunk in file.hunks:
+        if line not in hunk.lines:
+            continue
+        above = hunk.lines[: hunk.lines.index(line)]
+        for other in reversed(above):
+            if other.kind == "-" or not other.text.strip():
+                continue
+            depth = len(other.text) - len(other.text.lstrip())
+            if depth < indent:
+                names = definition_names(other.text)
+                if names:
+                    return "rules.debugger.trigger_function", names[0]
+                indent = depth
+                if depth == 0:
+                    return default, ""
+        names = definition_names(hunk.header.strip())
+        if names:
+            return "rules.debugger.trigger_function", names[0]
+    return default, ""
+
+
 def _findings(hits: Sequence[_Hit], prose: _Prose) -> tuple[Finding, ...]:
-    """One finding per id; repeats of the same quote in a file are named in its observation."""
-    groups: dict[str, list[_Hit]] = {}
+    """One finding per rule, title and quote: the same line added in several places is one card.
+    Repeats in the first file are named by line, other files by `path:line` (at most
+    MAX_PLACES_NAMED, then a count), in the observation; the card is anchored at the first place.
+    Grouping lives here because only the rule knows that two of its findings say the same thing."""
+    in_file: dict[str, list[_Hit]] = {}
     for hit in sorted(hits, key=lambda h: (h.path, h.line, h.rule)):
-        groups.setdefault(finding_id(hit.path, hit.quote, hit.id_title), []).append(hit)
+        in_file.setdefault(finding_id(hit.path, hit.quote, hit.id_title), []).append(hit)
+    groups: dict[tuple[object, ...], list[_Hit]] = {}
+    for fid, found in in_file.items():
+        first = found[0]
+        same_text = frozenset(h.text for h in found)  # quotes are redacted: two keys can share one
+        key = (first.rule, first.id_title, first.quote, same_text) if first.across_files else (fid,)
+        groups.setdefault(key, []).extend(found)
     out: list[Finding] = []
-    for fid, group in groups.items():
+    for group in groups.values():
         first = group[0]
+        fid = finding_id(first.path, first.quote, first.id_title)
         observation = first.observation
-        if len(group) == 2:
-            observation = prose("rules.repeated_line", observation=observation, line=group[1].line)
-        elif len(group) > 2:
-            more = ", ".join(str(h.line) for h in group[1:])
+        same = [h for h in group[1:] if h.path == first.path]
+        others = [h for h in group[1:] if h.path != first.path]
+        if len(same) == 1:
+            observation = prose("rules.repeated_line", observation=observation, line=same[0].line)
+        elif len(same) > 1:
+            more = ", ".join(str(h.line) for h in same)
             observation = prose("rules.repeated_lines", observation=observation, lines=more)
+        if others:
+            places = ", ".join(f"{h.path}:{h.line}" for h in others[:MAX_PLACES_NAMED])
+            if len(others) > MAX_PLACES_NAMED:
+                places = prose("rules.and_more", places=places, n=len(others) - MAX_PLACES_NAMED)
+            observation = prose("rules.repeated_places", observation=observation, places=places)
         out.append(
             Finding(
                 id=fid,
@@ -607,6 +635,9 @@ def _findings(hits: Sequence[_Hit], prose: _Prose) -> tuple[Finding, ...]:
         )
     return tuple(out)
 
+
+MAX_PLACES_NAMED = 10
+"""Places of a grouped rule finding named in its card; the rest are counted."""
 
 _ALNUM = re.compile(r"[^\W_]")
 """A character for which str.isalnum() is true: `\\w` is exactly those plus `_`."""
@@ -681,7 +712,7 @@ def _duplicates(files: Sequence[DiffFile], prose: _Prose) -> tuple[Signal, ...]:
 def run_rules(files: Sequence[DiffFile], *, messages: Mapping[str, str] | None = None) -> RuleResult:
     """All checks over the added lines of every file; findings are unanchored until findings.py.
 
-    `messages` replaces `MESSAGES` templates by key (the configured language); ids stay English."""
+    `messages` replaces the English templates by key (the configured language); ids stay English."""
     prose = _Prose(messages or {})
     hits: list[_Hit] = []
     code: list[DiffFile] = []

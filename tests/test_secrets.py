@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reviewer.diff import DiffFile, parse_patch
-from reviewer.plan import skip_reason
+from reviewer.policy import skip_reason
 from reviewer.rules import redact, run_rules
 from tests.conftest import Repo, cli_env, run_cli
 from tests.fakes.model_server import FakeModelServer, text
