@@ -10,6 +10,7 @@ hidden marker before anything is created, so a rerun or a retried job edits inst
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -378,11 +379,25 @@ class StickyState:
             carried=self.carried,
         )
 
+    def spent(self) -> float:
+        """What the PR has cost over its runs, as far as this state records it (0 when unknown)."""
+        return self.total_cost_usd or 0.0
+
+    def with_total(self, total_usd: float) -> StickyState:
+        """The same review, with the PR's cumulative cost `total_usd` (a reservation, or what a run
+        that published nothing spent)."""
+        return dataclasses.replace(self, total_cost_usd=total_usd)
+
+    def body(self, visible: str) -> str:
+        """A sticky comment body: `visible` Markdown, then this state's marker as the last line."""
+        return f"{visible.rstrip()}\n\n{self.marker()}"
+
     def marker(self) -> str:
+        """No `head` or `base` in a state that records no review yet (a reservation's)."""
         return state_marker(
             {
-                "head": self.head,
-                "base": self.base,
+                **({"head": self.head} if self.head else {}),
+                **({"base": self.base} if self.base else {}),
                 "config": self.config,
                 "model": self.model,
                 "cost_usd": self.cost_usd,
@@ -406,6 +421,12 @@ PENDING_REVIEW = "review"
 
 def _pending(value: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def visible_text(body: str | None) -> str:
+    """A sticky comment's text above its state marker (the marker line itself removed)."""
+    above, last = _split_marker(body or "")
+    return above if parse_state(last) is not None else (body or "").rstrip()
 
 
 def mark_pending(body: str, sinks: Sequence[str]) -> str:
