@@ -462,20 +462,23 @@ _KEY_SUFFIXES = ("_API_KEY",)
 
 
 def state_key(environ: Mapping[str, str] | None = None) -> bytes | None:
-    """The secret that proves a marker is ours: `IMREVIEW_STATE_KEY`, else the model API keys in the
-    environment (names and values, hashed). None when there is no secret at all: then no comment
-    can be proven ours, and no state is trusted.
+    """The secret that proves a marker is ours: `IMREVIEW_STATE_KEY` alone when it is set (so jobs
+    that hold different model keys, such as a fan-out's plan job that holds none, agree on it),
+    else the model API keys in the environment (names and values, hashed). None when there is no
+    secret at all: then no comment can be proven ours, and no state is trusted.
 
     A login proves nothing (every workflow in the repository posts as `github-actions[bot]`, and a
     forger can copy any visible text), but a workflow or bot that echoes PR text has none of our
     secrets, so it cannot compute the MAC that `sign_sticky` puts in the state."""
     env = os.environ if environ is None else environ
-    parts = sorted(
-        (name, value)
-        for name, value in env.items()
-        if (name == STATE_KEY_ENV and value.strip())
-        or (name.endswith(_KEY_SUFFIXES) and _secret_enough(value))
-    )
+    if (env.get(STATE_KEY_ENV) or "").strip():
+        parts = [(STATE_KEY_ENV, env[STATE_KEY_ENV])]
+    else:
+        parts = sorted(
+            (name, value)
+            for name, value in env.items()
+            if name.endswith(_KEY_SUFFIXES) and _secret_enough(value)
+        )
     if not parts:
         return None
     digest = hashlib.sha256(b"imreview state key v1")
