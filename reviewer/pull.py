@@ -25,23 +25,19 @@ from reviewer.errors import ConfigError, GitHubError, NoWriteAccess
 from reviewer.events import skip_reason
 from reviewer.incremental import Increment
 from reviewer.publish import (
-    PENDING_REVIEW,
     READ_ONLY,
     READ_ONLY_DETAIL,
-    StickyState,
     annotate,
     echo_untrusted,
     escape_data,
     find_sticky,
-    mark_pending,
     post_inline_review,
-    state_key,
     upsert_sticky,
-    visible_text,
 )
 from reviewer.render import Renderer
 from reviewer.report import PRIORITIES, Finding, Incremental, Published, Report, priority_rank
 from reviewer.report_files import ReportDir
+from reviewer.state import PENDING_REVIEW, StickyState, mark_pending, state_key, visible_text
 
 if TYPE_CHECKING:
     from reviewer.run import Rendered
