@@ -10,6 +10,7 @@ inside `source.github`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,21 +25,19 @@ from reviewer.errors import ConfigError, GitHubError, NoWriteAccess
 from reviewer.events import skip_reason
 from reviewer.incremental import Increment
 from reviewer.publish import (
-    PENDING_REVIEW,
     READ_ONLY,
     READ_ONLY_DETAIL,
-    StickyState,
     annotate,
     echo_untrusted,
     escape_data,
     find_sticky,
-    mark_pending,
     post_inline_review,
     upsert_sticky,
 )
 from reviewer.render import Renderer
 from reviewer.report import PRIORITIES, Finding, Incremental, Published, Report, priority_rank
 from reviewer.report_files import ReportDir
+from reviewer.state import PENDING_REVIEW, StickyState, mark_pending, state_key, visible_text
 
 if TYPE_CHECKING:
     from reviewer.run import Rendered
@@ -241,6 +240,13 @@ def review_pull(
     budget = budget_for(config) if budget_for is not None else Budget(config.limits)
     if cap_left is not None and cap_left < budget.limits.cost_usd:
         budget = Budget(dataclasses.replace(budget.limits, cost_usd=cap_left))
+    reservation = None
+    if cap_left is not None and config.model and budget.limits.cost_usd > 0 and job.post_comment:
+        reservation = reserve_spend(
+            client, job, writing, renderer, head_sha=info.head_sha, allowance=budget.limits.cost_usd
+        )
+        if reservation is not None and reservation.created:
+            writing = dataclasses.replace(writing, publisher=writing.relisting())
     client.wait_within(budget.limits.seconds)
     increment, increment_info = plan_increment(
         client, job.repo, change, prior.state, config=config, renderer=renderer
@@ -260,6 +266,8 @@ def review_pull(
     report, rendered = finish(
         analysis, source, config, renderer, publisher=writing.publisher, prior=prior.state
     )
+    if reservation is not None:
+        report = settle_spend(client, job, writing, reservation, report, renderer, warn=warn)
     if read_only and wants_write:
         notice = renderer.translate(
             "action.read_only",
@@ -527,11 +535,13 @@ def base_templates(
 
 @dataclass(frozen=True)
 class PriorReview:
-    """What our sticky comment says about the last review, and whether it makes this run a no-op."""
+    """What our sticky comment says about the last review, and whether it makes this run a no-op.
+    `body`: the comment as read (its visible text is kept when only the state changes)."""
 
     state: StickyState | None
     comment_url: str | None
     same: bool
+    body: str | None = None
 
 
 def is_same_review(state: StickyState | None, *, head_sha: str, config_digest: str) -> bool:
@@ -566,7 +576,10 @@ def prior_review(
     state = StickyState.parse(sticky.body) if sticky else None
     digest = config_hash(config, renderer.templates_digest())
     return PriorReview(
-        state, sticky.url if sticky else None, is_same_review(state, head_sha=head_sha, config_digest=digest)
+        state,
+        sticky.url if sticky else None,
+        is_same_review(state, head_sha=head_sha, config_digest=digest),
+        sticky.body if sticky else None,
     )
 
 
@@ -631,13 +644,120 @@ def pr_publisher(
 
 @dataclass(frozen=True)
 class PrWriting:
-    """What writing to one PR needs: the last review our sticky comment recorded, and the sinks."""
+    """What writing to one PR needs: the last review our sticky comment recorded, and the sinks.
+    `relisting` builds the same sinks reading the PR's comments afresh (after this run wrote one)."""
 
     prior: PriorReview
     publisher: Publisher | None
+    login: str = ""
+    relisting: Callable[[], Publisher | None] = lambda: None
+    comments: Sequence[CommentInfo] | None = None
 
 
 NO_WRITING = PrWriting(PriorReview(None, None, False), None)
+
+
+# --- the per-PR cost cap: reserve before spending, settle after ---------------------------------
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What the sticky state said before this run reserved its allowance, and how the reservation
+    was written: `created` when this run created the sticky comment to hold it."""
+
+    state: StickyState
+    visible: str
+    created: bool
+    head_sha: str
+
+
+def reserve_spend(
+    client: GitHubClient,
+    job: PullJob,
+    writing: PrWriting,
+    renderer: Renderer,
+    *,
+    head_sha: str,
+    allowance: float,
+) -> Reservation | None:
+    """Before the first model call, record in the sticky state that this run may spend `allowance`:
+    the PR's total becomes what it had cost plus the allowance. A run that ends unpublished (the head
+    moved, publishing failed) or never ends (cancelled by a push, killed) has then been counted at
+    its most, and `max-pr-cost-usd` holds under any pattern of pushes; a published run's state
+    replaces the reservation with what it really cost, and `settle_spend` does so for one that
+    published nothing. None (nothing reserved) when there is no key to sign the state with, no
+    sticky sink, or the write failed: the run goes on, as it would without the cap's record."""
+    if writing.publisher is None or state_key() is None:
+        return None
+    prior = writing.prior
+    if prior.state is not None and prior.body is not None:
+        before, visible = prior.state, visible_text(prior.body)
+    else:
+        before = StickyState(head="", base="", config="", total_cost_usd=0.0)
+        visible = run_text(
+            renderer, "spend_reserved", head=head_sha, allowance=allowance, cap=job.max_pr_cost_usd
+        )
+    reserved = before.with_total(_usd_up(before.spent() + allowance))
+    written = upsert_sticky(
+        client,
+        job.repo,
+        job.number,
+        body=reserved.body(visible),
+        login=writing.login,
+        comments=writing.comments,
+    )
+    if not written.ok:
+        return None
+    return Reservation(before, visible, created=written.reason == "created", head_sha=head_sha)
+
+
+def settle_spend(
+    client: GitHubClient,
+    job: PullJob,
+    writing: PrWriting,
+    reservation: Reservation,
+    report: Report,
+    renderer: Renderer,
+    *,
+    warn: Warn,
+) -> Report:
+    """After the run: a sticky comment this run wrote holds what the run really cost (its state was
+    built from the state before the reservation). Otherwise the reservation is replaced by what the
+    run spent, the comment's text kept (or, on a comment this run created, saying the review was
+    not published). A cost that cannot be priced is not counted, as in a published run. The
+    report returned says the comment was created when the reservation created it."""
+    comment = next((p for p in report.published if p.sink == "comment"), None)
+    if comment is not None and comment.ok:
+        if not reservation.created:
+            return report
+        created = dataclasses.replace(
+            comment, detail=comment.detail.replace("updated", "created", 1), reason="created"
+        )
+        return report.replace(published=tuple(created if p is comment else p for p in report.published))
+    spent = report.budget.used.cost_usd
+    settled = reservation.state  # a cost that cannot be priced is not counted (docs/state-and-caps.md)
+    if spent is not None:
+        settled = settled.with_total(round(settled.spent() + spent, 6))
+    visible = reservation.visible
+    if reservation.created:
+        visible = run_text(
+            renderer,
+            "spend_unpublished",
+            head=reservation.head_sha,
+            run=spent or 0.0,
+            total=settled.spent(),
+            cap=job.max_pr_cost_usd,
+        )
+    body = settled.body(visible)
+    written = upsert_sticky(client, job.repo, job.number, body=body, login=writing.login)
+    if not written.ok:
+        warn(f"imreview: comment: this run's cost stays counted at its allowance: {written.detail}")
+    return report
+
+
+def _usd_up(value: float) -> float:
+    """`value` rounded up to the state's 6 decimals: a reservation never records less than it holds."""
+    return math.ceil(round(value * 1_000_000, 3)) / 1_000_000
 
 
 def prepare_writing(
@@ -681,7 +801,21 @@ def prepare_writing(
         warn=warn,
         comments=comments,
     )
-    return PrWriting(prior, publisher)
+
+    def relisting() -> Publisher | None:
+        return pr_publisher(
+            client,
+            repo,
+            number,
+            config,
+            renderer,
+            login=login,
+            post_comment=post_comment,
+            inline_comments=inline_comments,
+            warn=warn,
+        )
+
+    return PrWriting(prior, publisher, login, relisting, comments)
 
 
 @dataclass(frozen=True)

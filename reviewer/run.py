@@ -20,11 +20,12 @@ from reviewer.config import Config, config_hash
 from reviewer.diff import LineIndex
 from reviewer.errors import UsageError
 from reviewer.incremental import CarriedFinding
-from reviewer.publish import COMMENT_LIMIT, StickyState, echo_untrusted, utf16_len
+from reviewer.publish import COMMENT_LIMIT, echo_untrusted, utf16_len
 from reviewer.render import Renderer, fit
 from reviewer.report import Published, Report
 from reviewer.review import Analysis, analyse, conclude
 from reviewer.source import Source
+from reviewer.state import StickyState
 
 SUMMARY_LIMIT = 1_000_000
 Warn = Callable[[str], None]

@@ -29,7 +29,7 @@ from reviewer.budget import Budget
 from reviewer.config import Config, build_config, config_hash, env_layer, load_config_file, parse_config_text
 from reviewer.errors import GitHubError, Retryable, UsageError
 from reviewer.events import is_bot
-from reviewer.publish import StickyState, stickies_by_pull
+from reviewer.publish import stickies_by_pull
 from reviewer.pull import (
     PrOutcome,
     PullJob,
@@ -42,6 +42,7 @@ from reviewer.pull import (
 )
 from reviewer.render import Renderer
 from reviewer.review import planned_cost
+from reviewer.state import StickyState
 
 if TYPE_CHECKING:
     from reviewer.source import Change

@@ -541,15 +541,23 @@ def test_dispatch_with_a_missing_pr_still_reviews_the_other(gh: FakeGitHub, runn
 def test_head_moving_during_the_review_posts_nothing(
     gh: FakeGitHub, model: FakeModelServer, runner: Runner
 ) -> None:
+    """No review of a stale head reaches the PR. What the run cost does: the sticky comment holding
+    the run's max-pr-cost-usd reservation (created before the model was called) says the review was
+    not published and records the run's real cost (docs/state-and-caps.md)."""
     add_pull(gh)
+    gh.add_content(REPO, BASE, ".github/imreview.yml", PRICES)
     model.handler = reviewer_model({"app.py": [finding()]}, on_review=lambda: gh.set_head(REPO, 7, HEAD2))
     run = runner.run(
         "pull_request", event_payload("pull_request.opened"), inline_comments="true", **with_model(model)
     )
     assert run.code == 0, run.stderr
     assert run.outputs["verdict"] == "incomplete" and run.outputs["publish-ready"] == "false"
-    assert gh.comments(REPO, 7) == [] and gh.reviews(REPO, 7) == []
-    assert writes(gh) == []
+    assert gh.reviews(REPO, 7) == []
+    body = only_comment(gh)["body"]
+    assert "was not published" in body and "Division" not in body, body
+    state = marker_state(body)
+    assert "head" not in state and state["total_cost_usd"] == pytest.approx(float(run.outputs["cost-usd"]))
+    assert [method for method, _ in writes(gh)] == ["POST", "PATCH"]
     assert "head moved" in run.summary
     assert any(line.startswith("::warning title=imreview") for line in run.stdout.splitlines())
     assert gh.violations == []
