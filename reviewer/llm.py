@@ -1040,15 +1040,18 @@ _LIBRARY_NAMES = re.compile(
     r"\b(?:litellm|openai|httpx|httpcore)\.[\w.]*:\s*"  # litellm.InternalServerError:
     r"|\b[A-Z]\w*(?:Error|Exception)\s*(?::|-(?=\s))\s*"  # InternalServerError: / OpenAIException -
 )
-_LAST_ERROR = re.compile(r"^model call failed for [^;]*; last error:\s*")
+_LAST_ERROR = re.compile(r"^model call failed for ([^;]*); last error:\s*")
 
 
 def human_error(message: str) -> str:
-    """A provider's error text without the libraries' class names (`litellm.InternalServerError:
-    InternalServerError: OpenAIException - Connection error.` → `Connection error.`) and without our
-    own "model call failed for …; last error:" frame, which the gap's sentence already says."""
-    text = _LAST_ERROR.sub("", " ".join(message.split()))
+    """A provider's error text without the libraries' class names: `model call failed for m1, m2;
+    last error: litellm.InternalServerError: InternalServerError: OpenAIException - Connection
+    error.` → `m1, m2: Connection error.` (the gap's sentence already says the call failed)."""
+    text = " ".join(message.split())
+    frame = _LAST_ERROR.match(text)
+    models = f"{frame.group(1)}: " if frame else ""
+    text = text[frame.end() :] if frame else text
     previous = None
     while previous != text:
         previous, text = text, _LIBRARY_NAMES.sub("", text, count=1) if _LIBRARY_NAMES.match(text) else text
-    return text.strip()
+    return models + text.strip()
