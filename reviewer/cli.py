@@ -408,6 +408,10 @@ def action() -> None:
     sys.exit(run_action(os.environ))
 
 
+REPORT_KEYS_ADDED_IN_V1: dict[str, Any] = {"answers": None, "unverified": []}
+"""Keys a v1 report gained after 0.1.0; a report written before them still renders."""
+
+
 @cli.command(short_help="Re-render a saved report.json with the current or your templates.")
 @click.argument("report_path", type=click.Path(exists=True, dir_okay=False))
 @click.option(
@@ -425,6 +429,9 @@ def render(report_path: str, template: str, template_dir: str | None, language: 
         data = json.loads(Path(report_path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"REPORT {report_path!r} is not readable JSON: {exc}") from exc
+    if isinstance(data, dict):
+        for key, empty in REPORT_KEYS_ADDED_IN_V1.items():
+            data.setdefault(key, empty)
     _validate_report(data, report_path, load_report_schema())
     lang = language or data["settings"]["language"]
     if template == "summary":

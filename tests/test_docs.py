@@ -113,6 +113,15 @@ def test_the_sample_report_is_a_valid_report_and_renders(tmp_path: Path) -> None
     assert proc.stdout.startswith("### imreview — 2 findings")
 
 
+def test_a_report_written_before_answers_and_unverified_still_renders(tmp_path: Path) -> None:
+    old = json.loads((ROOT / "docs" / "sample-report.json").read_text("utf-8"))
+    del old["answers"], old["unverified"]
+    (tmp_path / "old.json").write_text(json.dumps(old), "utf-8")
+    proc = run_cli(["render", str(tmp_path / "old.json")], cwd=tmp_path, env=cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("# imreview — 2 findings (1 P2, 1 P3)")
+
+
 README_MAX_LINES = 350
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
