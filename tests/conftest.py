@@ -20,6 +20,22 @@ if TYPE_CHECKING:
     from tests.fakes.model_server import FakeModelServer
     from tests.test_action_e2e import Runner
 
+
+def _bundled_tiktoken_files() -> None:
+    """Importing litellm points TIKTOKEN_CACHE_DIR at the tokenizer files it ships; a test that
+    swaps os.environ around that import would lose it and tiktoken would try the network. Set it
+    once for the whole worker, as litellm would."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("litellm")
+    if spec is not None and spec.submodule_search_locations:
+        bundled = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(bundled))
+
+
+_bundled_tiktoken_files()
+
+
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

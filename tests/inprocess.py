@@ -42,6 +42,11 @@ class _Captured(io.TextIOWrapper):
         return raw.replace("\r\n", "\n").replace("\r", "\n")  # as subprocess's text=True reads a pipe
 
 
+SET_BY_IMPORTS = ("TIKTOKEN_CACHE_DIR",)
+"""Variables that importing litellm sets in the process (its bundled tiktoken files): a subprocess
+gets them from its own import, so an in-process run keeps them."""
+
+
 @contextmanager
 def process_state(env: Mapping[str, str], cwd: Path) -> Iterator[tuple[_Captured, _Captured]]:
     """os.environ, the working directory and the standard streams as a subprocess would have them,
@@ -52,6 +57,9 @@ def process_state(env: Mapping[str, str], cwd: Path) -> Iterator[tuple[_Captured
     out, err = _Captured(), _Captured()
     os.environ.clear()
     os.environ.update(env)
+    for key in SET_BY_IMPORTS:  # a process's own import of litellm sets these; ours happened earlier
+        if key in saved_env and key not in env:
+            os.environ[key] = saved_env[key]
     os.chdir(cwd)
     sys.stdin, sys.stdout, sys.stderr = io.StringIO(""), out, err
     try:

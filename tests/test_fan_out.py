@@ -22,15 +22,11 @@ from tests.test_scan import (
     BASE,
     SCHEDULE,
     add_open_prs,
-    gh,
-    model,
     patch_for,
     quiet_model,
     reviewed_numbers,
     sha,
 )
-
-__all__ = ["gh", "model"]  # the fixtures, shared with test_scan
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fan-out.yml"
 SECRETS = {"OPENAI_API_KEY": "sk-fan-out-test-0123456789", "IMREVIEW_STATE_KEY": "fan-out-state-secret"}

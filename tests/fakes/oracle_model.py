@@ -108,7 +108,7 @@ class Oracle:
         if self.wrong_schema_item in items:
             self.wrong_schema_item = None
             self.kinds[-1] = "wrong_schema"
-            return text(json.dumps({"issues": findings, "notes": "looks risky"}))
+            return text(json.dumps({"payload_v2": findings, "notes": "looks risky"}))  # no shape we read
         if count % 2:
             return text(f"Here is my review.\n\n```json\n{json.dumps(answer, indent=1)}\n```\nThanks!")
         return text(json.dumps(answer))
@@ -116,7 +116,7 @@ class Oracle:
     def _repair(self, previous: str) -> Reply:
         self._note("repair")
         data = json.loads(previous)
-        return text(json.dumps({"findings": data.get("issues", []), "exclusions": [], "signals": []}))
+        return text(json.dumps({"findings": data.get("payload_v2", []), "exclusions": [], "signals": []}))
 
     @staticmethod
     def _finding(p: Planted, offset: int, title: str) -> dict[str, Any]:
