@@ -16,9 +16,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_REPAIR_CHARS = 64_000
-"""json-repair is pure Python (about 2 s per 100 kB of garbage on a loaded 2-core runner): a longer
-answer is repaired from its first 64 kB only (a valid answer of any size still parses strictly)."""
+MAX_REPAIR_CHARS = 16_000
+"""json-repair is pure Python and slows down faster than linearly on hostile text (a 32 kB run of
+unclosed strings took 20 s on a loaded 2-core machine): a longer answer is repaired from its first
+16 kB only (a valid answer of any size still parses strictly; six findings are about 9 kB)."""
+MAX_REPAIR_TOTAL = 20_000
+"""Characters repaired at most over all the candidates of one answer."""
 MAX_CANDIDATES = 12
 MAX_REPAIRS = 3
 """Candidates repaired at most (the whole answer, a fence, the first brackets): the rest are only
@@ -77,10 +80,28 @@ def _candidates(text: str) -> Iterator[tuple[str, str]]:
             yield text[match.start() :], "prose"
 
 
-def _looks_like_answer(value: Any) -> bool:
+ANSWER_KEYS = frozenset({"findings", "exclusions", "signals", "unverified"})
+
+
+def _looks_like_answer(value: Any, how: str) -> bool:
+    """An answer is an object or a list of objects. Found after prose (`how == "prose"`), an empty
+    list or an object holding no object and none of the answer's keys is the prose's own example
+    (`returns [] when…`), never the answer: the search goes on to the next bracket."""
     if isinstance(value, list):
-        return any(isinstance(item, dict) for item in value) or not value
-    return isinstance(value, dict) and bool(value)
+        if not value:
+            return how != "prose"
+        return any(isinstance(item, dict) for item in value)
+    if not isinstance(value, dict) or not value:
+        return False
+    if how != "prose" or ANSWER_KEYS & value.keys():
+        return True
+    return any(_holds_object(v) for v in value.values())
+
+
+def _holds_object(value: Any) -> bool:
+    if isinstance(value, dict):
+        return True
+    return isinstance(value, list) and any(isinstance(item, dict) for item in value)
 
 
 def read_json(text: str) -> Read:
@@ -91,6 +112,7 @@ def read_json(text: str) -> Read:
     notes = ("think_block",) if thought else ()
     decoder = json.JSONDecoder()
     repairs = 0
+    repaired_chars = 0
     for candidate, how in _candidates(body):
         if not candidate or candidate[0] not in "[{":
             continue
@@ -99,13 +121,15 @@ def read_json(text: str) -> Read:
             value, end = decoder.raw_decode(candidate)
         except (json.JSONDecodeError, RecursionError):
             repairs += 1
-            if repairs > MAX_REPAIRS:
+            piece = candidate[: min(MAX_REPAIR_CHARS, MAX_REPAIR_TOTAL - repaired_chars)]
+            if repairs > MAX_REPAIRS or not piece:
                 continue
-            read = _repaired(candidate[:MAX_REPAIR_CHARS])
-            if read is not None and _looks_like_answer(read.value):
+            repaired_chars += len(piece)
+            read = _repaired(piece)
+            if read is not None and _looks_like_answer(read.value, how):
                 return Read(read.value, read.cut_items, read.open_lists, (*notes, *extra, "repaired"))
             continue
-        if _looks_like_answer(value):
+        if _looks_like_answer(value, how):
             if not how and candidate[end:].strip():
                 extra = ("prose",)
             return Read(value=value, notes=(*notes, *extra))
@@ -170,7 +194,7 @@ def _match_chain(value: Any, chain: list[_Open]) -> tuple[frozenset[int], frozen
             break
         if isinstance(current, list):
             lists.add(id(current))
-        elif isinstance(parent, list):
+        elif isinstance(parent, list) or depth == 0:  # a lone object cut at the root is half written too
             cut.add(id(current))
         if depth + 1 >= len(chain):
             break

@@ -247,25 +247,35 @@ def review_pull(
         )
         if reservation is not None and reservation.created:
             writing = dataclasses.replace(writing, publisher=writing.relisting())
-    client.wait_within(budget.limits.seconds)
-    increment, increment_info = plan_increment(
-        client, job.repo, change, prior.state, config=config, renderer=renderer
-    )
-    analysis = analyse(
-        change,
-        config,
-        budget=budget,
-        read_file=source.read_file,
-        renderer=renderer,
-        warn=warn,
-        corpus=source.context_corpus,
-        increment=increment,
-    )
-    if increment is None:
-        analysis = dataclasses.replace(analysis, report=analysis.report.replace(incremental=increment_info))
-    report, rendered = finish(
-        analysis, source, config, renderer, publisher=writing.publisher, prior=prior.state
-    )
+    try:
+        client.wait_within(budget.limits.seconds)
+        increment, increment_info = plan_increment(
+            client, job.repo, change, prior.state, config=config, renderer=renderer
+        )
+        analysis = analyse(
+            change,
+            config,
+            budget=budget,
+            read_file=source.read_file,
+            renderer=renderer,
+            warn=warn,
+            corpus=source.context_corpus,
+            increment=increment,
+        )
+        if increment is None:
+            analysis = dataclasses.replace(
+                analysis, report=analysis.report.replace(incremental=increment_info)
+            )
+        report, rendered = finish(
+            analysis, source, config, renderer, publisher=writing.publisher, prior=prior.state
+        )
+    except Exception:
+        if reservation is not None:  # a failure after the reservation: count what was really spent
+            try:
+                release_spend(client, job, writing, reservation, budget.spent().cost_usd, renderer, warn=warn)
+            except Exception as lost:  # the first failure is the one the run reports
+                warn(f"imreview: comment: this run's cost stays counted at its allowance: {lost}")
+        raise
     if reservation is not None:
         report = settle_spend(client, job, writing, reservation, report, renderer, warn=warn)
     if read_only and wants_write:
@@ -734,7 +744,23 @@ def settle_spend(
             comment, detail=comment.detail.replace("updated", "created", 1), reason="created"
         )
         return report.replace(published=tuple(created if p is comment else p for p in report.published))
-    spent = report.budget.used.cost_usd
+    release_spend(client, job, writing, reservation, report.budget.used.cost_usd, renderer, warn=warn)
+    return report
+
+
+def release_spend(
+    client: GitHubClient,
+    job: PullJob,
+    writing: PrWriting,
+    reservation: Reservation,
+    spent: float | None,
+    renderer: Renderer,
+    *,
+    warn: Warn,
+) -> None:
+    """The reservation replaced by what the run spent (the comment's text kept, or on a comment this
+    run created, a line saying the review was not published): after an unpublished run, and after a
+    run that failed once it had reserved."""
     settled = reservation.state  # a cost that cannot be priced is not counted (docs/state-and-caps.md)
     if spent is not None:
         settled = settled.with_total(round(settled.spent() + spent, 6))
@@ -752,7 +778,6 @@ def settle_spend(
     written = upsert_sticky(client, job.repo, job.number, body=body, login=writing.login)
     if not written.ok:
         warn(f"imreview: comment: this run's cost stays counted at its allowance: {written.detail}")
-    return report
 
 
 def _usd_up(value: float) -> float:

@@ -54,7 +54,8 @@ def state_for(
     counts = gate.counts(report.findings)
     cost = report.budget.used.cost_usd
     prior_total = prior.total_cost_usd if prior is not None else None
-    total = None if cost is None else round(cost + (prior_total or 0.0), 6)
+    known = [c for c in (cost, prior_total) if c is not None]  # an unpriced run keeps earlier totals
+    total = round(sum(known), 6) if known else None
     heads = list(prior.reviewed_heads) if prior is not None else []
     if report.snapshot.head.sha not in heads:
         heads.append(report.snapshot.head.sha)

@@ -141,3 +141,43 @@ def test_an_answer_cut_inside_its_first_finding_is_not_a_clean_answer() -> None:
 def test_nesting_past_the_stack_is_no_json_not_a_crash() -> None:
     with pytest.raises(ValueError, match="no JSON"):
         read_json('{"findings": ' + "[" * 5_000)
+
+
+# found by the session's adversarial read of the tolerant reader
+
+
+def test_an_empty_list_in_the_prose_before_the_answer_is_not_the_answer() -> None:
+    text = "The helper returns [] for an empty input, and {} for none.\n" + _answer(_finding(3))
+    answer = parse_answer(text, pr_paths={"app/db.py"})
+    assert [f.line for f in answer.findings] == [3]
+
+
+def test_a_prose_object_without_any_answer_in_it_is_skipped() -> None:
+    text = 'It returns {"data": []} here. ' + _answer(_finding(4))
+    assert [f.line for f in parse_answer(text, pr_paths={"app/db.py"}).findings] == [4]
+
+
+def test_a_lone_finding_cut_at_the_root_is_never_published_as_complete() -> None:
+    whole = json.dumps(_finding(5))
+    with pytest.raises(NothingUsable, match="ended inside"):
+        parse_answer(whole[: whole.index("goes wrong") + 5], pr_paths={"app/db.py"})
+
+
+def test_repairing_a_hostile_answer_reads_a_bounded_number_of_characters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import json_repair
+
+    from reviewer import answer_json
+
+    seen: list[int] = []
+    real = json_repair.loads
+
+    def counting(text: str, **kwargs: object) -> object:
+        seen.append(len(text))
+        return real(text, **kwargs)
+
+    monkeypatch.setattr(json_repair, "loads", counting)
+    with pytest.raises(ValueError, match=r"no usable finding|no JSON|ended"):
+        parse_answer('{"findings":[' + '{"a":"x,' * 8_000)
+    assert seen and sum(seen) <= answer_json.MAX_REPAIR_TOTAL

@@ -200,3 +200,54 @@ def test_a_pr_whose_cost_is_exactly_the_cap_is_not_reviewed_again(
     outcome = review_pull(client, job(0.25, model, number + 1), warn=lambda message: None)
     assert outcome.reason != "pr_cost_cap", "a millionth of a dollar left is not the cap reached"
     assert provider.calls == 0, "but no call fits in it"
+
+
+def test_a_run_that_crashes_after_spending_records_what_it_spent(
+    world: tuple[FakeGitHub, FakeModelServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure after the reservation (a GitHub error mid-review, a bug) settles the reservation to
+    the real spend: the PR is neither left charged its whole allowance nor charged nothing."""
+    import reviewer.review as review_module
+
+    gh, model = world
+    monkeypatch.setenv("IMREVIEW_STATE_KEY", KEY)
+    number = 9101
+    gh.add_pull(REPO, number, head_sha=sha(2), base_sha=BASE, files=files_at(2))
+    gh.add_content(REPO, BASE, ".github/imreview.yml", PRICES)
+    provider = Provider()
+    model.handler = provider.answer
+    real_analyse = review_module.analyse
+
+    def crashes_after_spending(*args: Any, **kwargs: Any) -> Any:
+        real_analyse(*args, **kwargs)
+        raise RuntimeError("crash after spending")
+
+    monkeypatch.setattr(review_module, "analyse", crashes_after_spending)
+    client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+    with pytest.raises(RuntimeError, match="crash after spending"):
+        review_pull(client, job(1.0, model, number), warn=lambda message: None)
+    assert provider.calls > 0 and provider.spent > 0
+    assert recorded_total(gh, number) == pytest.approx(provider.spent, abs=1e-5)
+    assert recorded_total(gh, number) < 0.2, "not the whole allowance"
+
+
+def test_a_run_that_cannot_be_priced_keeps_the_total_of_the_runs_before_it(
+    world: tuple[FakeGitHub, FakeModelServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gh, model = world
+    monkeypatch.setenv("IMREVIEW_STATE_KEY", KEY)
+    number = 9201
+    gh.add_pull(REPO, number, head_sha=sha(2), base_sha=BASE, files=files_at(2))  # no prices: unknown cost
+    earlier = StickyState(
+        head=sha(1), base=BASE, config="x", verdict="clean", cost_usd=0.1, total_cost_usd=0.1
+    )
+    body = sign_sticky(
+        earlier.body("## imreview\n\nan earlier review"), repo=REPO, number=number, key=state_key()
+    )
+    gh.add_comment(REPO, number, body, login="alice")
+    provider = Provider()
+    model.handler = provider.answer
+    client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+    review_pull(client, job(1.0, model, number), warn=lambda message: None)
+    assert provider.calls > 0
+    assert recorded_total(gh, number) == pytest.approx(0.1), "the cap does not start over"
