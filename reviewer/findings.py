@@ -152,7 +152,8 @@ class ModelAnswer:
     def joined(self, more: ModelAnswer) -> ModelAnswer:
         """This answer followed by its continuation: every item of both (duplicates go later, with
         the rest), the half-written item of this one no longer lost when the continuation is whole."""
-        kept = [d for d in self.dropped if d.why != "truncated"]
+        rewritten = len(more.findings) >= self.cut_findings  # else the cut ones stay disclosed
+        kept = [d for d in self.dropped if d.why != "truncated" or not rewritten]
         return ModelAnswer(
             findings=self.findings + more.findings,
             exclusions=self.exclusions + more.exclusions,
@@ -160,7 +161,7 @@ class ModelAnswer:
             dropped=(*kept, *(dataclasses.replace(d, where=f"continuation {d.where}") for d in more.dropped)),
             unverified=self.unverified + more.unverified,
             normalised=self.normalised + more.normalised,
-            missing=more.missing,
+            missing=more.missing or not rewritten,
             continued=self.continued + more.continued + 1,
         )
 

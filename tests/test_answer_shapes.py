@@ -181,3 +181,13 @@ def test_repairing_a_hostile_answer_reads_a_bounded_number_of_characters(
     with pytest.raises(ValueError, match=r"no usable finding|no JSON|ended"):
         parse_answer('{"findings":[' + '{"a":"x,' * 8_000)
     assert seen and sum(seen) <= answer_json.MAX_REPAIR_TOTAL
+
+
+def test_a_continuation_that_brings_nothing_back_leaves_the_cut_finding_disclosed() -> None:
+    whole = _answer(_finding(1), _finding(2))
+    first = parse_answer(whole[: whole.index("goes wrong at 2") + 5], pr_paths={"app/db.py"})
+    assert (len(first.findings), first.cut_findings, first.missing) == (1, 1, True)
+    joined = first.joined(parse_answer(_answer(), pr_paths={"app/db.py"}))
+    assert (len(joined.findings), joined.cut_findings, joined.missing) == (1, 1, True)
+    whole_again = first.joined(parse_answer(_answer(_finding(2)), pr_paths={"app/db.py"}))
+    assert (len(whole_again.findings), whole_again.cut_findings, whole_again.missing) == (2, 0, False)
