@@ -10,6 +10,7 @@ inside `source.github`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -814,7 +815,8 @@ def prepare_writing(
         renderer=renderer,
         comments=comments,
     )
-    publisher = pr_publisher(
+    publishing = functools.partial(
+        pr_publisher,
         client,
         repo,
         number,
@@ -824,21 +826,11 @@ def prepare_writing(
         post_comment=post_comment,
         inline_comments=inline_comments,
         warn=warn,
-        comments=comments,
     )
+    publisher = publishing(comments=comments)
 
     def relisting() -> Publisher | None:
-        return pr_publisher(
-            client,
-            repo,
-            number,
-            config,
-            renderer,
-            login=login,
-            post_comment=post_comment,
-            inline_comments=inline_comments,
-            warn=warn,
-        )
+        return publishing()
 
     return PrWriting(prior, publisher, login, relisting, comments)
 
