@@ -10,6 +10,7 @@ timings, that never passes the cap, and the sticky state never records less than
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import signal
@@ -237,7 +238,7 @@ def test_a_run_that_cannot_be_priced_keeps_the_total_of_the_runs_before_it(
     gh, model = world
     monkeypatch.setenv("IMREVIEW_STATE_KEY", KEY)
     number = 9201
-    gh.add_pull(REPO, number, head_sha=sha(2), base_sha=BASE, files=files_at(2))  # no prices: unknown cost
+    gh.add_pull(REPO, number, head_sha=sha(2), base_sha=BASE, files=files_at(2))
     earlier = StickyState(
         head=sha(1), base=BASE, config="x", verdict="clean", cost_usd=0.1, total_cost_usd=0.1
     )
@@ -248,6 +249,8 @@ def test_a_run_that_cannot_be_priced_keeps_the_total_of_the_runs_before_it(
     provider = Provider()
     model.handler = provider.answer
     client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
-    review_pull(client, job(1.0, model, number), warn=lambda message: None)
+    priced = job(1.0, model, number)
+    unpriced = dataclasses.replace(priced, overrides={**priced.overrides, "model": "openai/no-price-known"})
+    review_pull(client, unpriced, warn=lambda message: None)
     assert provider.calls > 0
     assert recorded_total(gh, number) == pytest.approx(0.1), "the cap does not start over"
