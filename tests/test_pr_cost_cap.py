@@ -130,6 +130,19 @@ def recorded_total(gh: FakeGitHub, number: int) -> float:
     return state.spent()
 
 
+def earlier_review(gh: FakeGitHub, number: int, total: float) -> StickyState:
+    """PR `number` at head sha(2), whose signed sticky comment records a review at sha(1) and `total`."""
+    gh.add_pull(REPO, number, head_sha=sha(2), base_sha=BASE, files=files_at(2))
+    state = StickyState(
+        head=sha(1), base=BASE, config="x", verdict="clean", cost_usd=total, total_cost_usd=total
+    )
+    body = sign_sticky(
+        state.body("## imreview\n\nan earlier review"), repo=REPO, number=number, key=state_key()
+    )
+    gh.add_comment(REPO, number, body, login="alice")
+    return state
+
+
 RUN = st.lists(st.sampled_from(["quiet", "push_before", "push_during", "cancel"]), min_size=1, max_size=5)
 PR_NUMBERS = iter(range(100, 10_000))
 
@@ -176,13 +189,8 @@ def test_a_pr_whose_cost_is_exactly_the_cap_is_not_reviewed_again(
     gh, model = world
     monkeypatch.setenv("IMREVIEW_STATE_KEY", KEY)
     number = 9001
-    gh.add_pull(REPO, number, head_sha=sha(2), base_sha=BASE, files=files_at(2))
     gh.add_content(REPO, BASE, ".github/imreview.yml", PRICES)
-    spent = StickyState(
-        head=sha(1), base=BASE, config="x", verdict="clean", cost_usd=0.25, total_cost_usd=0.25
-    )
-    body = spent.body("## imreview\n\nan earlier review")
-    gh.add_comment(REPO, number, sign_sticky(body, repo=REPO, number=number, key=state_key()), login="alice")
+    earlier_review(gh, number, 0.25)
     provider = Provider()
     model.handler = provider.answer
     writes = len([r for r in gh.requests if r.method != "GET"])
@@ -192,12 +200,7 @@ def test_a_pr_whose_cost_is_exactly_the_cap_is_not_reviewed_again(
     assert provider.calls == 0
     assert len([r for r in gh.requests if r.method != "GET"]) == writes, "nothing is written either"
 
-    below = spent.with_total(0.25 - 0.000001)
-    gh.add_pull(REPO, number + 1, head_sha=sha(2), base_sha=BASE, files=files_at(2))
-    body = below.body("## imreview\n\nan earlier review")
-    gh.add_comment(
-        REPO, number + 1, sign_sticky(body, repo=REPO, number=number + 1, key=state_key()), login="alice"
-    )
+    earlier_review(gh, number + 1, 0.25 - 0.000001)
     outcome = review_pull(client, job(0.25, model, number + 1), warn=lambda message: None)
     assert outcome.reason != "pr_cost_cap", "a millionth of a dollar left is not the cap reached"
     assert provider.calls == 0, "but no call fits in it"
@@ -238,14 +241,7 @@ def test_a_run_that_cannot_be_priced_keeps_the_total_of_the_runs_before_it(
     gh, model = world
     monkeypatch.setenv("IMREVIEW_STATE_KEY", KEY)
     number = 9201
-    gh.add_pull(REPO, number, head_sha=sha(2), base_sha=BASE, files=files_at(2))
-    earlier = StickyState(
-        head=sha(1), base=BASE, config="x", verdict="clean", cost_usd=0.1, total_cost_usd=0.1
-    )
-    body = sign_sticky(
-        earlier.body("## imreview\n\nan earlier review"), repo=REPO, number=number, key=state_key()
-    )
-    gh.add_comment(REPO, number, body, login="alice")
+    earlier_review(gh, number, 0.1)
     provider = Provider()
     model.handler = provider.answer
     client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
