@@ -27,8 +27,8 @@ from typing import Any
 
 from reviewer.config import Config
 from reviewer.context import Corpus
-from reviewer.diff import PatchError, parse_patch
-from reviewer.errors import UsageError
+from reviewer.diff import parse_patch
+from reviewer.errors import PatchError, UsageError
 from reviewer.render import Renderer, new_nonce
 from reviewer.report import PRIORITIES, Finding, Ref, Report, Snapshot
 from reviewer.source import Change, Source

@@ -595,7 +595,7 @@ class GitHubClient:
 
     def merge_base(self, repo: str, base: str, head: str) -> str:
         with _translated(f"compare {base}...{head} in {repo}"):
-            return self._repo(repo).compare(base, head).merge_base_commit.sha
+            return str(self._repo(repo).compare(base, head).merge_base_commit.sha)
 
     def pushed_since(self, repo: str, earlier: str, head: str) -> PushedChange | None:
         """`GET /compare/{earlier}...{head}`: whether `head` descends from `earlier` (`ahead`) and
