@@ -817,21 +817,35 @@ def _review_all(
         redo = {o.unit_id for o in outcomes if o.status == "replan"}
         if not redo:
             break
-        hunks = {(p.path, p.hunk_index) for u in plan.units if u.id in redo for p in u.parts}
-        kept = tuple(u for u in plan.units if u.id not in redo)
-        fresh = planner.plan(budget, only=hunks, first_id=max(u.id for u in plan.units) + 1)
-        if any(x.reason == "budget" for x in fresh.unplaced):
-            budget.mark_exhausted()
-        assumed = client.assumed_window
-        if assumed is not None:
-            warn(renderer.translate("warning.window_learned", assumed=assumed, window=str(planner.window)))
-        plan = dataclasses.replace(plan, units=kept + fresh.units, unplaced=plan.unplaced + fresh.unplaced)
+        plan, fresh = _replanned(client, plan, redo, planner, renderer, budget, warn)
         outcomes = [o for o in outcomes if o.unit_id not in redo]
         outcomes += _review_units(client, fresh.units, config, renderer, change, planner)
     outcomes = [
         dataclasses.replace(o, status="context_window") if o.status == "replan" else o for o in outcomes
     ]
     return plan, outcomes, planner.window
+
+
+def _replanned(
+    client: ModelClient,
+    plan: Plan,
+    redo: set[int],
+    planner: _Planner,
+    renderer: Renderer,
+    budget: Budget,
+    warn: Warn,
+) -> tuple[Plan, Plan]:
+    """(the whole plan, its fresh units): the `redo` units' hunks packed again for the window the
+    server told us, numbered after the plan's units."""
+    hunks = {(p.path, p.hunk_index) for u in plan.units if u.id in redo for p in u.parts}
+    kept = tuple(u for u in plan.units if u.id not in redo)
+    fresh = planner.plan(budget, only=hunks, first_id=max(u.id for u in plan.units) + 1)
+    if any(x.reason == "budget" for x in fresh.unplaced):
+        budget.mark_exhausted()
+    assumed = client.assumed_window
+    if assumed is not None:
+        warn(renderer.translate("warning.window_learned", assumed=assumed, window=str(planner.window)))
+    return dataclasses.replace(plan, units=kept + fresh.units, unplaced=plan.unplaced + fresh.unplaced), fresh
 
 
 def _review_units(
@@ -853,7 +867,15 @@ def _review_units(
 
     def one(unit: Unit) -> UnitOutcome:
         start = time.monotonic()
-        outcome = reviewed(unit)
+        outcome = _review_unit(
+            unit,
+            client=client,
+            planner=planner,
+            renderer=renderer,
+            pr_paths=pr_paths,
+            too_long=too_long,
+            affordable=lambda max_tokens: spare(unit, max_tokens),
+        )
         with lock:
             finished[0] += 1
             done = finished[0]
@@ -861,93 +883,123 @@ def _review_units(
         reporter.unit(done, len(units), paths, outcome.status, time.monotonic() - start)
         return outcome
 
-    def reviewed(unit: Unit) -> UnitOutcome:
-        if too_long.is_set():
-            return UnitOutcome(unit.id, "replan")
-        nonce = unit.nonce or unit_nonce()
-        messages = planner.messages(unit.text, nonce, unit.context_text)
-        dropped: list[fnd.Dropped] = []
-        continuation = Continuation[fnd.ModelAnswer](
-            missing=lambda answer: answer.missing,
-            prompt=lambda _text, answer: renderer.prompt(
-                "continue",
-                kept=[f"{f.path}:{f.line or '?'} {f.title}" for f in answer.findings],
-                cut=answer.cut_findings > 0,
-                nonce=nonce,
-            ),
-            join=lambda first, more: first.joined(more),
-            affordable=lambda max_tokens: spare(unit, max_tokens),
-        )
-        sent_before = client.calls_in_this_thread()
-
-        def parse(text: str) -> fnd.ModelAnswer:
-            dropped.clear()
-            try:
-                parsed = fnd.parse_answer(text, clean=rules.redact, pr_paths=pr_paths)
-            except fnd.NothingUsable as exc:
-                dropped.extend(exc.dropped)
-                raise
-            dropped.extend(parsed.dropped)
-            return parsed
-
-        try:
-            answer, _ = client.complete_json(
-                messages,
-                phase="review",
-                parse=parse,
-                response_schema=fnd.ANSWER_SCHEMA,
-                repair_prompt=lambda bad, error: renderer.prompt(
-                    "repair", answer=bad, error=error, nonce=nonce
-                ),
-                max_tokens=unit.answer_tokens or None,
-                continuation=continuation,
-            )
-        except ContextExceeded as exc:
-            too_long.set()
-            return UnitOutcome(unit.id, "replan", detail=_short(str(exc)))
-        except BudgetExhausted as exc:
-            return UnitOutcome(unit.id, "budget", detail=exc.limit)
-        except ModelError as exc:
-            from reviewer.llm import failure_kind, human_error
-
-            status = "unparsed" if isinstance(exc, AnswerUnparsed) else "model_error"
-            kind = failure_kind(exc) if status == "model_error" else ""
-            detail = _short(human_error(str(exc)) if status == "model_error" else str(exc))
-            calls = client.calls_in_this_thread() - sent_before
-            return UnitOutcome(unit.id, status, detail=detail, dropped=tuple(dropped), kind=kind, calls=calls)
-        except Exception as exc:  # a worker must never take the run down
-            calls = client.calls_in_this_thread() - sent_before
-            return UnitOutcome(
-                unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"), calls=calls
-            )
-        return UnitOutcome(
-            unit.id,
-            "ok",
-            answer=_confined(answer, {part.path for part in unit.parts}),
-            dropped=answer.dropped,
-        )
-
     def spare(unit: Unit, max_tokens: int) -> bool:
-        """Room for one more call for this unit beyond what the units still running or waiting
-        were planned to spend (their calls, answers and prompts), so a continuation never takes
-        what a planned unit needs."""
         with lock:
             others = len(units) - finished[0] - 1
-        limits, spent = client.budget.limits, client.budget.spent()
-        waiting = [u for u in units if u.id != unit.id][: max(others, 0)]
-        return (
-            spent.calls + others + 1 <= limits.calls
-            and spent.output_tokens + sum(u.answer_tokens for u in waiting) + max_tokens
-            <= limits.output_tokens
-            and spent.input_tokens + sum(u.input_tokens for u in waiting) + unit.input_tokens + max_tokens
-            <= limits.input_tokens
-        )
+        return _affordable(client.budget, units, unit, max_tokens, others=others)
 
     if not units:
         return []
     workers = max(1, min(config.max_concurrency, len(units)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="imreview-unit") as pool:
         return list(pool.map(one, units))
+
+
+def _review_unit(
+    unit: Unit,
+    *,
+    client: ModelClient,
+    planner: _Planner,
+    renderer: Renderer,
+    pr_paths: frozenset[str],
+    too_long: threading.Event,
+    affordable: Callable[[int], bool],
+) -> UnitOutcome:
+    """One unit's call (with its repairs and continuations) and what it came to."""
+    if too_long.is_set():
+        return UnitOutcome(unit.id, "replan")
+    nonce = unit.nonce or unit_nonce()
+    messages = planner.messages(unit.text, nonce, unit.context_text)
+    dropped: list[fnd.Dropped] = []
+    sent_before = client.calls_in_this_thread()
+    try:
+        answer, _ = client.complete_json(
+            messages,
+            phase="review",
+            parse=_answer_parser(pr_paths, dropped),
+            response_schema=fnd.ANSWER_SCHEMA,
+            repair_prompt=lambda bad, error: renderer.prompt("repair", answer=bad, error=error, nonce=nonce),
+            max_tokens=unit.answer_tokens or None,
+            continuation=_continuation(renderer, nonce, affordable),
+        )
+    except ContextExceeded as exc:
+        too_long.set()
+        return UnitOutcome(unit.id, "replan", detail=_short(str(exc)))
+    except BudgetExhausted as exc:
+        return UnitOutcome(unit.id, "budget", detail=exc.limit)
+    except ModelError as exc:
+        return _model_failure(unit, exc, dropped, calls=client.calls_in_this_thread() - sent_before)
+    except Exception as exc:  # a worker must never take the run down
+        calls = client.calls_in_this_thread() - sent_before
+        return UnitOutcome(unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"), calls=calls)
+    return UnitOutcome(
+        unit.id,
+        "ok",
+        answer=_confined(answer, {part.path for part in unit.parts}),
+        dropped=answer.dropped,
+    )
+
+
+def _answer_parser(pr_paths: frozenset[str], dropped: list[fnd.Dropped]) -> Callable[[str], fnd.ModelAnswer]:
+    """Parse one answer; `dropped` holds what the last attempt dropped, even when nothing was usable."""
+
+    def parse(text: str) -> fnd.ModelAnswer:
+        dropped.clear()
+        try:
+            parsed = fnd.parse_answer(text, clean=rules.redact, pr_paths=pr_paths)
+        except fnd.NothingUsable as exc:
+            dropped.extend(exc.dropped)
+            raise
+        dropped.extend(parsed.dropped)
+        return parsed
+
+    return parse
+
+
+def _continuation(
+    renderer: Renderer, nonce: str, affordable: Callable[[int], bool]
+) -> Continuation[fnd.ModelAnswer]:
+    """How a cut answer is continued: the findings it kept are named, the rest asked for."""
+    return Continuation[fnd.ModelAnswer](
+        missing=lambda answer: answer.missing,
+        prompt=lambda _text, answer: renderer.prompt(
+            "continue",
+            kept=[f"{f.path}:{f.line or '?'} {f.title}" for f in answer.findings],
+            cut=answer.cut_findings > 0,
+            nonce=nonce,
+        ),
+        join=lambda first, more: first.joined(more),
+        affordable=affordable,
+    )
+
+
+def _model_failure(unit: Unit, exc: ModelError, dropped: Sequence[fnd.Dropped], *, calls: int) -> UnitOutcome:
+    from reviewer.llm import failure_kind, human_error
+
+    if isinstance(exc, AnswerUnparsed):
+        return UnitOutcome(unit.id, "unparsed", detail=_short(str(exc)), dropped=tuple(dropped), calls=calls)
+    return UnitOutcome(
+        unit.id,
+        "model_error",
+        detail=_short(human_error(str(exc))),
+        dropped=tuple(dropped),
+        kind=failure_kind(exc),
+        calls=calls,
+    )
+
+
+def _affordable(budget: Budget, units: Sequence[Unit], unit: Unit, max_tokens: int, *, others: int) -> bool:
+    """Room for one more call for this unit beyond what the units still running or waiting
+    were planned to spend (their calls, answers and prompts), so a continuation never takes
+    what a planned unit needs."""
+    limits, spent = budget.limits, budget.spent()
+    waiting = [u for u in units if u.id != unit.id][: max(others, 0)]
+    return (
+        spent.calls + others + 1 <= limits.calls
+        and spent.output_tokens + sum(u.answer_tokens for u in waiting) + max_tokens <= limits.output_tokens
+        and spent.input_tokens + sum(u.input_tokens for u in waiting) + unit.input_tokens + max_tokens
+        <= limits.input_tokens
+    )
 
 
 def _confined(answer: fnd.ModelAnswer, shown: set[str]) -> fnd.ModelAnswer:
