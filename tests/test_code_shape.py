@@ -58,8 +58,6 @@ ALLOWED: dict[str, tuple[int, int]] = {
     "policy.py::skip_reason": (36, 30),
     "rules.py::_secrets": (33, 26),
     "rules.py::_findings": (49, 16),
-    "verify.py::_refutation": (19, 16),
-    "verify.py::recheck": (77, 18),
 }
 
 
