@@ -55,7 +55,6 @@ ALLOWED: dict[str, tuple[int, int]] = {
     "incremental.py::increment": (46, 19),
     "incremental.py::_reanchor": (29, 17),
     "incremental.py::CarriedFinding.from_json": (18, 16),
-    "policy.py::skip_reason": (36, 30),
 }
 
 
