@@ -49,10 +49,6 @@ ALLOWED: dict[str, tuple[int, int]] = {
     "diff.py::_parse_fast": (62, 26),
     "diff.py::_read_hunk": (46, 19),
     "diff.py::parse_github_file": (49, 20),
-    "incremental.py::to_carry": (49, 16),
-    "incremental.py::increment": (46, 19),
-    "incremental.py::_reanchor": (29, 17),
-    "incremental.py::CarriedFinding.from_json": (18, 16),
 }
 
 
