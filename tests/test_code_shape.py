@@ -43,10 +43,6 @@ ALLOWED: dict[str, tuple[int, int]] = {
     "source/github.py::ci_state": (34, 16),
     "source/github.py::GitHubClient._blob_query": (36, 29),
     # Being split on the shape branch, module by module:
-    "diff.py::_diff_file": (47, 22),
-    "diff.py::_parse_fast": (62, 26),
-    "diff.py::_read_hunk": (46, 19),
-    "diff.py::parse_github_file": (49, 20),
 }
 
 
