@@ -1,6 +1,8 @@
-"""The stages wired together: change → plan → rules + model → findings → gate → Report.
+"""The stages wired together: change → rules → plan → review units → verify → gate → Report.
 
-Flat on purpose (reviewdog's `Run`): each stage records what it skipped, nothing vanishes.
+Flat on purpose (reviewdog's `Run`): `analyse` is the stage order, one named call each; a branch
+(no model, an increment, a re-plan) lives inside the stage it changes; each stage records what it
+skipped, nothing vanishes.
 """
 
 from __future__ import annotations
