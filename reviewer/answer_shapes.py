@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,6 +177,19 @@ def unwrap(value: Any, notes: list[str]) -> dict[str, Any]:
         return {"findings": value}
     if not isinstance(value, dict):
         raise ValueError("the answer must be a JSON object")
+    value = _opened(value, notes)
+    if isinstance(value, list):
+        return {"findings": value}
+    out = _renamed(value, notes)
+    if not any(s.key in out for s in LISTS) and _lone_finding(value):
+        notes.append("wrapper")
+        return {"findings": [value]}
+    return out
+
+
+def _opened(value: dict[str, Any], notes: list[str]) -> dict[str, Any] | list[Any]:
+    """Up to two wrapper objects (`WRAPPERS`) opened, until one holds a list we know; a wrapper
+    holding a list is that list."""
     for _ in range(2):
         if any(_has_list(value, shape) for shape in LISTS):
             break
@@ -185,22 +198,23 @@ def unwrap(value: Any, notes: list[str]) -> dict[str, Any]:
             break
         notes.append("wrapper")
         if isinstance(inner[0], list):
-            return {"findings": inner[0]}
+            return inner[0]
         value = inner[0]
+    return value
+
+
+def _renamed(value: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+    """Each list under its own key (the first of its names found); keys the tables do not know stay."""
     out: dict[str, Any] = {}
     for shape in LISTS:
-        for name in (shape.key, *shape.aliases):
-            if name in value:
-                if name != shape.key:
-                    notes.append("list_name")
-                out[shape.key] = value[name]
-                break
+        name = next((n for n in (shape.key, *shape.aliases) if n in value), None)
+        if name is not None:
+            if name != shape.key:
+                notes.append("list_name")
+            out[shape.key] = value[name]
     for key, item in value.items():  # lists the tables do not know stay for the caller to read
         if key not in out and all(key not in (s.key, *s.aliases) for s in LISTS):
             out.setdefault(key, item)
-    if not any(s.key in out for s in LISTS) and _lone_finding(value):
-        notes.append("wrapper")
-        return {"findings": [value]}
     return out
 
 
@@ -231,6 +245,12 @@ def finding_fields(item: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
     `./` and `b/` taken off paths, severity and confidence words mapped, a missing title taken from
     the first sentence of the text (or the text from the title)."""
     out = fields(item, LISTS[0], notes)
+    for fix in _FINDING_FIXES:
+        fix(out, notes)
+    return out
+
+
+def _split_location(out: dict[str, Any], notes: list[str]) -> None:
     location = out.pop("location", None)
     if isinstance(location, str) and (match := _LOCATION.match(location)):
         notes.append("location")
@@ -242,6 +262,9 @@ def finding_fields(item: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
         notes.append("location")
         for key, value in fields(location, LISTS[0], notes).items():
             out.setdefault(key, value)
+
+
+def _split_line_range(out: dict[str, Any], notes: list[str]) -> None:
     line = out.get("line")
     if isinstance(line, list) and line and all(isinstance(n, (int, str)) for n in line[:2]):
         notes.append("line_range")
@@ -249,25 +272,60 @@ def finding_fields(item: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
     elif isinstance(line, str) and (match := _LINE_RANGE.match(line)):
         notes.append("line_range")
         out["line"], out["end_line"] = match.group(1), match.group(2)
+
+
+def _plain_path(out: dict[str, Any], notes: list[str]) -> None:
     if isinstance(out.get("path"), str):
         out["path"] = clean_path(out["path"], notes)
+
+
+def _priority(out: dict[str, Any], notes: list[str]) -> None:
     out["priority"] = priority(out.get("priority"), notes)
+
+
+_SIDE_WORDS = {"new": "RIGHT", "head": "RIGHT", "added": "RIGHT", "old": "LEFT", "base": "LEFT"}
+
+
+def _side_word(out: dict[str, Any], notes: list[str]) -> None:
     side = out.get("side")
-    if isinstance(side, str) and side.upper() not in ("RIGHT", "LEFT"):
-        mapped = {"new": "RIGHT", "head": "RIGHT", "added": "RIGHT", "old": "LEFT", "base": "LEFT"}
-        if side.strip().lower() in mapped:
-            notes.append("side_word")
-            out["side"] = mapped[side.strip().lower()]
+    if (
+        isinstance(side, str)
+        and side.upper() not in ("RIGHT", "LEFT")
+        and side.strip().lower() in _SIDE_WORDS
+    ):
+        notes.append("side_word")
+        out["side"] = _SIDE_WORDS[side.strip().lower()]
+
+
+def _confidence(out: dict[str, Any], notes: list[str]) -> None:
     out["confidence"] = confidence(out.get("confidence"), notes)
+
+
+def _title_from_text(out: dict[str, Any], notes: list[str]) -> None:
     title, text = out.get("title"), out.get("observation")
     if not _filled(title) and isinstance(text, str) and text.strip():
         notes.append("title_from_text")
         out["title"] = first_sentence(text)
+
+
+def _fill_empty(out: dict[str, Any], notes: list[str]) -> None:
     for name in ("trigger", "suggestion", "quote", "observation"):
         if not _filled(out.get(name)):
             notes.append("filled_empty")
             out[name] = ""
-    return out
+
+
+_FINDING_FIXES: tuple[Callable[[dict[str, Any], list[str]], None], ...] = (
+    _split_location,
+    _split_line_range,
+    _plain_path,
+    _priority,
+    _side_word,
+    _confidence,
+    _title_from_text,
+    _fill_empty,
+)
+"""What finding_fields does to a finding's fields, in this order."""
 
 
 def _filled(value: Any) -> bool:

@@ -298,6 +298,17 @@ def stand_in(file: DiffFile, hunk: Hunk) -> tuple[Snippet, ...]:
     return tuple(out)
 
 
+def _shows(occ: Occurrence, name: str, file: DiffFile, wants: _Wants) -> bool:
+    """A definition worth showing: in another file, of something the hunk calls if it is callable,
+    and not a test's for a file that is not a test."""
+    callable_ = re.search(rf"\b{re.escape(name)}\s*[(<]", occ.text) is not None
+    return not (
+        occ.path == file.path
+        or (callable_ and name not in wants.called)
+        or (is_test_path(occ.path) and not is_test_path(file.path))
+    )
+
+
 class Finder:
     """Context for every hunk of a change from one search of the corpus, made on first use."""
 
@@ -353,24 +364,7 @@ class Finder:
     def _search(self) -> dict[str, list[Occurrence]]:
         if self._hits is not None:
             return self._hits
-        counts: dict[str, int] = {}
-        for f in self.files:
-            for h in f.hunks:
-                w = self._wants_of(f.path, h)
-                for n, c in w.uses.items():
-                    counts[n] = counts.get(n, 0) + c
-                for n in w.changes:
-                    counts[n] = counts.get(n, 0) + 1
-        names = sorted(counts, key=lambda n: (-counts[n], n))[:MAX_NAMES]
-        hits: dict[str, list[Occurrence]] = {n: [] for n in names}
-        if names:
-            pattern = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b")
-            for occ in self.corpus.grep(names):
-                if not searchable(occ.path):
-                    continue
-                for n in dict.fromkeys(pattern.findall(occ.text)):
-                    if n in hits:
-                        hits[n].append(occ)
+        hits = self._grep(self._most_wanted())
         changed = {n for w in self._wants.values() for n in w.changes}
         self._hits = hits
         self._definitions = {n: [o for o in found if _is_definition(n, o)] for n, found in hits.items()}
@@ -385,6 +379,32 @@ class Finder:
         }
         return self._hits
 
+    def _most_wanted(self) -> list[str]:
+        """The MAX_NAMES names the hunks use or change most often."""
+        counts: dict[str, int] = {}
+        for f in self.files:
+            for h in f.hunks:
+                w = self._wants_of(f.path, h)
+                for n, c in w.uses.items():
+                    counts[n] = counts.get(n, 0) + c
+                for n in w.changes:
+                    counts[n] = counts.get(n, 0) + 1
+        return sorted(counts, key=lambda n: (-counts[n], n))[:MAX_NAMES]
+
+    def _grep(self, names: list[str]) -> dict[str, list[Occurrence]]:
+        """Every searchable line of the corpus that holds one of `names`, by name."""
+        hits: dict[str, list[Occurrence]] = {n: [] for n in names}
+        if not names:
+            return hits
+        pattern = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b")
+        for occ in self.corpus.grep(names):
+            if not searchable(occ.path):
+                continue
+            for n in dict.fromkeys(pattern.findall(occ.text)):
+                if n in hits:
+                    hits[n].append(occ)
+        return hits
+
     def _lines(self, path: str) -> list[str] | None:
         if path not in self._texts:
             text = self.corpus.read(path)
@@ -398,36 +418,44 @@ class Finder:
         package = _package(file.path)
         family = _family(file.path)
         out: dict[tuple[str, int], Snippet] = {}
+        for snippet in (
+            *self._definitions_used(file, wants, family, package),
+            *self._call_sites_of(file, hunk, wants, family, package),
+        ):
+            out.setdefault(snippet.key, snippet)
+        return tuple(rank(out.values()))
+
+    def _definitions_used(
+        self, file: DiffFile, wants: _Wants, family: frozenset[str], package: str
+    ) -> list[Snippet]:
+        """The definitions of the names the hunk uses, when a name has few enough of them."""
+        out: list[Snippet] = []
         for name, refs in wants.uses.items():
             defined = self._in_family("definitions", name, family)
             if len(defined) > MAX_DEFINITIONS:
                 continue
             for occ in defined:
-                callable_ = re.search(rf"\b{re.escape(name)}\s*[(<]", occ.text) is not None
-                if (
-                    occ.path == file.path
-                    or (callable_ and name not in wants.called)
-                    or (is_test_path(occ.path) and not is_test_path(file.path))
-                ):
-                    continue
-                snippet = self._definition(occ, name, refs, package)
-                if snippet is not None:
-                    out.setdefault(snippet.key, snippet)
+                if _shows(occ, name, file, wants):
+                    snippet = self._definition(occ, name, refs, package)
+                    if snippet is not None:
+                        out.append(snippet)
+        return out
+
+    def _call_sites_of(
+        self, file: DiffFile, hunk: Hunk, wants: _Wants, family: frozenset[str], package: str
+    ) -> list[Snippet]:
+        """Up to MAX_CALL_SITES call sites of each function the hunk changes, outside the hunk."""
+        out: list[Snippet] = []
         span = range(hunk.new_start, hunk.new_start + max(hunk.new_len, 1))
         for name in wants.changes:
             ordered = self._ordered_sites(name, family, package)
             own = sum(1 for occ in self._own_sites(name, family, file.path) if occ.line in span)
-            sites: list[Occurrence] = []
-            for occ in ordered:
-                if len(sites) == MAX_CALL_SITES:
-                    break
-                if not (occ.path == file.path and occ.line in span):
-                    sites.append(occ)
-            for occ in sites:
+            sites = [occ for occ in ordered if not (occ.path == file.path and occ.line in span)]
+            for occ in sites[:MAX_CALL_SITES]:
                 snippet = self._call_site(occ, name, len(ordered) - own, package)
                 if snippet is not None:
-                    out.setdefault(snippet.key, snippet)
-        return tuple(rank(out.values()))
+                    out.append(snippet)
+        return out
 
     def _definition(self, occ: Occurrence, name: str, refs: int, package: str) -> Snippet | None:
         lines = self._lines(occ.path)

@@ -182,34 +182,9 @@ def _diff_file(
 ) -> DiffFile:
     """A file from its header lines (`diff --git`, modes, renames), its ---/+++ names and its hunks,
     decided as unidiff's PatchedFile decides added / removed / renamed."""
-    old_mode = new_mode = None
-    submodule = False
+    old_mode, new_mode, submodule = _modes(info)
     copied = any(_COPY_FROM.match(line) for line in info)
-    for line in info:
-        if m := _MODE_LINE.match(line):
-            which, mode = m.groups()
-            if which in ("old", "deleted file"):
-                old_mode = mode
-            else:
-                new_mode = mode
-            submodule = submodule or mode == _SUBMODULE_MODE
-        elif m := _INDEX_MODE.match(line):
-            old_mode = new_mode = m.group(1)
-            submodule = submodule or m.group(1) == _SUBMODULE_MODE
-    source = _strip_prefix(source_file or "")
-    target = _strip_prefix(target_file or "")
-    one_hunk = hunks[0] if len(hunks) == 1 else None
-    if source_file == _DEV_NULL or (one_hunk is not None and one_hunk.old_start == one_hunk.old_len == 0):
-        status: FileStatus = "added"
-        path, old_path = target, None
-    elif target_file == _DEV_NULL or (one_hunk is not None and one_hunk.new_start == one_hunk.new_len == 0):
-        status, path, old_path = "removed", source, None
-    elif copied:
-        status, path, old_path = "copied", target, source
-    elif (source_file or "")[2:] != (target_file or "")[2:]:
-        status, path, old_path = "renamed", target, source
-    else:
-        status, path, old_path = "modified", target or source, None
+    status, path, old_path = _status(source_file, target_file, hunks, copied=copied)
     return DiffFile(
         path=path,
         status=status,
@@ -221,6 +196,42 @@ def _diff_file(
         new_mode=new_mode,
         submodule=submodule,
     )
+
+
+def _modes(info: Sequence[str]) -> tuple[str | None, str | None, bool]:
+    """(old mode, new mode, whether either is a submodule's) from a file's header lines."""
+    old_mode = new_mode = None
+    submodule = False
+    for line in info:
+        if m := _MODE_LINE.match(line):
+            which, mode = m.groups()
+            if which in ("old", "deleted file"):
+                old_mode = mode
+            else:
+                new_mode = mode
+            submodule = submodule or mode == _SUBMODULE_MODE
+        elif m := _INDEX_MODE.match(line):
+            old_mode = new_mode = m.group(1)
+            submodule = submodule or m.group(1) == _SUBMODULE_MODE
+    return old_mode, new_mode, submodule
+
+
+def _status(
+    source_file: str | None, target_file: str | None, hunks: tuple[Hunk, ...], *, copied: bool
+) -> tuple[FileStatus, str, str | None]:
+    """(status, path, old path), as unidiff's PatchedFile decides them."""
+    source = _strip_prefix(source_file or "")
+    target = _strip_prefix(target_file or "")
+    one_hunk = hunks[0] if len(hunks) == 1 else None
+    if source_file == _DEV_NULL or (one_hunk is not None and one_hunk.old_start == one_hunk.old_len == 0):
+        return "added", target, None
+    if target_file == _DEV_NULL or (one_hunk is not None and one_hunk.new_start == one_hunk.new_len == 0):
+        return "removed", source, None
+    if copied:
+        return "copied", target, source
+    if (source_file or "")[2:] != (target_file or "")[2:]:
+        return "renamed", target, source
+    return "modified", target or source, None
 
 
 def _hunk(index: int, hunk: unidiff.Hunk) -> Hunk:
@@ -312,60 +323,70 @@ def _parse_fast(text: str) -> tuple[DiffFile, ...]:
     raises `_Unusual` and unidiff decides."""
     strip_cr = "\r" in text
     out: list[DiffFile] = []
-    info: list[str] = []
-    source: str | None = None
-    target: str | None = None
-    hunks: list[Hunk] = []
-    binary = False
-    open_file = False
-
-    def close() -> None:
-        out.append(_diff_file(info, source, target, tuple(hunks), binary))
-
+    current: _FileReader | None = None
     rest = _lines_of(text)
     for line in rest:
         if line.startswith("diff --git "):
-            m = _GIT_HEADERS[0].match(line) or _GIT_HEADERS[1].match(line) or _GIT_HEADERS[2].match(line)
-            if not m:
-                raise _Unusual("a diff --git line unidiff reads as header text")
-            if open_file:
-                close()
-            info, source, target, hunks, binary = [line], m.group("source"), m.group("target"), [], False
-            open_file = True
-            continue
-        if not open_file:
+            if current is not None:
+                out.append(current.file())
+            current = _FileReader(line)
+        elif current is None:
             raise _Unusual("text outside a diff --git file")
-        if line.startswith("@@") and (h := _HUNK_HEADER.match(line)):
-            hunks.append(_read_hunk(rest, h, len(hunks), strip_cr))
-            continue
-        if hunks:
+        elif line.startswith("@@") and (h := _HUNK_HEADER.match(line)):
+            current.hunks.append(_read_hunk(rest, h, len(current.hunks), strip_cr))
+        elif current.hunks:
             if line and not line.startswith("\\ No newline at end of file"):
                 raise _Unusual("text after a hunk")
-            continue  # unidiff adds these to the last hunk as lines that are neither side
+            # else unidiff adds it to the last hunk as a line that is neither side
+        elif current.header_line(line):  # a binary file ends with its "Binary files" line
+            out.append(current.file())
+            current = None
+    if current is not None:
+        out.append(current.file())
+    return tuple(out)
+
+
+class _FileReader:
+    """One `diff --git` file of `_parse_fast`: its header lines, its ---/+++ names, its hunks."""
+
+    __slots__ = ("binary", "hunks", "info", "source", "target")
+
+    def __init__(self, line: str) -> None:
+        m = _GIT_HEADERS[0].match(line) or _GIT_HEADERS[1].match(line) or _GIT_HEADERS[2].match(line)
+        if not m:
+            raise _Unusual("a diff --git line unidiff reads as header text")
+        self.info = [line]
+        self.source: str | None = m.group("source")
+        self.target: str | None = m.group("target")
+        self.hunks: list[Hunk] = []
+        self.binary = False
+
+    def header_line(self, line: str) -> bool:
+        """Read one line before the first hunk; True when it ends the file (a binary one)."""
         if _NEW_FILE.match(line):
-            source = _DEV_NULL
+            self.source = _DEV_NULL
         elif _DELETED_FILE.match(line):
-            target = _DEV_NULL
+            self.target = _DEV_NULL
         elif line.startswith("--- ") and (m := _SOURCE_NAME.match(line)):
-            if m.group("filename") != source:
-                raise _Unusual("--- names another file")
-            continue
+            _same_name(m.group("filename"), self.source, "--- names another file")
+            return False
         elif line.startswith("+++ ") and (m := _TARGET_NAME.match(line)):
-            if m.group("filename") != target:
-                raise _Unusual("+++ names another file")
-            continue
+            _same_name(m.group("filename"), self.target, "+++ names another file")
+            return False
         elif not line or line == "GIT binary patch" or line.startswith("\\ No newline at end of file"):
             raise _Unusual("an empty line, marker or binary patch before any hunk")
         elif _BINARY.match(line):
-            info.append(line)
-            binary = True
-            close()
-            open_file = False
-            continue
-        info.append(line)
-    if open_file:
-        close()
-    return tuple(out)
+            self.binary = True
+        self.info.append(line)
+        return self.binary
+
+    def file(self) -> DiffFile:
+        return _diff_file(self.info, self.source, self.target, tuple(self.hunks), self.binary)
+
+
+def _same_name(named: str, expected: str | None, problem: str) -> None:
+    if named != expected:
+        raise _Unusual(problem)
 
 
 _CHUNK = 1 << 20
@@ -393,12 +414,8 @@ def _read_hunk(lines: Iterator[str], h: re.Match[str], index: int, strip_cr: boo
     """The hunk whose header `h` matched, its body read from `lines` (left just after it).
     Numbered and cut where unidiff cuts: it ends once both sides hold the header's counts (a side
     that overshoots never comes back, so the counts are checked once, at the end)."""
-    old_start, new_start = int(h.group(1)), int(h.group(3))
-    old_len = 1 if h.group(2) is None else int(h.group(2))
-    new_len = 1 if h.group(4) is None else int(h.group(4))
+    old_start, old_len, new_start, new_len = _counts(h)
     old_end, new_end = old_start + old_len, new_start + new_len
-    if old_len == new_len == 0:
-        raise _Unusual("an empty hunk")
     old, new = old_start, new_start
     body: list[DiffLine] = []
     add = body.append
@@ -425,16 +442,27 @@ def _read_hunk(lines: Iterator[str], h: re.Match[str], index: int, strip_cr: boo
     if new != new_end or old != old_end:
         raise _Unusual("hunk longer than its header says")
     if strip_cr:
-        body = [
-            DiffLine(line.kind, line.old, line.new, line.text.rstrip("\r"))
-            if line.text.endswith("\r")
-            else line
-            for line in body
-        ]
+        body = _without_cr(body)
     hunk = Hunk(index, old_start, old_len, new_start, new_len, header=h.group(5).strip(), lines=tuple(body))
     # every line is + (new side), - (old side) or context (both), and both sides hold their counts:
     hunk.__dict__["added"], hunk.__dict__["removed"] = len(body) - old_len, len(body) - new_len
     return hunk
+
+
+def _counts(h: re.Match[str]) -> tuple[int, int, int, int]:
+    """(old start, old length, new start, new length) of a hunk header; a length left out is 1."""
+    old_len = 1 if h.group(2) is None else int(h.group(2))
+    new_len = 1 if h.group(4) is None else int(h.group(4))
+    if old_len == new_len == 0:
+        raise _Unusual("an empty hunk")
+    return int(h.group(1)), old_len, int(h.group(3)), new_len
+
+
+def _without_cr(body: list[DiffLine]) -> list[DiffLine]:
+    return [
+        DiffLine(line.kind, line.old, line.new, line.text.rstrip("\r")) if line.text.endswith("\r") else line
+        for line in body
+    ]
 
 
 def parse_github_file(
@@ -455,22 +483,8 @@ def parse_github_file(
     if patch is None:
         pure_move = mapped in ("renamed", "copied") and changes == 0 and previous_filename is not None
         return DiffFile(path=filename, status=mapped, old_path=previous_filename, has_patch=pure_move)
-    # The names come from GitHub's entry, not from the text: headers with the real names would let
-    # a name holding a newline or a tab (git allows both) rewrite the diff that is parsed.
-    src = "/dev/null" if mapped == "added" else "a/old"
-    dst = "/dev/null" if mapped == "removed" else "b/new"
-    header = "diff --git a/old b/new\n"
-    if mapped in ("renamed", "copied") and previous_filename:
-        verb = "rename" if mapped == "renamed" else "copy"
-        header += f"{verb} from old\n{verb} to new\n"
-    if mapped == "added":
-        header += "new file mode 100644\n"
-    elif mapped == "removed":
-        header += "deleted file mode 100644\n"
-    body = patch if patch.endswith("\n") else patch + "\n"
-    text = f"{header}--- {src}\n+++ {dst}\n{body}" if patch.strip() else header
     try:
-        files = parse_patch(text)
+        files = parse_patch(_github_text(mapped, patch, renamed_from=previous_filename))
     except PatchError:
         files = ()
     if patch.strip() and not (files and (files[0].hunks or files[0].binary)):
@@ -487,6 +501,25 @@ def parse_github_file(
         old_path=previous_filename if mapped in ("renamed", "copied") else None,
         binary=parsed.binary,
     )
+
+
+def _github_text(mapped: FileStatus, patch: str, *, renamed_from: str | None) -> str:
+    """The `git diff` text of one GitHub patch, under made-up names.
+
+    The names come from GitHub's entry, not from the text: headers with the real names would let
+    a name holding a newline or a tab (git allows both) rewrite the diff that is parsed."""
+    src = "/dev/null" if mapped == "added" else "a/old"
+    dst = "/dev/null" if mapped == "removed" else "b/new"
+    header = "diff --git a/old b/new\n"
+    if mapped in ("renamed", "copied") and renamed_from:
+        verb = "rename" if mapped == "renamed" else "copy"
+        header += f"{verb} from old\n{verb} to new\n"
+    header += _GITHUB_MODE_LINE.get(mapped, "")
+    body = patch if patch.endswith("\n") else patch + "\n"
+    return f"{header}--- {src}\n+++ {dst}\n{body}" if patch.strip() else header
+
+
+_GITHUB_MODE_LINE = {"added": "new file mode 100644\n", "removed": "deleted file mode 100644\n"}
 
 
 @dataclass(frozen=True)

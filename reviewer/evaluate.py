@@ -129,43 +129,46 @@ def load_dataset(path: str | Path) -> tuple[Item, ...]:
     items: list[Item] = []
     seen: set[str] = set()
     for n, raw in enumerate(data):
-        where = f"{file.name}[{n}]"
-        if not isinstance(raw, dict):
-            raise UsageError(f"{where} must be an object")
-        item_id = raw.get("id")
-        if not isinstance(item_id, str) or not item_id or item_id in seen:
-            raise UsageError(f"{where}.id must be a unique non-empty string")
-        seen.add(item_id)
-        where = f"{file.name}[{n}] ({item_id})"
-        repo, diff = raw.get("repo"), raw.get("diff")
-        if (repo is None) == (diff is None):
-            raise UsageError(
-                f"{where}: give exactly one of 'repo' (a git repository) or 'diff' (a patch file)"
-            )
-        location = file.parent / str(repo if repo is not None else diff)
-        if repo is not None and not (location / ".git").exists():
-            raise UsageError(f"{where}.repo: {str(location)!r} is not a git repository")
-        if diff is not None and not location.is_file():
-            raise UsageError(f"{where}.diff: {str(location)!r} is not a file")
-        for key in ("expected", "rejected"):
-            if not isinstance(raw.get(key, []), list):
-                raise UsageError(f"{where}.{key} must be a list")
-        items.append(
-            Item(
-                id=item_id,
-                repo=location if repo is not None else None,
-                diff=location if diff is not None else None,
-                base=str(raw.get("base") or "main"),
-                head=str(raw.get("head") or "HEAD"),
-                expected=tuple(
-                    _label(e, f"{where}.expected[{i}]") for i, e in enumerate(raw.get("expected", []))
-                ),
-                rejected=tuple(
-                    _label(e, f"{where}.rejected[{i}]") for i, e in enumerate(raw.get("rejected", []))
-                ),
-            )
-        )
+        items.append(_item(file, n, raw, seen))
+        seen.add(items[-1].id)
     return tuple(items)
+
+
+def _item(file: Path, n: int, raw: object, seen: set[str]) -> Item:
+    """Item `n` of the dataset in `file`, checked; `seen`: the ids of the items before it."""
+    where = f"{file.name}[{n}]"
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where} must be an object")
+    item_id = raw.get("id")
+    if not isinstance(item_id, str) or not item_id or item_id in seen:
+        raise UsageError(f"{where}.id must be a unique non-empty string")
+    where = f"{file.name}[{n}] ({item_id})"
+    repo, diff = _where_to_read(file, raw, where)
+    for key in ("expected", "rejected"):
+        if not isinstance(raw.get(key, []), list):
+            raise UsageError(f"{where}.{key} must be a list")
+    return Item(
+        id=item_id,
+        repo=repo,
+        diff=diff,
+        base=str(raw.get("base") or "main"),
+        head=str(raw.get("head") or "HEAD"),
+        expected=tuple(_label(e, f"{where}.expected[{i}]") for i, e in enumerate(raw.get("expected", []))),
+        rejected=tuple(_label(e, f"{where}.rejected[{i}]") for i, e in enumerate(raw.get("rejected", []))),
+    )
+
+
+def _where_to_read(file: Path, raw: Mapping[str, Any], where: str) -> tuple[Path | None, Path | None]:
+    """(repo, diff), exactly one of them set, each relative to the dataset file and checked to exist."""
+    repo, diff = raw.get("repo"), raw.get("diff")
+    if (repo is None) == (diff is None):
+        raise UsageError(f"{where}: give exactly one of 'repo' (a git repository) or 'diff' (a patch file)")
+    location = file.parent / str(repo if repo is not None else diff)
+    if repo is not None and not (location / ".git").exists():
+        raise UsageError(f"{where}.repo: {str(location)!r} is not a git repository")
+    if diff is not None and not location.is_file():
+        raise UsageError(f"{where}.diff: {str(location)!r} is not a file")
+    return (location, None) if repo is not None else (None, location)
 
 
 class PatchSource:

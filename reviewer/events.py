@@ -157,32 +157,10 @@ def plan_run(
 
     pull_obj = payload.get("pull_request") if event_name in PR_EVENTS else None
     pull = pull_from_payload(pull_obj) if isinstance(pull_obj, Mapping) else None
-
     if mode == "pr":
-        numbers = parse_pr_numbers(inputs.get("pr-number", ""))
-        if numbers:
-            return RunRequest(kind="pr", numbers=numbers, explicit=True, repo=repo, event_name=event_name)
-        if event_name == "workflow_dispatch":
-            return _dispatch(inputs, payload, repo, event_name)
-        if pull is None:
-            raise UsageError(
-                f"input 'mode' is 'pr' but event '{event_name}' carries no pull request: set `pr-number`"
-            )
-        return RunRequest(kind="pr", numbers=(pull.number,), pull=pull, repo=repo, event_name=event_name)
-
+        return _pr_mode(event_name, payload, inputs, pull, repo)
     if event_name in PR_EVENTS:
-        action = payload.get("action")
-        if pull is None:
-            raise UsageError(f"event payload: '{event_name}' has no 'pull_request' object")
-        if action not in REVIEW_ACTIONS:
-            return RunRequest(
-                kind="skip",
-                reason=f"{event_name} action '{action}' is not reviewed (only {', '.join(REVIEW_ACTIONS)})",
-                pull=pull,
-                repo=repo,
-                event_name=event_name,
-            )
-        return RunRequest(kind="pr", numbers=(pull.number,), pull=pull, repo=repo, event_name=event_name)
+        return _pr_event(event_name, payload, pull, repo)
     if event_name == "workflow_dispatch":
         return _dispatch(inputs, payload, repo, event_name)
     if event_name == "schedule":
@@ -194,6 +172,38 @@ def plan_run(
         repo=repo,
         event_name=event_name,
     )
+
+
+def _pr_mode(
+    event_name: str, payload: Mapping[str, Any], inputs: Mapping[str, str], pull: EventPull | None, repo: str
+) -> RunRequest:
+    """`mode: pr`: the `pr-number` PRs, else the dispatch's or the event's PR."""
+    numbers = parse_pr_numbers(inputs.get("pr-number", ""))
+    if numbers:
+        return RunRequest(kind="pr", numbers=numbers, explicit=True, repo=repo, event_name=event_name)
+    if event_name == "workflow_dispatch":
+        return _dispatch(inputs, payload, repo, event_name)
+    if pull is None:
+        raise UsageError(
+            f"input 'mode' is 'pr' but event '{event_name}' carries no pull request: set `pr-number`"
+        )
+    return RunRequest(kind="pr", numbers=(pull.number,), pull=pull, repo=repo, event_name=event_name)
+
+
+def _pr_event(event_name: str, payload: Mapping[str, Any], pull: EventPull | None, repo: str) -> RunRequest:
+    """A pull_request(_target) event: its PR, when the action is one that is reviewed."""
+    action = payload.get("action")
+    if pull is None:
+        raise UsageError(f"event payload: '{event_name}' has no 'pull_request' object")
+    if action not in REVIEW_ACTIONS:
+        return RunRequest(
+            kind="skip",
+            reason=f"{event_name} action '{action}' is not reviewed (only {', '.join(REVIEW_ACTIONS)})",
+            pull=pull,
+            repo=repo,
+            event_name=event_name,
+        )
+    return RunRequest(kind="pr", numbers=(pull.number,), pull=pull, repo=repo, event_name=event_name)
 
 
 def _dispatch(

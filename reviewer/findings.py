@@ -380,41 +380,12 @@ def parse_answer(
     data = shapes.unwrap(read.value, notes)
     if not any(key in data for key in READERS):
         raise ValueError("the answer has no 'findings' list (use [] when there is nothing to report)")
-    dropped: list[Dropped] = []
-    kept: dict[str, list[Any]] = {}
-    lists: dict[str, list[Any]] = {}
-    for key, reader in READERS.items():
-        raw_items = lists[key] = _items(data, key)
-        out = kept[key] = []
-        for i, raw in enumerate(raw_items):
-            where = f"{key}[{i}]"
-            if id(raw) in read.cut_items:
-                dropped.append(Dropped(where, "truncated", f"{where}: the answer ended inside it"))
-                continue
-            try:
-                item = reader.build(raw, where, clean, notes)
-            except ValueError as exc:
-                dropped.append(Dropped(where, "malformed", str(exc)))
-                continue
-            prose, code = reader.echo_fields(item)
-            if _echoes_example(prose, code):
-                echo = f"{where}: repeats the example of the answer format"
-                dropped.append(Dropped(where, "example", echo))
-            elif key == "findings" and pr_paths is not None and item.path not in pr_paths:
-                dropped.append(
-                    Dropped(where, "not_in_pr", f"{where}: path {item.path[:200]!r} is not a file of this PR")
-                )
-            else:
-                out.append(item)
-    raw_findings, findings = lists["findings"], kept["findings"]
+    kept, dropped = _read_lists(data, read, clean=clean, notes=notes, pr_paths=pr_paths)
+    findings = kept["findings"]
     missing = id(data.get("findings")) in read.open_lists or any(
         d.why == "truncated" and d.where.startswith("findings[") for d in dropped
     )
-    if raw_findings and not findings:
-        reasons = "; ".join([d.detail for d in dropped if d.where.startswith("findings[")][:3])
-        raise NothingUsable(f"no usable finding in the answer ({reasons})", tuple(dropped))
-    if missing and not findings:
-        raise NothingUsable("the answer ended before its first finding was complete", tuple(dropped))
+    _require_usable(findings, dropped, missing=missing)
     unverified, unverified_dropped = parse_unverified(data.get("unverified"), clean)
     return ModelAnswer(
         findings=tuple(findings),
@@ -425,6 +396,67 @@ def parse_answer(
         normalised=tuple(notes),
         missing=missing,
     )
+
+
+def _read_lists(
+    data: Mapping[str, Any],
+    read: answer_json.Read,
+    *,
+    clean: Clean,
+    notes: list[str],
+    pr_paths: Collection[str] | None,
+) -> tuple[dict[str, list[Any]], list[Dropped]]:
+    """Every list of the answer (READERS' order): the items kept, by list, and the items dropped."""
+    dropped: list[Dropped] = []
+    kept: dict[str, list[Any]] = {}
+    for key, reader in READERS.items():
+        out = kept[key] = []
+        for i, raw in enumerate(_items(data, key)):
+            item = _read_item(
+                key, reader, raw, f"{key}[{i}]", read, clean=clean, notes=notes, pr_paths=pr_paths
+            )
+            if isinstance(item, Dropped):
+                dropped.append(item)
+            else:
+                out.append(item)
+    return kept, dropped
+
+
+def _read_item(
+    key: str,
+    reader: _ListReader,
+    raw: Any,
+    where: str,
+    read: answer_json.Read,
+    *,
+    clean: Clean,
+    notes: list[str],
+    pr_paths: Collection[str] | None,
+) -> Any:
+    """One item, built, or the Dropped that says why it is not kept."""
+    if id(raw) in read.cut_items:
+        return Dropped(where, "truncated", f"{where}: the answer ended inside it")
+    try:
+        item = reader.build(raw, where, clean, notes)
+    except ValueError as exc:
+        return Dropped(where, "malformed", str(exc))
+    prose, code = reader.echo_fields(item)
+    if _echoes_example(prose, code):
+        return Dropped(where, "example", f"{where}: repeats the example of the answer format")
+    if key == "findings" and pr_paths is not None and item.path not in pr_paths:
+        return Dropped(where, "not_in_pr", f"{where}: path {item.path[:200]!r} is not a file of this PR")
+    return item
+
+
+def _require_usable(findings: Sequence[Any], dropped: Sequence[Dropped], *, missing: bool) -> None:
+    """An answer that listed findings and kept none, or ended before its first, is unparsed."""
+    if findings:
+        return
+    if any(d.where.startswith("findings[") for d in dropped):
+        reasons = "; ".join([d.detail for d in dropped if d.where.startswith("findings[")][:3])
+        raise NothingUsable(f"no usable finding in the answer ({reasons})", tuple(dropped))
+    if missing:
+        raise NothingUsable("the answer ended before its first finding was complete", tuple(dropped))
 
 
 MAX_UNVERIFIED = 5
@@ -509,17 +541,7 @@ def anchor(
         if finding.line is not None and finding.line in lines:
             return _with_range(finding, finding.line, index, "as_stated")
         return dataclasses.replace(finding, anchored=False, anchor_reason="line_not_commentable")
-    text_at = line_texts(files[finding.path], finding.side)
-    matches: list[int] = []
-    for quoted in dict.fromkeys((first, bare_quote(first))):
-        if quoted:
-            matches = [
-                n
-                for n in lines
-                if quoted in _norm(text_at.get(n, "")) or quoted in _norm(redact(text_at.get(n, "")))
-            ]
-        if matches:
-            break
+    matches = _quote_matches(first, lines, line_texts(files[finding.path], finding.side), redact)
     if not matches:
         return dataclasses.replace(finding, anchored=False, anchor_reason="quote_not_found")
     stated = finding.line or 0
@@ -527,6 +549,23 @@ def anchor(
     near = [n for n in matches if hunk is not None and hunk[0] <= n <= hunk[1]]
     best = min(near or matches, key=lambda n: (abs(n - stated), n))
     return _with_range(finding, best, index, "as_stated" if best == finding.line else "moved_by_quote")
+
+
+def _quote_matches(
+    first: str, lines: Collection[int], text_at: Mapping[int, str], redact: Callable[[str], str]
+) -> list[int]:
+    """The lines that hold the quote's first line, as quoted or else bare (`bare_quote`)."""
+    for quoted in dict.fromkeys((first, bare_quote(first))):
+        if not quoted:
+            continue
+        matches = [
+            n
+            for n in lines
+            if quoted in _norm(text_at.get(n, "")) or quoted in _norm(redact(text_at.get(n, "")))
+        ]
+        if matches:
+            return matches
+    return []
 
 
 _QUOTE_PREFIX = re.compile(r"^(?:\d{1,6}(?:\s*[:|]\s*|\s+(?=[+-])))?(?:[+-]\s?)?")

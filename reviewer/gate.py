@@ -73,13 +73,56 @@ def evaluate(
     `say` (the renderer's `translate`) localizes the details through the `gate_detail.*` strings;
     without it they are English.
     """
-    unaccounted = [f.path for f in coverage.files if f.status == "partial" and not f.reason]
-    counts: dict[str, int] = {}
-    for f in coverage.files:
-        counts[f.status] = counts.get(f.status, 0) + 1
+    say = say or _english
     moved = current_head is not None and current_head != pinned_head
+    unaccounted = [f.path for f in coverage.files if f.status == "partial" and not f.reason]
+    over = _over_limits(budget)
+    disclosed = {o.limit for o in budget.overrun}
+    overrun = [name for name, _, _ in over if name not in disclosed]
+    checks = (
+        GateCheck("head_unchanged", not moved, _head_detail(say, pinned_head, current_head)),
+        GateCheck("coverage_accounted", not unaccounted, _coverage_detail(say, coverage)),
+        GateCheck(
+            "answers_parsed",
+            answers_parsed + answers_gapped >= answers_expected,
+            _answers_detail(say, parsed=answers_parsed, expected=answers_expected, gapped=answers_gapped),
+        ),
+        GateCheck("budget_respected", not overrun, _budget_detail(say, overrun, over, budget.exhausted)),
+        GateCheck("output_limits", all(o.size <= o.limit for o in outputs), _outputs_detail(say, outputs)),
+    )
+    return Gate(publish_ready=all(c.ok for c in checks), checks=checks)
+
+
+_ENGLISH = {
+    "gate_detail.moved": "head moved from {head} to {now}",
+    "gate_detail.not_reread": " (not re-read)",
+    "gate_detail.no_files": "no files",
+    "gate_detail.parsed": "{parsed}/{expected} parsed",
+    "gate_detail.gapped": ", {n} reported as gaps",
+    "gate_detail.over": "over {limits}",
+    "gate_detail.disclosed": "provider-reported {limit} {used} > limit {allowed}"
+    " (usage above the reservation; disclosed, the paid-for review is published)",
+    "gate_detail.exhausted": "exhausted, disclosed",
+    "gate_detail.ok": "ok",
+    "gate_detail.output": "{name} {size:,}/{limit:,}",
+    "gate_detail.truncated": " (truncated)",
+    "gate_detail.nothing_rendered": "nothing rendered",
+}
+"""The gate's details when no renderer localizes them (`gate_detail.*` in templates/i18n)."""
+
+
+def _english(key: str, default: str | None = None, **params: object) -> str:
+    if key.startswith("status_count."):
+        return f"{params['n']} {key.removeprefix('status_count.')}"
+    if key.startswith("gate_output."):
+        return default or key.removeprefix("gate_output.")
+    return _ENGLISH[key].format(**params)
+
+
+def _over_limits(budget: BudgetReport) -> list[tuple[str, float, float]]:
+    """(limit, used, allowed) for each limit the provider-reported usage passed."""
     limits, used = budget.limits, budget.used
-    over = [
+    return [
         (name, value, limits[name])
         for name, value in (
             ("input_tokens", used.input_tokens),
@@ -89,115 +132,55 @@ def evaluate(
         )
         if value is not None and limits.get(name) is not None and value > limits[name] + 1e-9
     ]
-    disclosed = {o.limit for o in budget.overrun}
-    overrun = [name for name, _, _ in over if name not in disclosed]
-    budget_detail = (
-        "over " + ", ".join(overrun)
-        if overrun
-        else "; ".join(
-            f"provider-reported {name} {value:g} > limit {limit:g} (usage above the reservation; disclosed,"
-            " the paid-for review is published)"
-            for name, value, limit in over
-        )
-        or ("exhausted, disclosed" if budget.exhausted else "ok")
-    )
-    checks: tuple[GateCheck, ...] = (
-        GateCheck(
-            "head_unchanged",
-            not moved,
-            f"head moved from {pinned_head[:12]} to {(current_head or '')[:12]}"
-            if moved
-            else f"{pinned_head[:12]}" + ("" if current_head is not None else " (not re-read)"),
-        ),
-        GateCheck(
-            "coverage_accounted",
-            not unaccounted,
-            ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no files",
-        ),
-        GateCheck(
-            "answers_parsed",
-            answers_parsed + answers_gapped >= answers_expected,
-            f"{answers_parsed}/{answers_expected} parsed"
-            + (f", {answers_gapped} reported as gaps" if answers_gapped else ""),
-        ),
-        GateCheck(
-            "budget_respected",
-            not overrun,
-            budget_detail,
-        ),
-        GateCheck(
-            "output_limits",
-            all(o.size <= o.limit for o in outputs),
-            ", ".join(
-                f"{o.name} {o.size:,}/{o.limit:,}" + (" (truncated)" if o.truncated else "") for o in outputs
-            )
-            or "nothing rendered",
-        ),
-    )
-    if say is not None:
-        checks = _localized(
-            checks,
-            say,
-            pinned=pinned_head,
-            current=current_head,
-            counts=counts,
-            overrun=overrun,
-            disclosed=[(name, value, limit) for name, value, limit in over if name not in overrun],
-            budget=budget,
-            parsed=answers_parsed,
-            expected=answers_expected,
-            gapped=answers_gapped,
-            outputs=outputs,
-        )
-    ready = all(c.ok for c in checks)
-    return Gate(publish_ready=ready, checks=checks)
 
 
-def _localized(
-    checks: tuple[GateCheck, ...],
+def _head_detail(say: Callable[..., str], pinned: str, current: str | None) -> str:
+    if current is not None and current != pinned:
+        return say("gate_detail.moved", head=pinned[:12], now=current[:12])
+    return pinned[:12] + ("" if current is not None else say("gate_detail.not_reread"))
+
+
+def _coverage_detail(say: Callable[..., str], coverage: Coverage) -> str:
+    counts: dict[str, int] = {}
+    for f in coverage.files:
+        counts[f.status] = counts.get(f.status, 0) + 1
+    return ", ".join(say(f"status_count.{status}", n=n) for status, n in sorted(counts.items())) or say(
+        "gate_detail.no_files"
+    )
+
+
+def _answers_detail(say: Callable[..., str], *, parsed: int, expected: int, gapped: int) -> str:
+    return say("gate_detail.parsed", parsed=parsed, expected=expected) + (
+        say("gate_detail.gapped", n=gapped) if gapped else ""
+    )
+
+
+def _budget_detail(
     say: Callable[..., str],
-    *,
-    pinned: str,
-    current: str | None,
-    counts: Mapping[str, int],
     overrun: Sequence[str],
-    disclosed: Sequence[tuple[str, float, float]],
-    budget: BudgetReport,
-    parsed: int,
-    expected: int,
-    gapped: int,
-    outputs: Sequence[OutputSize],
-) -> tuple[GateCheck, ...]:
-    details = {
-        "head_unchanged": say("gate_detail.moved", head=pinned[:12], now=(current or "")[:12])
-        if current is not None and current != pinned
-        else pinned[:12] + ("" if current is not None else say("gate_detail.not_reread")),
-        "coverage_accounted": ", ".join(
-            say(f"status_count.{status}", n=n) for status, n in sorted(counts.items())
+    over: Sequence[tuple[str, float, float]],
+    exhausted: bool,
+) -> str:
+    """The undisclosed overruns; else the disclosed ones; else whether the budget ran out."""
+    if overrun:
+        return say("gate_detail.over", limits=", ".join(overrun))
+    return "; ".join(
+        say("gate_detail.disclosed", limit=name, used=f"{value:g}", allowed=f"{limit:g}")
+        for name, value, limit in over
+    ) or say("gate_detail.exhausted" if exhausted else "gate_detail.ok")
+
+
+def _outputs_detail(say: Callable[..., str], outputs: Sequence[OutputSize]) -> str:
+    return ", ".join(
+        say(
+            "gate_detail.output",
+            name=say(f"gate_output.{o.name}", default=o.name),
+            size=o.size,
+            limit=o.limit,
         )
-        or say("gate_detail.no_files"),
-        "answers_parsed": say("gate_detail.parsed", parsed=parsed, expected=expected)
-        + (say("gate_detail.gapped", n=gapped) if gapped else ""),
-        "budget_respected": say("gate_detail.over", limits=", ".join(overrun))
-        if overrun
-        else "; ".join(
-            say("gate_detail.disclosed", limit=name, used=f"{value:g}", allowed=f"{limit:g}")
-            for name, value, limit in disclosed
-        )
-        or say("gate_detail.exhausted" if budget.exhausted else "gate_detail.ok"),
-        "output_limits": ", ".join(
-            say(
-                "gate_detail.output",
-                name=say(f"gate_output.{o.name}", default=o.name),
-                size=o.size,
-                limit=o.limit,
-            )
-            + (say("gate_detail.truncated") if o.truncated else "")
-            for o in outputs
-        )
-        or say("gate_detail.nothing_rendered"),
-    }
-    return tuple(GateCheck(c.name, c.ok, details.get(c.name, c.detail)) for c in checks)
+        + (say("gate_detail.truncated") if o.truncated else "")
+        for o in outputs
+    ) or say("gate_detail.nothing_rendered")
 
 
 def model_down(*, coverage: Coverage, gaps: Sequence[Gap]) -> Gap | None:

@@ -91,21 +91,12 @@ class CarriedFinding:
         """None for anything malformed: a state we cannot read is a full review, never a crash."""
         if not isinstance(value, Mapping):
             return None
-        line, end, conf = value.get("line"), value.get("end"), value.get("c", 0.5)
-        fields = (value.get(k) for k in ("id", "path", "side", "p", "title", "fp", "at"))
-        ident, path, side, priority, title, fp, at = fields
-        strings = (ident, path, side, priority, title, fp, at)
-        if not all(isinstance(v, str) and v for v in strings):
+        strings = tuple(value.get(k) for k in ("id", "path", "side", "p", "title", "fp", "at"))
+        line, end = value.get("line"), value.get("end")
+        if not isinstance(line, int) or not _well_formed(strings, line, end):
             return None
-        if not isinstance(line, int) or not _is_line(line) or (end is not None and not _is_line(end)):
-            return None
-        if side not in ("RIGHT", "LEFT") or priority not in PRIORITIES or not _SHA.match(str(at)):
-            return None
-        if not isinstance(conf, (int, float)) or isinstance(conf, bool) or not 0 <= conf <= 1:
-            conf = 0.5
-        return cls(
-            str(ident), str(path), line, end, str(side), str(priority), str(title), str(fp), str(at), conf
-        )
+        ident, path, side, priority, title, fp, at = (str(v) for v in strings)
+        return cls(ident, path, line, end, side, priority, title, fp, at, _confidence(value.get("c", 0.5)))
 
     def finding(self, *, path: str, line: int, end_line: int | None) -> Finding:
         return Finding(
@@ -153,6 +144,24 @@ def _is_line(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
+def _well_formed(strings: Sequence[Any], line: Any, end: Any) -> bool:
+    """Non-empty strings (id, path, side, priority, title, fingerprint, sha), a known side and
+    priority, a full sha, and line numbers."""
+    if not all(isinstance(v, str) and v for v in strings):
+        return False
+    if not isinstance(line, int) or not _is_line(line) or (end is not None and not _is_line(end)):
+        return False
+    _, _, side, priority, _, _, at = strings
+    return side in ("RIGHT", "LEFT") and priority in PRIORITIES and bool(_SHA.match(str(at)))
+
+
+def _confidence(value: Any) -> Any:
+    """A confidence between 0 and 1 as kept; anything else the default 0.5."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
+        return 0.5
+    return value
+
+
 def fingerprint(texts: Sequence[str]) -> str:
     """Whitespace-insensitive hash of the lines a finding sits on (10 hex)."""
     norm = "\n".join(_WS.sub(" ", t).strip() for t in texts)
@@ -187,29 +196,10 @@ def to_carry(
         key=lambda f: (priority_rank(f.priority), f.path, f.line or 0),
     )
     for f in ranked:
-        diff = by_path.get(f.path)
-        if not f.anchored or f.line is None or diff is None:
+        item = _carried(f, by_path.get(f.path), texts, head=head)
+        if item is None:
             complete = False
             continue
-        key = (f.path, f.side)
-        if key not in texts:
-            texts[key] = line_texts(diff, f.side)
-        span = _span_texts(texts[key], f.line, f.end_line)
-        if span is None:
-            complete = False
-            continue
-        item = CarriedFinding(
-            id=f.id,
-            path=f.path,
-            line=f.line,
-            end_line=f.end_line if f.end_line is not None and f.end_line > f.line else None,
-            side=f.side,
-            priority=f.priority,
-            title=_WS.sub(" ", f.title).strip()[:TITLE_CHARS] or f.id,
-            fingerprint=fingerprint(span),
-            found_at=f.carried_from or head,
-            confidence=round(f.confidence, 2),
-        )
         size = len(json.dumps(item.to_json(), ensure_ascii=False).encode("utf-8")) + 1
         if (used + size) * 4 / 3 + 4 > limit_chars:
             complete = False
@@ -217,6 +207,33 @@ def to_carry(
         used += size
         kept.append(item)
     return tuple(kept), complete
+
+
+def _carried(
+    f: Finding, diff: DiffFile | None, texts: dict[tuple[str, str], Mapping[int, str]], *, head: str
+) -> CarriedFinding | None:
+    """The finding as the state keeps it, or None when it is not anchored on lines of `diff` (the
+    texts of a file's side are read once into `texts`)."""
+    if not f.anchored or f.line is None or diff is None:
+        return None
+    key = (f.path, f.side)
+    if key not in texts:
+        texts[key] = line_texts(diff, f.side)
+    span = _span_texts(texts[key], f.line, f.end_line)
+    if span is None:
+        return None
+    return CarriedFinding(
+        id=f.id,
+        path=f.path,
+        line=f.line,
+        end_line=f.end_line if f.end_line is not None and f.end_line > f.line else None,
+        side=f.side,
+        priority=f.priority,
+        title=_WS.sub(" ", f.title).strip()[:TITLE_CHARS] or f.id,
+        fingerprint=fingerprint(span),
+        found_at=f.carried_from or head,
+        confidence=round(f.confidence, 2),
+    )
 
 
 def coverage_complete(coverage: Coverage, gap_whys: Collection[str]) -> bool:
@@ -310,7 +327,31 @@ def increment(prior: Prior, pushed: Sequence[DiffFile], files: Sequence[DiffFile
     """Plan the incremental review of `files` (the PR diff at the new head) from `pushed` (the diff
     `prior.head...new head`): the hunks to re-send and the earlier findings re-anchored."""
     by_new = {d.path: d for d in pushed}
-    renamed = {d.old_path: d.path for d in pushed if d.old_path and d.status == "renamed"}
+    resend = _pushed_hunks(by_new, files)
+    if not prior.complete:
+        everything = frozenset((f.path, h.index) for f in files for h in f.hunks)
+        return Increment(
+            since=prior.head,
+            resend=everything,
+            carried=(),
+            dropped=(),
+            hunks_total=len(everything),
+            first=frozenset(resend),
+            reason="prior_incomplete",
+        )
+    carried, dropped = _carried_over(prior.carried, pushed, files)
+    return Increment(
+        since=prior.head,
+        resend=frozenset(resend),
+        carried=carried,
+        dropped=dropped,
+        hunks_total=sum(len(f.hunks) for f in files),
+        first=frozenset(resend),
+    )
+
+
+def _pushed_hunks(by_new: Mapping[str, DiffFile], files: Sequence[DiffFile]) -> set[tuple[str, int]]:
+    """The PR hunks (path, index) the push touched; every hunk of a file whose push diff has no patch."""
     resend: set[tuple[str, int]] = set()
     for f in files:
         delta = by_new.get(f.path)
@@ -323,36 +364,26 @@ def increment(prior: Prior, pushed: Sequence[DiffFile], files: Sequence[DiffFile
         resend.update(
             (f.path, h.index) for h in f.hunks if any(h.new_start <= t <= h.new_end for t in touched)
         )
+    return resend
 
+
+def _carried_over(
+    earlier: Sequence[CarriedFinding], pushed: Sequence[DiffFile], files: Sequence[DiffFile]
+) -> tuple[tuple[Finding, ...], tuple[str, ...]]:
+    """(the earlier findings re-anchored at the new head, the ids of those that could not be)."""
+    by_new = {d.path: d for d in pushed}
+    renamed = {d.old_path: d.path for d in pushed if d.old_path and d.status == "renamed"}
     index = LineIndex.build(files)
     by_path = {f.path: f for f in files}
-    if not prior.complete:
-        everything = frozenset((f.path, h.index) for f in files for h in f.hunks)
-        return Increment(
-            since=prior.head,
-            resend=everything,
-            carried=(),
-            dropped=(),
-            hunks_total=len(everything),
-            first=frozenset(resend),
-            reason="prior_incomplete",
-        )
     carried: list[Finding] = []
     dropped: list[str] = []
-    for c in prior.carried:
+    for c in earlier:
         moved = _reanchor(c, by_new, renamed, by_path, index)
         if moved is None:
             dropped.append(c.id)
         else:
             carried.append(moved)
-    return Increment(
-        since=prior.head,
-        resend=frozenset(resend),
-        carried=tuple(carried),
-        dropped=tuple(dropped),
-        hunks_total=sum(len(f.hunks) for f in files),
-        first=frozenset(resend),
-    )
+    return tuple(carried), tuple(dropped)
 
 
 def _touched(delta: DiffFile) -> set[int]:
@@ -399,13 +430,10 @@ def _reanchor(
     line, end = c.line, c.end_line
     delta = by_new.get(path)
     if delta is not None and c.side == "RIGHT":
-        if not delta.has_patch or delta.status == "removed":
+        moved = _after_push(c, delta)
+        if moved is None:
             return None
-        mapped = [map_line(delta, n) for n in range(c.line, (end or c.line) + 1)]
-        if any(m is None for m in mapped):
-            return None
-        line = mapped[0] or c.line
-        end = mapped[-1] if end is not None else None
+        line, end = moved
     diff = by_path.get(path)
     if diff is None:
         return None
@@ -417,6 +445,18 @@ def _reanchor(
     if not index.commentable(path, line, c.side):
         return None
     return c.finding(path=path, line=line, end_line=end)
+
+
+def _after_push(c: CarriedFinding, delta: DiffFile) -> tuple[int, int | None] | None:
+    """Where the finding's lines are after a push that changed its file; None when the push changed
+    them (or removed the file, or GitHub gave no patch to tell)."""
+    if not delta.has_patch or delta.status == "removed":
+        return None
+    end = c.end_line
+    mapped = [map_line(delta, n) for n in range(c.line, (end or c.line) + 1)]
+    if any(m is None for m in mapped):
+        return None
+    return mapped[0] or c.line, mapped[-1] if end is not None else None
 
 
 # --- after the review --------------------------------------------------------------------------

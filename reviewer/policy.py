@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
 
 from reviewer.diff import DiffFile
@@ -186,18 +186,33 @@ def skip_reason(file: DiffFile, *, include: Sequence[str] = (), exclude: Sequenc
         return "secret_file"
     if matches_any(file.path, exclude) or (include and not matches_any(file.path, include)):
         return "excluded"
+    return next((reason for reason, applies in _SKIPPED_KINDS if applies(file)), None)
+
+
+def _binary(file: DiffFile) -> bool:
+    return file.binary or pure_path(file.path).suffix.lower() in _BINARY_EXT
+
+
+def _lockfile(file: DiffFile) -> bool:
+    name = pure_path(file.path).name.lower()
+    return name in _LOCKFILES or name.endswith(".lock")
+
+
+def _vendored(file: DiffFile) -> bool:
+    return any(part in _VENDOR_DIRS for part in pure_path(file.path).parts[:-1])
+
+
+def _generated_name(file: DiffFile) -> bool:
     pure = pure_path(file.path)
-    name = pure.name
-    if file.binary or pure.suffix.lower() in _BINARY_EXT:
-        return "binary"
-    if name.lower() in _LOCKFILES or name.lower().endswith(".lock"):
-        return "lockfile"
-    if any(part in _VENDOR_DIRS for part in pure.parts[:-1]):
-        return "vendored"
-    if _GENERATED_NAME.search(name) or (pure.parts[0] == "dist" and len(pure.parts) > 1):
-        return "generated"
-    if _MINIFIED_NAME.search(name):
-        return "minified"
+    return bool(_GENERATED_NAME.search(pure.name)) or (pure.parts[0] == "dist" and len(pure.parts) > 1)
+
+
+def _minified_name(file: DiffFile) -> bool:
+    return bool(_MINIFIED_NAME.search(pure_path(file.path).name))
+
+
+def _generated_mark(file: DiffFile) -> bool:
+    """A "generated" mark on an added line within the first _GENERATED_HEAD_LINES of the file."""
     for hunk in file.hunks:
         if hunk.new_start > _GENERATED_HEAD_LINES:
             continue
@@ -207,14 +222,32 @@ def skip_reason(file: DiffFile, *, include: Sequence[str] = (), exclude: Sequenc
             if line.new > _GENERATED_HEAD_LINES:
                 break
             if _GENERATED_MARK.match(line.text):
-                return "generated"
+                return True
+    return False
+
+
+def _minified_lines(file: DiffFile) -> bool:
+    """Added lines as long as minified code: one very long line and a long average."""
     if file.longest_added < _MINIFIED_LONGEST:
-        return None
-    added = file.added_lines()
-    lengths = [len(line.text) for line in added if line.text.strip()]
-    if lengths and max(lengths) >= _MINIFIED_LONGEST and sum(lengths) / len(lengths) >= _MINIFIED_AVG_LINE:
-        return "minified"
-    return None
+        return False
+    lengths = [len(line.text) for line in file.added_lines() if line.text.strip()]
+    return (
+        bool(lengths)
+        and max(lengths) >= _MINIFIED_LONGEST
+        and sum(lengths) / len(lengths) >= _MINIFIED_AVG_LINE
+    )
+
+
+_SKIPPED_KINDS: tuple[tuple[str, Callable[[DiffFile], bool]], ...] = (
+    ("binary", _binary),
+    ("lockfile", _lockfile),
+    ("vendored", _vendored),
+    ("generated", _generated_name),
+    ("minified", _minified_name),
+    ("generated", _generated_mark),
+    ("minified", _minified_lines),
+)
+"""What else leaves a file out, checked in this order: the first that applies is the reason."""
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -1,6 +1,8 @@
-"""The stages wired together: change → plan → rules + model → findings → gate → Report.
+"""The stages wired together: change → rules → plan → review units → verify → gate → Report.
 
-Flat on purpose (reviewdog's `Run`): each stage records what it skipped, nothing vanishes.
+Flat on purpose (reviewdog's `Run`): `analyse` is the stage order, one named call each; a branch
+(no model, an increment, a re-plan) lives inside the stage it changes; each stage records what it
+skipped, nothing vanishes.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from reviewer.report import (
     Finding,
     Gap,
     Gate,
+    Incremental,
     ModelInfo,
     PlanSummary,
     Report,
@@ -181,189 +184,348 @@ def analyse(
     With an `increment`, only its re-sent hunks are planned; the rest keep the earlier review's
     coverage and findings (see `reviewer.incremental`).
     """
-    warnings = _Warnings(warn)
-    change, unusable = _unusable_patches(_redacted(change), renderer)
-    files = change.files
-    head = change.snapshot.head.sha
-    gaps: list[Gap] = [*change.gaps, *unusable, *_include_gaps(config.include, files, renderer, warnings)]
-    reporter = progress.current()
-    with reporter.stage("deterministic checks"):
-        rule_result = rules.run_rules(files, messages=renderer.messages("rules."))
+    run = _Run.start(change, config, budget, read_file, renderer, warn, increment)
+    checked = _check_rules(run)
+    model = _open_model(run, client_factory)
+    planner, plan = _plan(run, model, corpus)
+    reviewed = _review(run, model, planner, plan)
+    cov = _cover(run, model, reviewed)
+    index = LineIndex.build(run.files)
+    found = _verify(run, model, _collect(checked, reviewed.outcomes), reviewed, cov, index)
+    return _gate(run, model, planner, reviewed, cov, found, index)
 
-    client: ModelClient | None = None
-    unsent_default = "budget"
-    if not config.model:
-        unsent_default = "no_model"
-        gaps.append(Gap(what=renderer.gap_text("no_model"), why="no_model"))
-    else:
-        factory = client_factory or _default_client
-        client = factory(config, budget, warnings)
-        missing = client.credentials_missing()
-        if missing:
-            unsent_default = "no_credentials"
-            what = renderer.gap_text(
-                "no_credentials_keys",
-                keys=", ".join(missing),
-                secrets=", ".join(f"`{key}`" for key in missing),
-                model=config.model,
-            )
-            gaps.append(Gap(what=what, why="no_credentials"))
-            warnings(what)
-            client = None
 
-    def safe_read(path: str, sha: str) -> str | None:
+@dataclass(frozen=True)
+class _Run:
+    """One review's inputs, with the gaps it has found so far (in the order the report lists them)."""
+
+    change: Change
+    config: Config
+    budget: Budget
+    renderer: Renderer
+    warnings: _Warnings
+    read_file: ReadFile
+    increment: incremental.Increment | None
+    gaps: list[Gap]
+    explained: frozenset[str]
+    """Files whose patch cannot be reviewed, already with a `no_patch` gap that says why."""
+
+    @classmethod
+    def start(
+        cls,
+        change: Change,
+        config: Config,
+        budget: Budget,
+        read_file: ReadFile,
+        renderer: Renderer,
+        warn: Warn,
+        increment: incremental.Increment | None,
+    ) -> _Run:
+        """Redact the change, set aside the patches that cannot be reviewed, check `include`."""
+        warnings = _Warnings(warn)
+        change, unusable = _unusable_patches(_redacted(change), renderer)
+        included = _include_gaps(config.include, change.files, renderer, warnings)
+        return cls(
+            change=change,
+            config=config,
+            budget=budget,
+            renderer=renderer,
+            warnings=warnings,
+            read_file=read_file,
+            increment=increment,
+            gaps=[*change.gaps, *unusable, *included],
+            explained=frozenset(g.path for g in unusable if g.path),
+        )
+
+    @property
+    def files(self) -> Sequence[DiffFile]:
+        return self.change.files
+
+    @property
+    def head(self) -> str:
+        return self.change.snapshot.head.sha
+
+    def read(self, path: str, sha: str) -> str | None:
         """Context is optional: a failed read (a 502 on the contents API) costs context, not the review."""
         try:
-            return read_file(path, sha)
+            return self.read_file(path, sha)
         except ImreviewError as exc:
-            warnings(f"could not read {path} at {sha[:12]} for context: {_short(str(exc), 160)}")
+            self.warnings(f"could not read {path} at {sha[:12]} for context: {_short(str(exc), 160)}")
             return None
 
-    read_head = (lambda path: safe_read(path, head)) if client is not None else None
-    finder = _ContextFinder(files, corpus, warnings) if client is not None and corpus is not None else None
-    planner = _Planner(config, client, renderer, change, files, read_head, finder)
-    with reporter.stage("plan"):
+    def read_head(self, path: str) -> str | None:
+        return self.read(path, self.head)
+
+    def read_base(self, path: str) -> str | None:
+        return self.read(path, self.change.snapshot.merge_base)
+
+
+@dataclass(frozen=True)
+class _Model:
+    """The model client, or None with the reason no hunk is sent (`unsent`)."""
+
+    client: ModelClient | None
+    unsent: str = "budget"
+
+
+def _check_rules(run: _Run) -> rules.RuleResult:
+    with progress.current().stage("deterministic checks"):
+        return rules.run_rules(run.files, messages=run.renderer.messages("rules."))
+
+
+def _open_model(run: _Run, client_factory: Callable[[Config, Budget, Warn], ModelClient] | None) -> _Model:
+    """The client for the configured model; no model, or no credentials for it, is a gap."""
+    config, renderer = run.config, run.renderer
+    if not config.model:
+        run.gaps.append(Gap(what=renderer.gap_text("no_model"), why="no_model"))
+        return _Model(None, "no_model")
+    client = (client_factory or _default_client)(config, run.budget, run.warnings)
+    missing = client.credentials_missing()
+    if not missing:
+        return _Model(client)
+    what = renderer.gap_text(
+        "no_credentials_keys",
+        keys=", ".join(missing),
+        secrets=", ".join(f"`{key}`" for key in missing),
+        model=config.model,
+    )
+    run.gaps.append(Gap(what=what, why="no_credentials"))
+    run.warnings(what)
+    return _Model(None, "no_credentials")
+
+
+def _plan(run: _Run, model: _Model, corpus: Callable[[], ctx.Corpus | None] | None) -> tuple[_Planner, Plan]:
+    """Pack the hunks into units within what the budget allows (an increment's hunks only, the push's
+    first); with a model, the units carry repository context read at the head."""
+    client, increment = model.client, run.increment
+    read_head = run.read_head if client is not None else None
+    finder = (
+        _ContextFinder(run.files, corpus, run.warnings) if client is not None and corpus is not None else None
+    )
+    planner = _Planner(run.config, client, run.renderer, run.change, run.files, read_head, finder)
+    with progress.current().stage("plan"):
         plan = planner.plan(
-            budget,
+            run.budget,
             only=increment.resend if increment is not None else None,
             first=increment.first if increment is not None else (),
         )
-    window = planner.window
     if client is not None and any(x.reason == "budget" for x in plan.unplaced):
-        budget.mark_exhausted()
-    outcomes: list[UnitOutcome] = []
-    if client is not None and plan.units:
-        with reporter.stage(f"model review ({len(plan.units)} units)"):
-            plan, outcomes, window = _review_all(
-                client, plan, planner, config, renderer, change, budget, warnings
-            )
-    ok_units = {o.unit_id for o in outcomes if o.status == "ok"}
-    unsent = {o.unit_id: _coverage_reason(o.status) for o in outcomes if o.status != "ok"}
-    carried_hunks = (
-        {(f.path, h.index) for f in files for h in f.hunks} - increment.resend
+        run.budget.mark_exhausted()
+    return planner, plan
+
+
+@dataclass(frozen=True)
+class _Reviewed:
+    """The units as finally planned (after any re-plan), what each call came to, the window used,
+    and the gaps of the calls that failed or were cut."""
+
+    plan: Plan
+    outcomes: tuple[UnitOutcome, ...]
+    window: int
+    gaps: tuple[Gap, ...] = ()
+
+    @property
+    def ok_units(self) -> set[int]:
+        return {o.unit_id for o in self.outcomes if o.status == "ok"}
+
+    @property
+    def answered(self) -> set[tuple[str, int]]:
+        """The hunks (path, index) an answer covered."""
+        ok = self.ok_units
+        return {(p.path, p.hunk_index) for u in self.plan.units if u.id in ok for p in u.parts}
+
+
+def _review(run: _Run, model: _Model, planner: _Planner, plan: Plan) -> _Reviewed:
+    """One model call per unit; the failures become gaps, the parts of answers dropped warnings."""
+    client = model.client
+    if client is None or not plan.units:
+        return _Reviewed(plan, (), planner.window)
+    with progress.current().stage(f"model review ({len(plan.units)} units)"):
+        plan, outcomes, window = _review_all(
+            client, plan, planner, run.config, run.renderer, run.change, run.budget, run.warnings
+        )
+    gaps = [
+        *_failure_gaps(outcomes, run.renderer, run.warnings),
+        *_truncated_gaps(outcomes, plan, run.renderer),
+    ]
+    for why, items in fnd.group_dropped(d for o in outcomes for d in o.dropped).items():
+        details = "; ".join(_short(d.detail, 160) for d in items[:3])
+        run.warnings(run.renderer.translate(f"dropped.{why}", n=len(items), details=details))
+    return _Reviewed(plan, tuple(outcomes), window, tuple(gaps))
+
+
+def _cover(run: _Run, model: _Model, reviewed: _Reviewed) -> Coverage:
+    """What was reviewed, hunk by hunk (an increment's other hunks carried from the earlier review);
+    a gap per file not fully reviewed, then the review's own gaps."""
+    increment = run.increment
+    carried = (
+        {(f.path, h.index) for f in run.files for h in f.hunks} - increment.resend
         if increment is not None
         else set()
     )
-    answered = {(p.path, p.hunk_index) for u in plan.units if u.id in ok_units for p in u.parts}
     cov = coverage(
-        plan,
-        files,
-        reviewed_units=ok_units,
-        unsent_reason=unsent,
-        default_unsent=unsent_default,
-        carried=carried_hunks,
+        reviewed.plan,
+        run.files,
+        reviewed_units=reviewed.ok_units,
+        unsent_reason={o.unit_id: _coverage_reason(o.status) for o in reviewed.outcomes if o.status != "ok"},
+        default_unsent=model.unsent,
+        carried=carried,
     )
     cov = incremental.stamp_coverage(
         cov,
-        head=head,
+        head=run.head,
         since=increment.since if increment is not None and increment.carries else None,
-        sent={path for path, _ in answered},
+        sent={path for path, _ in reviewed.answered},
     )
-    gaps += _coverage_gaps(
-        cov,
-        renderer,
-        skip_whys={g.why for g in gaps},
-        window=window,
-        explained=frozenset(g.path for g in unusable if g.path),
-    )
-    gaps += _failure_gaps(outcomes, renderer, warnings)
-    gaps += _truncated_gaps(outcomes, plan, renderer)
-
-    for why, items in fnd.group_dropped(d for o in outcomes for d in o.dropped).items():
-        details = "; ".join(_short(d.detail, 160) for d in items[:3])
-        warnings(renderer.translate(f"dropped.{why}", n=len(items), details=details))
-
-    by_path = {f.path: f for f in files}
-    index = LineIndex.build(files)
-    raw: list[Finding] = list(rule_result.findings)
-    exclusions: list[Exclusion] = []
-    signals: list[Signal] = list(rule_result.signals)
-    unverified: list[Unverified] = []
-    for outcome in outcomes:
-        if outcome.answer:
-            raw += outcome.answer.findings
-            exclusions += outcome.answer.exclusions
-            signals += outcome.answer.signals
-            unverified += outcome.answer.unverified
-    anchored: list[Finding] = list(
-        fnd.dedupe(
-            f if f.anchor_reason == "not_in_unit" else fnd.anchor(f, by_path, index, redact=rules.redact)
-            for f in raw
+    run.gaps.extend(
+        _coverage_gaps(
+            cov,
+            run.renderer,
+            skip_whys={g.why for g in run.gaps},
+            window=reviewed.window,
+            explained=run.explained,
         )
+    )
+    run.gaps.extend(reviewed.gaps)
+    return cov
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What the rules and the answers reported, then what verification kept."""
+
+    findings: tuple[Finding, ...]
+    exclusions: tuple[Exclusion, ...] = ()
+    signals: tuple[Signal, ...] = ()
+    unverified: tuple[Unverified, ...] = ()
+    incremental: Incremental | None = None
+
+
+def _collect(checked: rules.RuleResult, outcomes: Sequence[UnitOutcome]) -> _Found:
+    answers = [o.answer for o in outcomes if o.answer]
+    return _Found(
+        findings=(*checked.findings, *(f for a in answers for f in a.findings)),
+        exclusions=tuple(e for a in answers for e in a.exclusions),
+        signals=(*checked.signals, *(s for a in answers for s in a.signals)),
+        unverified=tuple(u for a in answers for u in a.unverified),
+    )
+
+
+def _verify(
+    run: _Run, model: _Model, found: _Found, reviewed: _Reviewed, cov: Coverage, index: LineIndex
+) -> _Found:
+    """Anchor and dedupe, check each finding against the code (and, with a model, a re-check call),
+    then merge the findings an increment carries."""
+    by_path = {f.path: f for f in run.files}
+    anchored = fnd.dedupe(
+        f if f.anchor_reason == "not_in_unit" else fnd.anchor(f, by_path, index, redact=rules.redact)
+        for f in found.findings
     )
     checked = verify.deterministic(
         anchored,
         files=by_path,
-        read_head=lambda path: safe_read(path, head),
-        read_base=lambda path: safe_read(path, change.snapshot.merge_base),
+        read_head=run.read_head,
+        read_base=run.read_base,
         redact=rules.redact,
-        say=renderer.translate,
+        say=run.renderer.translate,
     )
-    anchored, exclusions = list(checked.findings), [*exclusions, *checked.refuted]
-    if client is not None:
-        shown = {f.path for f in cov.files if f.status in ("reviewed", "partial")}
-        with reporter.stage("verify"):
-            rechecked = verify.recheck(
-                client,
-                anchored,
-                renderer=renderer,
-                read_head=lambda path: safe_read(path, head),
-                redact=rules.redact,
-                warn=warnings,
-                reviewed_paths=shown,
-                evidence=_evidence([u for u in plan.units if u.id in ok_units]),
-            )
-        anchored, exclusions = list(rechecked.findings), [*exclusions, *rechecked.refuted]
-
+    findings, exclusions = list(checked.findings), [*found.exclusions, *checked.refuted]
+    if model.client is not None:
+        rechecked = _recheck(run, model.client, findings, reviewed, cov)
+        findings, exclusions = list(rechecked.findings), [*exclusions, *rechecked.refuted]
     increment_info = None
-    if increment is not None:
-        anchored, kept, dropped = incremental.merge(
-            anchored, increment.carried, answered=answered, index=index
+    if run.increment is not None:
+        findings, kept, dropped = incremental.merge(
+            findings, run.increment.carried, answered=reviewed.answered, index=index
         )
-        increment_info = increment.info(len(kept), len(increment.dropped) + len(dropped))
-    budget_report = budget.report()
-    if budget_report.overrun:
-        what = ", ".join(f"{o.limit} {o.used:g} of {o.allowed:g}" for o in budget_report.overrun)
-        warnings(renderer.translate("warning.overrun", what=what))
-    report = Report(
-        snapshot=change.snapshot,
-        model=ModelInfo(name=config.model, fallbacks=config.fallback_models),
-        coverage=cov,
-        findings=tuple(fnd.order(anchored)),
-        exclusions=fnd.dedupe_exclusions(exclusions),
-        signals=fnd.dedupe_signals(signals),
-        gaps=tuple(_dedupe_gaps(gaps)),
-        budget=budget_report,
-        gate=Gate(publish_ready=False),
-        settings=Settings(language=config.language, max_findings=config.max_findings, fail_on=config.fail_on),
-        verdict=gate.verdict(findings=anchored, coverage=cov, gaps=gaps, head_moved=False),
-        warnings=tuple(warnings.items),
-        incremental=increment_info,
-        answers=_answer_stats(outcomes) if client is not None else None,
-        unverified=fnd.dedupe_unverified(unverified, UNVERIFIED_REPORTED),
+        increment_info = run.increment.info(len(kept), len(run.increment.dropped) + len(dropped))
+    return dataclasses.replace(
+        found, findings=tuple(findings), exclusions=tuple(exclusions), incremental=increment_info
     )
-    carry, carry_complete = incremental.to_carry(report.findings, files, head=head)
+
+
+def _recheck(
+    run: _Run, client: ModelClient, findings: list[Finding], reviewed: _Reviewed, cov: Coverage
+) -> verify.Outcome:
+    shown = {f.path for f in cov.files if f.status in ("reviewed", "partial")}
+    ok = reviewed.ok_units
+    with progress.current().stage("verify"):
+        return verify.recheck(
+            client,
+            findings,
+            renderer=run.renderer,
+            read_head=run.read_head,
+            redact=rules.redact,
+            warn=run.warnings,
+            reviewed_paths=shown,
+            evidence=_evidence([u for u in reviewed.plan.units if u.id in ok]),
+        )
+
+
+def _gate(
+    run: _Run,
+    model: _Model,
+    planner: _Planner,
+    reviewed: _Reviewed,
+    cov: Coverage,
+    found: _Found,
+    index: LineIndex,
+) -> Analysis:
+    """The report with its verdict (the completion gate comes after rendering: `conclude`), and
+    what the sticky state carries to the next push."""
+    report = _report(run, model, cov, found, reviewed.outcomes)
+    report = report.replace(plan=_plan_summary(run, model, planner, reviewed))
+    outcomes = reviewed.outcomes
+    carry, carry_complete = incremental.to_carry(report.findings, run.files, head=run.head)
     expected = len(outcomes) - sum(1 for o in outcomes if o.status in ("budget", "context_window"))
     return Analysis(
-        report=report.replace(
-            plan=PlanSummary(
-                window=window,
-                window_source=planner.window_source if client is not None else "none",
-                units=len(plan.units),
-                input_tokens_planned=plan.input_tokens,
-                input_tokens_available=budget.limits.input_tokens,
-                window_assumed=client.assumed_window if client is not None else None,
-                context_files=tuple(
-                    dict.fromkeys(s.path for u in plan.units if u.id in ok_units for s in u.context)
-                ),
-            )
-        ),
+        report=report,
         index=index,
         answers_expected=expected,
         answers_parsed=sum(1 for o in outcomes if o.status == "ok"),
         answers_gapped=sum(1 for o in outcomes if o.status in ("unparsed", "model_error")),
         carry=carry,
-        complete=carry_complete and incremental.coverage_complete(cov, {g.why for g in gaps}),
+        complete=carry_complete and incremental.coverage_complete(cov, {g.why for g in run.gaps}),
+    )
+
+
+def _report(
+    run: _Run, model: _Model, cov: Coverage, found: _Found, outcomes: Sequence[UnitOutcome]
+) -> Report:
+    config, gaps = run.config, run.gaps
+    budget_report = run.budget.report()
+    if budget_report.overrun:
+        what = ", ".join(f"{o.limit} {o.used:g} of {o.allowed:g}" for o in budget_report.overrun)
+        run.warnings(run.renderer.translate("warning.overrun", what=what))
+    return Report(
+        snapshot=run.change.snapshot,
+        model=ModelInfo(name=config.model, fallbacks=config.fallback_models),
+        coverage=cov,
+        findings=tuple(fnd.order(found.findings)),
+        exclusions=fnd.dedupe_exclusions(found.exclusions),
+        signals=fnd.dedupe_signals(found.signals),
+        gaps=tuple(_dedupe_gaps(gaps)),
+        budget=budget_report,
+        gate=Gate(publish_ready=False),
+        settings=Settings(language=config.language, max_findings=config.max_findings, fail_on=config.fail_on),
+        verdict=gate.verdict(findings=found.findings, coverage=cov, gaps=gaps, head_moved=False),
+        warnings=tuple(run.warnings.items),
+        incremental=found.incremental,
+        answers=_answer_stats(outcomes) if model.client is not None else None,
+        unverified=fnd.dedupe_unverified(found.unverified, UNVERIFIED_REPORTED),
+    )
+
+
+def _plan_summary(run: _Run, model: _Model, planner: _Planner, reviewed: _Reviewed) -> PlanSummary:
+    client, plan, ok = model.client, reviewed.plan, reviewed.ok_units
+    return PlanSummary(
+        window=reviewed.window,
+        window_source=planner.window_source if client is not None else "none",
+        units=len(plan.units),
+        input_tokens_planned=plan.input_tokens,
+        input_tokens_available=run.budget.limits.input_tokens,
+        window_assumed=client.assumed_window if client is not None else None,
+        context_files=tuple(dict.fromkeys(s.path for u in plan.units if u.id in ok for s in u.context)),
     )
 
 
@@ -657,21 +819,35 @@ def _review_all(
         redo = {o.unit_id for o in outcomes if o.status == "replan"}
         if not redo:
             break
-        hunks = {(p.path, p.hunk_index) for u in plan.units if u.id in redo for p in u.parts}
-        kept = tuple(u for u in plan.units if u.id not in redo)
-        fresh = planner.plan(budget, only=hunks, first_id=max(u.id for u in plan.units) + 1)
-        if any(x.reason == "budget" for x in fresh.unplaced):
-            budget.mark_exhausted()
-        assumed = client.assumed_window
-        if assumed is not None:
-            warn(renderer.translate("warning.window_learned", assumed=assumed, window=str(planner.window)))
-        plan = dataclasses.replace(plan, units=kept + fresh.units, unplaced=plan.unplaced + fresh.unplaced)
+        plan, fresh = _replanned(client, plan, redo, planner, renderer, budget, warn)
         outcomes = [o for o in outcomes if o.unit_id not in redo]
         outcomes += _review_units(client, fresh.units, config, renderer, change, planner)
     outcomes = [
         dataclasses.replace(o, status="context_window") if o.status == "replan" else o for o in outcomes
     ]
     return plan, outcomes, planner.window
+
+
+def _replanned(
+    client: ModelClient,
+    plan: Plan,
+    redo: set[int],
+    planner: _Planner,
+    renderer: Renderer,
+    budget: Budget,
+    warn: Warn,
+) -> tuple[Plan, Plan]:
+    """(the whole plan, its fresh units): the `redo` units' hunks packed again for the window the
+    server told us, numbered after the plan's units."""
+    hunks = {(p.path, p.hunk_index) for u in plan.units if u.id in redo for p in u.parts}
+    kept = tuple(u for u in plan.units if u.id not in redo)
+    fresh = planner.plan(budget, only=hunks, first_id=max(u.id for u in plan.units) + 1)
+    if any(x.reason == "budget" for x in fresh.unplaced):
+        budget.mark_exhausted()
+    assumed = client.assumed_window
+    if assumed is not None:
+        warn(renderer.translate("warning.window_learned", assumed=assumed, window=str(planner.window)))
+    return dataclasses.replace(plan, units=kept + fresh.units, unplaced=plan.unplaced + fresh.unplaced), fresh
 
 
 def _review_units(
@@ -693,7 +869,15 @@ def _review_units(
 
     def one(unit: Unit) -> UnitOutcome:
         start = time.monotonic()
-        outcome = reviewed(unit)
+        outcome = _review_unit(
+            unit,
+            client=client,
+            planner=planner,
+            renderer=renderer,
+            pr_paths=pr_paths,
+            too_long=too_long,
+            affordable=lambda max_tokens: spare(unit, max_tokens),
+        )
         with lock:
             finished[0] += 1
             done = finished[0]
@@ -701,93 +885,123 @@ def _review_units(
         reporter.unit(done, len(units), paths, outcome.status, time.monotonic() - start)
         return outcome
 
-    def reviewed(unit: Unit) -> UnitOutcome:
-        if too_long.is_set():
-            return UnitOutcome(unit.id, "replan")
-        nonce = unit.nonce or unit_nonce()
-        messages = planner.messages(unit.text, nonce, unit.context_text)
-        dropped: list[fnd.Dropped] = []
-        continuation = Continuation[fnd.ModelAnswer](
-            missing=lambda answer: answer.missing,
-            prompt=lambda _text, answer: renderer.prompt(
-                "continue",
-                kept=[f"{f.path}:{f.line or '?'} {f.title}" for f in answer.findings],
-                cut=answer.cut_findings > 0,
-                nonce=nonce,
-            ),
-            join=lambda first, more: first.joined(more),
-            affordable=lambda max_tokens: spare(unit, max_tokens),
-        )
-        sent_before = client.calls_in_this_thread()
-
-        def parse(text: str) -> fnd.ModelAnswer:
-            dropped.clear()
-            try:
-                parsed = fnd.parse_answer(text, clean=rules.redact, pr_paths=pr_paths)
-            except fnd.NothingUsable as exc:
-                dropped.extend(exc.dropped)
-                raise
-            dropped.extend(parsed.dropped)
-            return parsed
-
-        try:
-            answer, _ = client.complete_json(
-                messages,
-                phase="review",
-                parse=parse,
-                response_schema=fnd.ANSWER_SCHEMA,
-                repair_prompt=lambda bad, error: renderer.prompt(
-                    "repair", answer=bad, error=error, nonce=nonce
-                ),
-                max_tokens=unit.answer_tokens or None,
-                continuation=continuation,
-            )
-        except ContextExceeded as exc:
-            too_long.set()
-            return UnitOutcome(unit.id, "replan", detail=_short(str(exc)))
-        except BudgetExhausted as exc:
-            return UnitOutcome(unit.id, "budget", detail=exc.limit)
-        except ModelError as exc:
-            from reviewer.llm import failure_kind, human_error
-
-            status = "unparsed" if isinstance(exc, AnswerUnparsed) else "model_error"
-            kind = failure_kind(exc) if status == "model_error" else ""
-            detail = _short(human_error(str(exc)) if status == "model_error" else str(exc))
-            calls = client.calls_in_this_thread() - sent_before
-            return UnitOutcome(unit.id, status, detail=detail, dropped=tuple(dropped), kind=kind, calls=calls)
-        except Exception as exc:  # a worker must never take the run down
-            calls = client.calls_in_this_thread() - sent_before
-            return UnitOutcome(
-                unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"), calls=calls
-            )
-        return UnitOutcome(
-            unit.id,
-            "ok",
-            answer=_confined(answer, {part.path for part in unit.parts}),
-            dropped=answer.dropped,
-        )
-
     def spare(unit: Unit, max_tokens: int) -> bool:
-        """Room for one more call for this unit beyond what the units still running or waiting
-        were planned to spend (their calls, answers and prompts), so a continuation never takes
-        what a planned unit needs."""
         with lock:
             others = len(units) - finished[0] - 1
-        limits, spent = client.budget.limits, client.budget.spent()
-        waiting = [u for u in units if u.id != unit.id][: max(others, 0)]
-        return (
-            spent.calls + others + 1 <= limits.calls
-            and spent.output_tokens + sum(u.answer_tokens for u in waiting) + max_tokens
-            <= limits.output_tokens
-            and spent.input_tokens + sum(u.input_tokens for u in waiting) + unit.input_tokens + max_tokens
-            <= limits.input_tokens
-        )
+        return _affordable(client.budget, units, unit, max_tokens, others=others)
 
     if not units:
         return []
     workers = max(1, min(config.max_concurrency, len(units)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="imreview-unit") as pool:
         return list(pool.map(one, units))
+
+
+def _review_unit(
+    unit: Unit,
+    *,
+    client: ModelClient,
+    planner: _Planner,
+    renderer: Renderer,
+    pr_paths: frozenset[str],
+    too_long: threading.Event,
+    affordable: Callable[[int], bool],
+) -> UnitOutcome:
+    """One unit's call (with its repairs and continuations) and what it came to."""
+    if too_long.is_set():
+        return UnitOutcome(unit.id, "replan")
+    nonce = unit.nonce or unit_nonce()
+    messages = planner.messages(unit.text, nonce, unit.context_text)
+    dropped: list[fnd.Dropped] = []
+    sent_before = client.calls_in_this_thread()
+    try:
+        answer, _ = client.complete_json(
+            messages,
+            phase="review",
+            parse=_answer_parser(pr_paths, dropped),
+            response_schema=fnd.ANSWER_SCHEMA,
+            repair_prompt=lambda bad, error: renderer.prompt("repair", answer=bad, error=error, nonce=nonce),
+            max_tokens=unit.answer_tokens or None,
+            continuation=_continuation(renderer, nonce, affordable),
+        )
+    except ContextExceeded as exc:
+        too_long.set()
+        return UnitOutcome(unit.id, "replan", detail=_short(str(exc)))
+    except BudgetExhausted as exc:
+        return UnitOutcome(unit.id, "budget", detail=exc.limit)
+    except ModelError as exc:
+        return _model_failure(unit, exc, dropped, calls=client.calls_in_this_thread() - sent_before)
+    except Exception as exc:  # a worker must never take the run down
+        calls = client.calls_in_this_thread() - sent_before
+        return UnitOutcome(unit.id, "model_error", detail=_short(f"{type(exc).__name__}: {exc}"), calls=calls)
+    return UnitOutcome(
+        unit.id,
+        "ok",
+        answer=_confined(answer, {part.path for part in unit.parts}),
+        dropped=answer.dropped,
+    )
+
+
+def _answer_parser(pr_paths: frozenset[str], dropped: list[fnd.Dropped]) -> Callable[[str], fnd.ModelAnswer]:
+    """Parse one answer; `dropped` holds what the last attempt dropped, even when nothing was usable."""
+
+    def parse(text: str) -> fnd.ModelAnswer:
+        dropped.clear()
+        try:
+            parsed = fnd.parse_answer(text, clean=rules.redact, pr_paths=pr_paths)
+        except fnd.NothingUsable as exc:
+            dropped.extend(exc.dropped)
+            raise
+        dropped.extend(parsed.dropped)
+        return parsed
+
+    return parse
+
+
+def _continuation(
+    renderer: Renderer, nonce: str, affordable: Callable[[int], bool]
+) -> Continuation[fnd.ModelAnswer]:
+    """How a cut answer is continued: the findings it kept are named, the rest asked for."""
+    return Continuation[fnd.ModelAnswer](
+        missing=lambda answer: answer.missing,
+        prompt=lambda _text, answer: renderer.prompt(
+            "continue",
+            kept=[f"{f.path}:{f.line or '?'} {f.title}" for f in answer.findings],
+            cut=answer.cut_findings > 0,
+            nonce=nonce,
+        ),
+        join=lambda first, more: first.joined(more),
+        affordable=affordable,
+    )
+
+
+def _model_failure(unit: Unit, exc: ModelError, dropped: Sequence[fnd.Dropped], *, calls: int) -> UnitOutcome:
+    from reviewer.llm import failure_kind, human_error
+
+    if isinstance(exc, AnswerUnparsed):
+        return UnitOutcome(unit.id, "unparsed", detail=_short(str(exc)), dropped=tuple(dropped), calls=calls)
+    return UnitOutcome(
+        unit.id,
+        "model_error",
+        detail=_short(human_error(str(exc))),
+        dropped=tuple(dropped),
+        kind=failure_kind(exc),
+        calls=calls,
+    )
+
+
+def _affordable(budget: Budget, units: Sequence[Unit], unit: Unit, max_tokens: int, *, others: int) -> bool:
+    """Room for one more call for this unit beyond what the units still running or waiting
+    were planned to spend (their calls, answers and prompts), so a continuation never takes
+    what a planned unit needs."""
+    limits, spent = budget.limits, budget.spent()
+    waiting = [u for u in units if u.id != unit.id][: max(others, 0)]
+    return (
+        spent.calls + others + 1 <= limits.calls
+        and spent.output_tokens + sum(u.answer_tokens for u in waiting) + max_tokens <= limits.output_tokens
+        and spent.input_tokens + sum(u.input_tokens for u in waiting) + unit.input_tokens + max_tokens
+        <= limits.input_tokens
+    )
 
 
 def _confined(answer: fnd.ModelAnswer, shown: set[str]) -> fnd.ModelAnswer:

@@ -498,31 +498,47 @@ def _secrets(file: DiffFile, added_text: str, prose: _Prose) -> Iterator[_Hit]:
         return
     added = {line.new: line for line in file.added_lines() if line.new is not None}
     for number, line in added.items():
-        header = _BEGIN_KEY.search(line.text)
-        if header and _key_follows(line.text[header.end() :], added.get(number + 1)):
-            following = added.get(number + 1)
-            hit = _secret(file.path, line, prose, "private_key")
-            # every key has the same header: its first body line tells two keys apart
-            yield dataclasses.replace(hit, text=f"{hit.text}\n{following.text if following else ''}")
+        key = _private_key(file.path, line, added.get(number + 1), prose)
+        if key is not None:
+            yield key
             continue
-        taken: list[tuple[int, int]] = []
-        for kind, pattern, quick in _TOKEN_GATES:
-            if not quick.search(line.text):
-                continue
-            for m in pattern.finditer(line.text):
-                token = m.group("tok") if "tok" in pattern.groupindex else m.group(0)
-                if any(s < m.end() and m.start() < e for s, e in taken) or not _plausible_token(token):
-                    continue
-                taken.append(m.span())
-                yield _secret(file.path, line, prose, "token", kind=kind)
-        if not generic_ok or taken or not _may_name_credential(line.text):
+        tokens = list(_tokens(file.path, line, prose))
+        yield from tokens
+        if generic_ok and not tokens and _may_name_credential(line.text):
+            yield from _assignment(file.path, line, prose, bare_ok=bare_ok)
+
+
+def _private_key(path: str, line: DiffLine, following: DiffLine | None, prose: _Prose) -> _Hit | None:
+    header = _BEGIN_KEY.search(line.text)
+    if not header or not _key_follows(line.text[header.end() :], following):
+        return None
+    hit = _secret(path, line, prose, "private_key")
+    # every key has the same header: its first body line tells two keys apart
+    return dataclasses.replace(hit, text=f"{hit.text}\n{following.text if following else ''}")
+
+
+def _tokens(path: str, line: DiffLine, prose: _Prose) -> Iterator[_Hit]:
+    """Each plausible token of a known kind on the line, none overlapping an earlier one."""
+    taken: list[tuple[int, int]] = []
+    for kind, pattern, quick in _TOKEN_GATES:
+        if not quick.search(line.text):
             continue
-        for m in _GENERIC.finditer(line.text):
-            group = "tok" if m.group("tok") else "bare"
-            if (group == "bare" and not bare_ok) or not _looks_secret(m.group(group), bare=group == "bare"):
+        for m in pattern.finditer(line.text):
+            token = m.group("tok") if "tok" in pattern.groupindex else m.group(0)
+            if any(s < m.end() and m.start() < e for s, e in taken) or not _plausible_token(token):
                 continue
-            yield _secret(file.path, line, prose, "assignment", confidence=0.9)
-            break
+            taken.append(m.span())
+            yield _secret(path, line, prose, "token", kind=kind)
+
+
+def _assignment(path: str, line: DiffLine, prose: _Prose, *, bare_ok: bool) -> Iterator[_Hit]:
+    """The first credential-named assignment of a secret-looking value (a bare one only in config)."""
+    for m in _GENERIC.finditer(line.text):
+        group = "tok" if m.group("tok") else "bare"
+        if (group == "bare" and not bare_ok) or not _looks_secret(m.group(group), bare=group == "bare"):
+            continue
+        yield _secret(path, line, prose, "assignment", confidence=0.9)
+        return
 
 
 def _debuggers(file: DiffFile, added_text: str, prose: _Prose) -> Iterator[_Hit]:
@@ -590,6 +606,11 @@ def _findings(hits: Sequence[_Hit], prose: _Prose) -> tuple[Finding, ...]:
     Repeats in the first file are named by line, other files by `path:line` (at most
     MAX_PLACES_NAMED, then a count), in the observation; the card is anchored at the first place.
     Grouping lives here because only the rule knows that two of its findings say the same thing."""
+    return tuple(_card(group, prose) for group in _grouped(hits))
+
+
+def _grouped(hits: Sequence[_Hit]) -> list[list[_Hit]]:
+    """The hits of one finding id together; across files, those of one rule, title, quote and text."""
     in_file: dict[str, list[_Hit]] = {}
     for hit in sorted(hits, key=lambda h: (h.path, h.line, h.rule)):
         in_file.setdefault(finding_id(hit.path, hit.quote, hit.id_title), []).append(hit)
@@ -599,41 +620,45 @@ def _findings(hits: Sequence[_Hit], prose: _Prose) -> tuple[Finding, ...]:
         same_text = frozenset(h.text for h in found)  # quotes are redacted: two keys can share one
         key = (first.rule, first.id_title, first.quote, same_text) if first.across_files else (fid,)
         groups.setdefault(key, []).extend(found)
-    out: list[Finding] = []
-    for group in groups.values():
-        first = group[0]
-        fid = finding_id(first.path, first.quote, first.id_title)
-        observation = first.observation
-        same = [h for h in group[1:] if h.path == first.path]
-        others = [h for h in group[1:] if h.path != first.path]
-        if len(same) == 1:
-            observation = prose("rules.repeated_line", observation=observation, line=same[0].line)
-        elif len(same) > 1:
-            more = ", ".join(str(h.line) for h in same)
-            observation = prose("rules.repeated_lines", observation=observation, lines=more)
-        if others:
-            places = ", ".join(f"{h.path}:{h.line}" for h in others[:MAX_PLACES_NAMED])
-            if len(others) > MAX_PLACES_NAMED:
-                places = prose("rules.and_more", places=places, n=len(others) - MAX_PLACES_NAMED)
-            observation = prose("rules.repeated_places", observation=observation, places=places)
-        out.append(
-            Finding(
-                id=fid,
-                priority=first.priority,
-                title=first.title,
-                path=first.path,
-                line=first.line,
-                end_line=first.end_line,
-                side="RIGHT",
-                trigger=first.trigger,
-                observation=observation,
-                suggestion=first.suggestion,
-                quote=first.quote,
-                confidence=first.confidence,
-                source=f"rule:{first.rule}",
-            )
-        )
-    return tuple(out)
+    return list(groups.values())
+
+
+def _repeats(group: Sequence[_Hit], prose: _Prose) -> str:
+    """The first hit's observation, naming where else the same line was added."""
+    first = group[0]
+    observation = first.observation
+    same = [h for h in group[1:] if h.path == first.path]
+    others = [h for h in group[1:] if h.path != first.path]
+    if len(same) == 1:
+        observation = prose("rules.repeated_line", observation=observation, line=same[0].line)
+    elif len(same) > 1:
+        more = ", ".join(str(h.line) for h in same)
+        observation = prose("rules.repeated_lines", observation=observation, lines=more)
+    if others:
+        places = ", ".join(f"{h.path}:{h.line}" for h in others[:MAX_PLACES_NAMED])
+        if len(others) > MAX_PLACES_NAMED:
+            places = prose("rules.and_more", places=places, n=len(others) - MAX_PLACES_NAMED)
+        observation = prose("rules.repeated_places", observation=observation, places=places)
+    return observation
+
+
+def _card(group: Sequence[_Hit], prose: _Prose) -> Finding:
+    first = group[0]
+    return Finding(
+        id=finding_id(first.path, first.quote, first.id_title),
+        priority=first.priority,
+        title=first.title,
+        path=first.path,
+        line=first.line,
+        end_line=first.end_line,
+        side="RIGHT",
+        trigger=first.trigger,
+        observation=_repeats(group, prose),
+        suggestion=first.suggestion,
+        quote=first.quote,
+        confidence=first.confidence,
+        source=f"rule:{first.rule}",
+    )
 
 
 MAX_PLACES_NAMED = 10

@@ -113,17 +113,25 @@ def _refutation(
         return None
     diff_texts = fnd.line_texts(file, finding.side)
     whole = (read_base if finding.side == "LEFT" else read_head)(finding.path)
-    haystack = list(diff_texts.values()) + (whole.splitlines() if whole is not None else [])
-    quotes = {quote, fnd.bare_quote(quote)} - {""}  # as written, or without a copied `+` and line number
-    found = any(q in _norm(line) or q in _norm(redact(line)) for line in haystack for q in quotes)
-    if not found and whole is not None:  # an unreadable file proves nothing
+    if whole is not None and not _quoted_anywhere(quote, [*diff_texts.values(), *whole.splitlines()], redact):
         where = "verify.quote_not_at_base" if finding.side == "LEFT" else "verify.quote_not_at_head"
-        return say(where, quote=quote[:120], path=finding.path)
-    fix = _code_of(finding.suggestion)
-    at_line = _norm(diff_texts.get(finding.line or -1, "")) if finding.anchored else ""
-    if fix and (fix == _norm(finding.quote) or (at_line and fix == at_line)):
+        return say(where, quote=quote[:120], path=finding.path)  # an unreadable file proves nothing
+    if _fix_is_the_code(finding, diff_texts):
         return say("verify.fix_is_the_code", quote=quote[:120])
     return None
+
+
+def _quoted_anywhere(quote: str, lines: Sequence[str], redact: Redact) -> bool:
+    """The quote, as written or without a copied `+` and line number, on one of `lines`."""
+    quotes = {quote, fnd.bare_quote(quote)} - {""}
+    return any(q in _norm(line) or q in _norm(redact(line)) for line in lines for q in quotes)
+
+
+def _fix_is_the_code(finding: Finding, diff_texts: Mapping[int, str]) -> bool:
+    """The suggested fix is the quoted code (or the anchored line) unchanged."""
+    fix = _code_of(finding.suggestion)
+    at_line = _norm(diff_texts.get(finding.line or -1, "")) if finding.anchored else ""
+    return bool(fix) and (fix == _norm(finding.quote) or bool(at_line and fix == at_line))
 
 
 def recheck(
@@ -139,7 +147,23 @@ def recheck(
 ) -> Outcome:
     """One verification call for up to MAX_VERIFY P1/P2 model findings on files the model saw.
     `evidence`: the repository context the review call that raised a finding was shown."""
-    targets = [
+    targets = _targets(found, reviewed_paths)
+    if not targets:
+        return Outcome(tuple(found), ())
+    items = [_item(f, read_head, redact) for f in targets]
+    excerpts = _excerpts(ctx.merge(evidence(f) for f in targets), redact)
+    try:
+        verdicts = _verdicts(client, renderer, items, excerpts)
+    except (BudgetExhausted, ModelError) as exc:
+        detail = " ".join(str(exc).split())[:120] or type(exc).__name__
+        warn(f"verification skipped: {redact(detail)}")
+        return Outcome(tuple(found), ())
+    return _decided(found, {f.id for f in targets}, verdicts, redact)
+
+
+def _targets(found: Sequence[Finding], reviewed_paths: set[str]) -> list[Finding]:
+    """The model's P1/P2 findings not yet verified, on files the model saw, at most MAX_VERIFY."""
+    return [
         f
         for f in found
         if f.source == "llm"
@@ -147,26 +171,29 @@ def recheck(
         and f.path in reviewed_paths
         and f.verified is None
     ][:MAX_VERIFY]
-    if not targets:
-        return Outcome(tuple(found), ())
-    target_ids = {f.id for f in targets}
-    items = [
-        {
-            "id": f.id,
-            "priority": f.priority,
-            "title": f.title,
-            "path": f.path,
-            "line": f.line,
-            "trigger": f.trigger,
-            "observation": f.observation,
-            "suggestion": f.suggestion,
-            "quote": f.quote,
-            "context": _context(read_head(f.path), f.line, redact),
-        }
-        for f in targets
-    ]
+
+
+def _item(f: Finding, read_head: ReadText, redact: Redact) -> dict[str, Any]:
+    return {
+        "id": f.id,
+        "priority": f.priority,
+        "title": f.title,
+        "path": f.path,
+        "line": f.line,
+        "trigger": f.trigger,
+        "observation": f.observation,
+        "suggestion": f.suggestion,
+        "quote": f.quote,
+        "context": _context(read_head(f.path), f.line, redact),
+    }
+
+
+def _verdicts(
+    client: ModelClient, renderer: Renderer, items: list[dict[str, Any]], excerpts: str
+) -> Mapping[str, tuple[bool, str]]:
+    """The verification call; refused for the budget before any request, it is tried once more
+    without the excerpts (the findings alone may still fit)."""
     nonce = secrets.token_hex(8)
-    excerpts = _excerpts(ctx.merge(evidence(f) for f in targets), redact)
 
     def ask(excerpts: str) -> Mapping[str, tuple[bool, str]]:
         prompt = renderer.prompt(
@@ -182,16 +209,17 @@ def recheck(
         return verdicts
 
     try:
-        try:
-            verdicts = ask(excerpts)
-        except BudgetExhausted:
-            if not excerpts:
-                raise
-            verdicts = ask("")  # refused before any request: the findings alone may still fit
-    except (BudgetExhausted, ModelError) as exc:
-        detail = " ".join(str(exc).split())[:120] or type(exc).__name__
-        warn(f"verification skipped: {redact(detail)}")
-        return Outcome(tuple(found), ())
+        return ask(excerpts)
+    except BudgetExhausted:
+        if not excerpts:
+            raise
+        return ask("")
+
+
+def _decided(
+    found: Sequence[Finding], target_ids: set[str], verdicts: Mapping[str, tuple[bool, str]], redact: Redact
+) -> Outcome:
+    """Each target the verifier confirmed marked verified, each it refuted an exclusion."""
     kept: list[Finding] = []
     refuted: list[Exclusion] = []
     for f in found:
