@@ -145,13 +145,14 @@ def review_pull(
     *,
     warn: Warn,
     notices: TextIO | None = None,
-    budget_for: Callable[[Config], Budget] | None = None,
+    parent: Budget | None = None,
     admit: Callable[[Change, Config], str] | None = None,
 ) -> PrOutcome:
     """Review one PR and publish to it as `job` says; never half-published.
 
-    `budget_for` gives the PR its budget (a share of a scan's run budget); by default the PR gets
-    its own `config.limits`. `admit` may refuse the PR once its diff is known (a scan's run budget
+    The PR's budget is `config.limits` (its cost within what `max-pr-cost-usd` has left), a child
+    of `parent` when given (a scan's run budget: no more than the run has left, charged to it).
+    `admit` may refuse the PR once its diff is known (a scan's run budget
     would not fit it): the outcome is then `skipped` with that reason code, and nothing was sent.
     `notices` receives the workflow commands (annotations, notices) when running in Actions.
     """
@@ -238,9 +239,10 @@ def review_pull(
         return PrOutcome(
             number=job.number, verdict="skipped", summary="", reason=refused, title=info.title, url=info.url
         )
-    budget = budget_for(config) if budget_for is not None else Budget(config.limits)
-    if cap_left is not None and cap_left < budget.limits.cost_usd:
-        budget = Budget(dataclasses.replace(budget.limits, cost_usd=cap_left))
+    limits = config.limits
+    if cap_left is not None and cap_left < limits.cost_usd:
+        limits = dataclasses.replace(limits, cost_usd=cap_left)
+    budget = Budget(limits, parent=parent)
     reservation = None
     if cap_left is not None and config.model and budget.limits.cost_usd > 0 and job.post_comment:
         reservation = reserve_spend(
