@@ -5,6 +5,7 @@ Heavy imports (litellm, PyGithub) happen inside the commands that need them, so 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -13,12 +14,15 @@ import traceback
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from reviewer import __version__
 from reviewer.errors import ImreviewError, UsageError
+
+if TYPE_CHECKING:
+    from reviewer.config import Overrides
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -114,31 +118,14 @@ max_pr_cost_option = click.option(
 """Shared by `pr` and `scan`: the per-PR cumulative cost cap (DESIGN section 3)."""
 
 
-def _overrides(opts: Mapping[str, Any]) -> dict[str, Any]:
-    keys = (
-        "model",
-        "fallback_models",
-        "api_base",
-        "language",
-        "max_findings",
-        "max_output_tokens_per_call",
-        "request_timeout",
-        "fail_on",
-        "on_error",
-        "template_dir",
-        "include",
-        "exclude",
-        *_BUDGET_FLAGS,
-    )
-    out: dict[str, Any] = {}
-    for key in keys:
-        value = opts.get(key)
-        if value is None or value == ():
-            continue
-        out[key] = tuple(value) if isinstance(value, (list, tuple)) else value
-    if isinstance(out.get("fail_on"), str) and out["fail_on"].lower() != "never":
-        out["fail_on"] = out["fail_on"].upper()
-    return out
+def _overrides(opts: Mapping[str, Any]) -> Overrides:
+    """The settings given as options, typed: what `build_config` layers over the config file."""
+    from reviewer.config import Overrides
+
+    given = Overrides.given(opts)
+    if given.fail_on is not None and given.fail_on.lower() != "never":
+        given = dataclasses.replace(given, fail_on=given.fail_on.upper())
+    return given
 
 
 def guarded(func: F) -> F:
@@ -381,7 +368,7 @@ def scan(
         ),
         warn=_note,
     )
-    renderer = Renderer(language=str(overrides.get("language", "en")))
+    renderer = Renderer(language=overrides.language or "en")
     write_text(opts["json_path"], scan_json(result))
     if matrix:
         click.echo(result.matrix_json())

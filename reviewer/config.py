@@ -392,6 +392,56 @@ OVERRIDE_KEYS: Mapping[str, ConfigKey] = MappingProxyType(
 )
 """Everything `build_config(overrides=...)` and `parse_input_value` accept: file keys plus run-only ones."""
 
+
+@dataclass(frozen=True)
+class Overrides:
+    """The settings one run was given on the command line or as Action inputs, typed: the top
+    layer of `build_config`. None is "not given", so the repository's config file applies under
+    it. Built at the edge (`cli.py`, `action.py`) and passed inward as it is; one field per key of
+    `OVERRIDE_KEYS` that a flag or an input sets (`tests/test_config.py` checks they agree)."""
+
+    model: str | None = None
+    fallback_models: tuple[str, ...] | None = None
+    api_base: str | None = None
+    language: str | None = None
+    include: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] | None = None
+    max_cost_usd: float | None = None
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    max_output_tokens_per_call: int | None = None
+    request_timeout: float | None = None
+    max_seconds: float | None = None
+    max_calls: int | None = None
+    max_concurrency: int | None = None
+    max_findings: int | None = None
+    fail_on: str | None = None
+    on_error: str | None = None
+    template_dir: str | None = None
+
+    @classmethod
+    def given(cls, values: Mapping[str, object]) -> Overrides:
+        """The fields named in `values` (e.g. a command's options by key name); an empty value
+        (None, an empty list) is not given, other names are ignored, lists become tuples."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        chosen = {
+            name: tuple(value) if isinstance(value, (list, tuple)) else value
+            for name, value in values.items()
+            if name in names and value is not None and value != () and value != []
+        }
+        return cls(**chosen)  # type: ignore[arg-type]
+
+    def layer(self) -> dict[str, object]:
+        """The settings given, by key name (what `build_config` layers over the file)."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) is not None
+        }
+
+
+NO_OVERRIDES = Overrides()
+
 ENV_KEYS: Mapping[str, str] = MappingProxyType({"IMREVIEW_MODEL": "model", "IMREVIEW_API_BASE": "api_base"})
 
 
@@ -580,13 +630,16 @@ def build_config(
     *,
     file_layer: Mapping[str, object] | None = None,
     env: Mapping[str, object] | None = None,
-    overrides: Mapping[str, object] | None = None,
+    overrides: Overrides | Mapping[str, object] | None = None,
 ) -> Config:
-    """Layer defaults < file < env < overrides into one `Config`; None in a layer means "not given"."""
+    """Layer defaults < file < env < overrides into one `Config`; None in a layer means "not given".
+    `overrides` is what the run was given (`Overrides`; a mapping by key name is also accepted, which
+    may set file-only keys too)."""
     values: dict[str, object] = {}
     _apply(values, file_layer or {}, CONFIG_KEYS, lambda spec: f"config key '{spec.name}'")
     _apply(values, env or {}, CONFIG_KEYS, lambda spec: f"environment setting '{spec.name}'")
-    _apply(values, overrides or {}, OVERRIDE_KEYS, lambda spec: spec.flag_origin)
+    given = overrides.layer() if isinstance(overrides, Overrides) else overrides or {}
+    _apply(values, given, OVERRIDE_KEYS, lambda spec: spec.flag_origin)
     limits = {OVERRIDE_KEYS[k].limit: v for k, v in values.items() if OVERRIDE_KEYS[k].limit}
     fields = {k: v for k, v in values.items() if not OVERRIDE_KEYS[k].limit}
     return Config(**fields, limits=dataclasses.replace(DEFAULT_LIMITS, **limits))  # type: ignore[arg-type]

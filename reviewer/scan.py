@@ -327,15 +327,15 @@ def _review_one(
         warn(f"imreview: #{pull.number} deferred: {exc}")
         return ScanRow(pull.number, pull.title, pull.url, "deferred", "rate_limited")
     except GitHubError as exc:
-        renderer = Renderer(language=str(job.overrides.get("language", "en")))
-        outcome = unreadable(pull.number, exc, renderer, on_error=str(job.overrides.get("on_error", "warn")))
+        renderer = Renderer(language=job.overrides.language or "en")
+        outcome = unreadable(pull.number, exc, renderer, on_error=job.overrides.on_error or "warn")
         return ScanRow(pull.number, pull.title, pull.url, "failed", "unreadable", outcome)
     except UsageError:
         raise
     except Exception as exc:  # unexpected, in one PR: the scan goes on with the others
         warn(f"imreview: #{pull.number} failed: {type(exc).__name__}: {exc}")
-        renderer = Renderer(language=str(job.overrides.get("language", "en")))
-        outcome = crashed(pull.number, exc, renderer, on_error=str(job.overrides.get("on_error", "warn")))
+        renderer = Renderer(language=job.overrides.language or "en")
+        outcome = crashed(pull.number, exc, renderer, on_error=job.overrides.on_error or "warn")
         return ScanRow(pull.number, pull.title, pull.url, "failed", "failed", outcome)
     if outcome.report is not None:
         return ScanRow(pull.number, pull.title, pull.url, "reviewed", "", outcome)

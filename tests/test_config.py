@@ -14,7 +14,9 @@ import pytest
 from reviewer.budget import Limits
 from reviewer.config import (
     CONFIG_KEYS,
+    OVERRIDE_KEYS,
     Config,
+    Overrides,
     Prices,
     build_config,
     config_hash,
@@ -408,6 +410,21 @@ def test_bad_overrides_name_the_flag(overrides: dict[str, object], flag: str) ->
     with pytest.raises(ConfigError) as info:
         build_config(overrides=overrides)
     assert str(info.value).startswith(flag + ": ")
+
+
+def test_the_typed_overrides_have_a_field_for_every_key_a_flag_or_an_input_sets() -> None:
+    settable = {name for name, key in OVERRIDE_KEYS.items() if key.flag or key.input}
+    assert {f.name for f in dataclasses.fields(Overrides)} == settable
+
+
+def test_typed_overrides_layer_over_the_file_and_a_bad_one_names_the_flag() -> None:
+    file_layer = {"max_calls": 3, "language": "zh-CN", "include": ("src/**",)}
+    given = Overrides.given({"max_calls": 5, "include": [], "model": None, "unrelated": 1})
+    assert given == Overrides(max_calls=5)
+    config = build_config(file_layer=file_layer, overrides=given)
+    assert (config.limits.calls, config.language, config.include) == (5, "zh-CN", ("src/**",))
+    with pytest.raises(ConfigError, match=r"^option '--max-findings': must be at least 0, got -1"):
+        build_config(overrides=Overrides(max_findings=-1))
 
 
 HASH_SCRIPT = """
