@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -425,6 +426,22 @@ def test_typed_overrides_layer_over_the_file_and_a_bad_one_names_the_flag() -> N
     assert (config.limits.calls, config.language, config.include) == (5, "zh-CN", ("src/**",))
     with pytest.raises(ConfigError, match=r"^option '--max-findings': must be at least 0, got -1"):
         build_config(overrides=Overrides(max_findings=-1))
+
+
+@pytest.mark.parametrize("name", [n for n, k in OVERRIDE_KEYS.items() if "default " in k.flag_help])
+def test_a_flags_help_line_names_the_default_the_table_has(name: str) -> None:
+    """`imreview --help` is built from the table's rows: the default a help line names is the key's."""
+    key = OVERRIDE_KEYS[name]
+    match = re.search(r"default ([\w.,]+?)[):;]", key.flag_help)
+    if key.default is None:
+        assert match is None, f"{name}: the help names a default the table does not have"
+        return
+    assert match is not None, key.flag_help
+    said = match.group(1).replace(",", "")
+    if isinstance(key.default, str):
+        assert said == key.default
+    else:
+        assert float(said) == float(key.default)  # type: ignore[arg-type]
 
 
 HASH_SCRIPT = """
