@@ -220,7 +220,7 @@ class Budget:
         held_cost = None if cost_usd is None else held_cost_usd(cost_usd, answer_cost_usd, margin_percent)
         with self._locked() as chain:
             for level in chain:
-                refused = level._refusal(held_in, held_out, held_cost, clock=level is self)
+                refused = level._refusal(held_in, held_out, held_cost, check_seconds=level is self)
                 if refused is not None:
                     self._exhausted = True
                     raise BudgetExhausted(*refused)
@@ -257,7 +257,7 @@ class Budget:
             yield chain
 
     def _refusal(
-        self, held_in: int, held_out: int, held_cost: float | None, *, clock: bool = True
+        self, held_in: int, held_out: int, held_cost: float | None, *, check_seconds: bool = True
     ) -> tuple[str, str] | None:
         limits = self.limits
         input_left = limits.input_tokens - self._spent.input_tokens - self._held("input_tokens")
@@ -272,7 +272,7 @@ class Budget:
             needs = "an unknown amount" if held_cost is None else f"${held_cost:.6f} with margin"
             return "cost_usd", f"needs {needs}, ${max(cost_left, 0.0):.6f} left"
         elapsed = self._clock() - self._started
-        if clock and elapsed >= limits.seconds:
+        if check_seconds and elapsed >= limits.seconds:
             return "seconds", f"{elapsed:.1f} s of {limits.seconds:g} s used"
         if self._spent.calls + len(self._open) + 1 > limits.calls:
             return "calls", f"{self._spent.calls} made, {len(self._open)} in flight, limit {limits.calls}"
@@ -429,13 +429,7 @@ class Budget:
 
 def _smaller(a: Limits, b: Limits) -> Limits:
     """Each limit the smaller of the two."""
-    return Limits(
-        input_tokens=min(a.input_tokens, b.input_tokens),
-        output_tokens=min(a.output_tokens, b.output_tokens),
-        cost_usd=min(a.cost_usd, b.cost_usd),
-        seconds=min(a.seconds, b.seconds),
-        calls=min(a.calls, b.calls),
-    )
+    return Limits(*(min(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(Limits)))
 
 
 def overruns(limits: Limits, used: Usage) -> tuple[Overrun, ...]:
