@@ -29,6 +29,7 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ["IMREVIEW_STATE_KEY"] = "bench-incremental"
 
+from reviewer.config import Overrides  # noqa: E402
 from reviewer.pull import PullJob, SkipRules, review_pull  # noqa: E402
 from reviewer.source.github import GitHubClient  # noqa: E402
 from tests.fakes.git_repo import GitRepo  # noqa: E402
@@ -61,7 +62,7 @@ def review(gh: FakeGitHub, model: FakeModelServer, *, state: bool) -> tuple[int,
     job = PullJob(
         repo=REPO,
         number=1,
-        overrides={"model": MODEL, "api_base": model.api_base},
+        overrides=Overrides(model=MODEL, api_base=model.api_base),
         skip=SkipRules(),
         post_comment=state,
     )

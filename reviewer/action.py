@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from reviewer import progress
-from reviewer.config import CONFIG_KEYS, parse_bool, parse_input_value
+from reviewer.config import CONFIG_KEYS, Overrides, parse_bool, parse_input_value
 from reviewer.errors import GitHubError, UsageError
 from reviewer.events import RunRequest, plan_run, read_inputs
 from reviewer.publish import echo_untrusted, escape_data, mask, write_outputs, write_summary
@@ -73,8 +73,21 @@ OUTPUT_NAMES = (
 
 
 @dataclass(frozen=True)
+class RunOptions:
+    """The Action's on/off inputs (`BOOL_INPUTS`): which sinks are on, which PRs a scan skips, and
+    whether a schedule run plans a fan-out matrix instead of reviewing."""
+
+    post_comment: bool
+    inline_comments: bool
+    annotations: bool
+    skip_drafts: bool
+    skip_bots: bool
+    scan_matrix: bool
+
+
+@dataclass(frozen=True)
 class ActionSettings:
-    """The Action's own inputs; review settings go to `overrides` for `build_config`."""
+    """The Action's own inputs, typed; review settings are `overrides` for `build_config`."""
 
     token: str
     api_url: str
@@ -83,11 +96,11 @@ class ActionSettings:
     run_id: str | None
     scratch: Path
     reports: ReportDir
-    flags: Mapping[str, bool]
+    options: RunOptions
     config_path: str
     template_dir: str | None
     on_error: str
-    overrides: Mapping[str, Any]
+    overrides: Overrides
     scan_limit: int = 20
     scan_labels: tuple[str, ...] = ()
     head_sha: str | None = None
@@ -114,11 +127,19 @@ def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSe
             f"runner variable(s) {', '.join(missing)} not set: this entrypoint runs as a GitHub Actions"
             " step (elsewhere use `imreview review` or `imreview pr`)"
         )
-    flags = {
-        name: parse_bool(inputs[name], f"input '{name}'") if inputs.get(name) else default
-        for name, default in BOOL_INPUTS.items()
-    }
-    overrides: dict[str, Any] = {}
+
+    def switch(name: str) -> bool:
+        return parse_bool(inputs[name], f"input '{name}'") if inputs.get(name) else BOOL_INPUTS[name]
+
+    options = RunOptions(
+        post_comment=switch("post-comment"),
+        inline_comments=switch("inline-comments"),
+        annotations=switch("annotations"),
+        skip_drafts=switch("skip-drafts"),
+        skip_bots=switch("skip-bots"),
+        scan_matrix=switch("scan-matrix"),
+    )
+    overrides: dict[str, object] = {}
     for key, spec in CONFIG_KEYS.items():
         if (
             spec.input
@@ -148,11 +169,11 @@ def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSe
         run_id=env.get("GITHUB_RUN_ID") or None,
         scratch=scratch,
         reports=report_dir(env, scratch),
-        flags=flags,
+        options=options,
         config_path=inputs.get("config-path") or ".github/imreview.yml",
         template_dir=inputs.get("template-dir") or None,
         on_error=on_error,
-        overrides=overrides,
+        overrides=Overrides.given(overrides),
         scan_limit=int(limit_text),
         scan_labels=labels,
         head_sha=env.get("GITHUB_SHA") or None,
@@ -241,7 +262,7 @@ def _usage_error(
 def _dispatch(
     request: RunRequest, settings: ActionSettings, env: Mapping[str, str], out: TextIO
 ) -> RunResult:
-    renderer = Renderer(language=str(settings.overrides.get("language", "en")))
+    renderer = Renderer(language=settings.overrides.language or "en")
     if request.kind == "skip":
         return RunResult([skipped_outcome(0, request.reason, renderer)])
     if not settings.token:
@@ -285,20 +306,20 @@ def _scan(
             job=job,
             limit=settings.scan_limit,
             labels=settings.scan_labels,
-            skip_drafts=settings.flags["skip-drafts"],
-            skip_bots=settings.flags["skip-bots"],
-            plan_only=settings.flags["scan-matrix"],
+            skip_drafts=settings.options.skip_drafts,
+            skip_bots=settings.options.skip_bots,
+            plan_only=settings.options.scan_matrix,
             config_ref=settings.head_sha,
         ),
         warn=echo(out),
         notices=out,
         scratch=settings.scratch,
     )
-    renderer = Renderer(language=str(settings.overrides.get("language", "en")))
+    renderer = Renderer(language=settings.overrides.language or "en")
     return RunResult(
         result.outcomes,
         head=summary(result, renderer),
-        matrix=result.matrix_json() if settings.flags["scan-matrix"] else "",
+        matrix=result.matrix_json() if settings.options.scan_matrix else "",
     )
 
 
@@ -312,15 +333,15 @@ def _job(request: RunRequest, number: int, settings: ActionSettings, env: Mappin
         base_template_dir=settings.template_dir,
         env=env,
         skip=SkipRules(
-            drafts=settings.flags["skip-drafts"],
-            bots=settings.flags["skip-bots"],
+            drafts=settings.options.skip_drafts,
+            bots=settings.options.skip_bots,
             closed=True,
             reviewed=True,
             explicit=request.explicit,
         ),
-        post_comment=settings.flags["post-comment"],
-        inline_comments=settings.flags["inline-comments"],
-        annotations=settings.flags["annotations"],
+        post_comment=settings.options.post_comment,
+        inline_comments=settings.options.inline_comments,
+        annotations=settings.options.annotations,
         forks_read_only=settings.event_name == "pull_request",
         run_id=settings.run_id,
         scratch=settings.scratch,

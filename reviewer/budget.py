@@ -1,12 +1,22 @@
-"""Limits, estimates and the ledger that every model call asks before it is sent (DESIGN section 5)."""
+"""Limits, estimates and the ledger that every model call asks before it is sent (DESIGN section 5).
+
+One `Budget` per review, and one per scan run: the run is the **parent** of each PR's budget. A
+child's limits are the smaller of its own and what the parent has left when the child is made; a
+reservation must fit the child and every budget above it, and what a child spends (or holds) is
+charged to each of them, so a child can never spend what its parent does not have left. The
+planner is given its share as an `Allowance` (`Budget.allowance`); pricing (what an estimate
+holds, the least one call can cost) lives here too.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 from reviewer.errors import BudgetExhausted
@@ -24,8 +34,49 @@ class Limits:
     seconds: float = 600.0
     calls: int = 24
 
+    @classmethod
+    def shared_by_run(cls, limits: Limits) -> Limits:
+        """A scan run's limits: its cost and seconds are shared by every PR it reviews; tokens and
+        calls are each PR's own, so the run does not bound them."""
+        return cls(UNBOUNDED, UNBOUNDED, limits.cost_usd, limits.seconds, UNBOUNDED)
+
+
+UNBOUNDED = sys.maxsize
+"""A token or call limit that never refuses (a scan run's: those limits are each PR's)."""
 
 DEFAULT_LIMITS = Limits()
+
+Price = tuple[float, float]
+"""US dollars per input token and per output token."""
+
+MIN_CALL_INPUT_TOKENS = 1_000
+"""Less than any review request holds: the packaged system prompt, review instructions and response
+schema alone measure about 1,850 tokens. A budget that cannot pay for this cannot pay for a call."""
+
+DEFAULT_ANSWER_TOKENS = 2_222
+"""`answer_size.answer_reservation` for 6 findings in English, counted with tiktoken's o200k (as
+litellm counts gpt-4o-mini; cl100k gives 2,219); the review passes the count for its own model,
+language and `max-findings`."""
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """What the whole plan may spend, in the ledger's terms (DESIGN 5), and how a call is sized.
+
+    A request holds `margin_percent` of its counted input tokens; `window` bounds the held input plus
+    the answer reservation of one call; every None is unlimited."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    calls: int | None = None
+    cost_usd: float | None = None
+    price: Price | None = None
+    window: int | None = None
+    margin_percent: int = 100
+    max_answer_tokens: int = 4096
+    answer_tokens: int = DEFAULT_ANSWER_TOKENS
+    """What one whole answer needs (`answer_size.answer_reservation`): every call reserves it, within
+    `max_answer_tokens`, a share of the window and the output and cost budgets."""
 
 
 MARGIN_PERCENT = 115
@@ -101,20 +152,37 @@ def held_cost_usd(cost_usd: float, answer_cost_usd: float, margin_percent: int =
     return (cost_usd - answer) * margin_percent / 100 + answer
 
 
+def minimal_call_cost(price: Price) -> float:
+    """A floor under what one review call reserves (its prompt alone costs more)."""
+    return MIN_CALL_INPUT_TOKENS * price[0]
+
+
 COST_SLACK_USD = 1e-12
 """Float rounding between the planner's running sum and the ledger's: never a real refusal."""
+
+_IDS = itertools.count(1)
+"""Reservation ids, unique across budgets: a child's reservation is held by its parents too."""
 
 
 class Budget:
     """The run's ledger. Every call reserves before it is sent and settles after, under one lock,
-    so parallel workers can never jointly promise more than the limits allow."""
+    so parallel workers can never jointly promise more than the limits allow.
 
-    def __init__(self, limits: Limits, *, clock: Callable[[], float] = time.monotonic) -> None:
+    With a `parent` (a scan run's budget), the limits are the smaller of `limits` and what the
+    parent has left now, the parent's clock is used, and every reservation, settlement and
+    cancellation is made in the parent too (locks taken child first)."""
+
+    def __init__(
+        self, limits: Limits, *, clock: Callable[[], float] = time.monotonic, parent: Budget | None = None
+    ) -> None:
+        if parent is not None:
+            clock = parent._clock
+            limits = _smaller(limits, parent.left())
         self.limits = limits
-        self._clock = clock
+        self.parent = parent
+        self._clock: Callable[[], float] = clock
         self._started = clock()
         self._lock = threading.Lock()
-        self._ids = itertools.count(1)
         self._open: dict[int, Reservation] = {}
         self._spent = _Spent()
         self._by_phase = {phase: _Spent() for phase in PHASES}
@@ -150,13 +218,14 @@ class Budget:
         held_in = held_tokens(input_tokens, margin_percent)
         held_out = max_output_tokens
         held_cost = None if cost_usd is None else held_cost_usd(cost_usd, answer_cost_usd, margin_percent)
-        with self._lock:
-            refused = self._refusal(held_in, held_out, held_cost)
-            if refused is not None:
-                self._exhausted = True
-                raise BudgetExhausted(*refused)
+        with self._locked() as chain:
+            for level in chain:
+                refused = level._refusal(held_in, held_out, held_cost, check_seconds=level is self)
+                if refused is not None:
+                    self._exhausted = True
+                    raise BudgetExhausted(*refused)
             reservation = Reservation(
-                id=next(self._ids),
+                id=next(_IDS),
                 phase=phase,
                 input_tokens=held_in,
                 output_tokens=held_out,
@@ -165,10 +234,31 @@ class Budget:
                 estimated_input_tokens=input_tokens,
                 max_output_tokens=max_output_tokens,
             )
-            self._open[reservation.id] = reservation
+            for level in chain:
+                level._open[reservation.id] = reservation
             return reservation
 
-    def _refusal(self, held_in: int, held_out: int, held_cost: float | None) -> tuple[str, str] | None:
+    def _chain(self) -> list[Budget]:
+        """This budget and every budget above it, child first."""
+        chain: list[Budget] = []
+        level: Budget | None = self
+        while level is not None:
+            chain.append(level)
+            level = level.parent
+        return chain
+
+    @contextmanager
+    def _locked(self) -> Iterator[list[Budget]]:
+        """Every lock of the chain, child first (the one order, so two children never deadlock)."""
+        chain = self._chain()
+        with ExitStack() as stack:
+            for level in chain:
+                stack.enter_context(level._lock)
+            yield chain
+
+    def _refusal(
+        self, held_in: int, held_out: int, held_cost: float | None, *, check_seconds: bool = True
+    ) -> tuple[str, str] | None:
         limits = self.limits
         input_left = limits.input_tokens - self._spent.input_tokens - self._held("input_tokens")
         if held_in > input_left or limits.input_tokens <= 0:
@@ -182,7 +272,7 @@ class Budget:
             needs = "an unknown amount" if held_cost is None else f"${held_cost:.6f} with margin"
             return "cost_usd", f"needs {needs}, ${max(cost_left, 0.0):.6f} left"
         elapsed = self._clock() - self._started
-        if elapsed >= limits.seconds:
+        if check_seconds and elapsed >= limits.seconds:
             return "seconds", f"{elapsed:.1f} s of {limits.seconds:g} s used"
         if self._spent.calls + len(self._open) + 1 > limits.calls:
             return "calls", f"{self._spent.calls} made, {len(self._open)} in flight, limit {limits.calls}"
@@ -194,11 +284,51 @@ class Budget:
     def _held_cost(self) -> float:
         return sum(r.cost_usd for r in self._open.values() if r.cost_usd is not None)
 
+    def left(self) -> Limits:
+        """What could be reserved now: each limit less what is spent and held, never below 0, and
+        never more than the parent has left."""
+        with self._lock:
+            limits, spent = self.limits, self._spent
+            output_left = limits.output_tokens - spent.output_tokens - self._held("output_tokens")
+            own = Limits(
+                input_tokens=max(limits.input_tokens - spent.input_tokens - self._held("input_tokens"), 0),
+                output_tokens=max(output_left, 0),
+                cost_usd=max(limits.cost_usd - spent.cost_usd - self._held_cost(), 0.0),
+                seconds=max(limits.seconds - (self._clock() - self._started), 0.0),
+                calls=max(limits.calls - spent.calls - len(self._open), 0),
+            )
+        return own if self.parent is None else _smaller(own, self.parent.left())
+
+    def allowance(
+        self,
+        *,
+        price: Price | None,
+        window: int | None,
+        margin_percent: int,
+        max_answer_tokens: int,
+        answer_tokens: int,
+    ) -> Allowance:
+        """What a plan made now may spend: the tokens, calls and money left, and how a call is sized."""
+        left = self.left()
+        return Allowance(
+            input_tokens=left.input_tokens,
+            output_tokens=left.output_tokens,
+            calls=left.calls,
+            cost_usd=left.cost_usd,
+            price=price,
+            window=window,
+            margin_percent=margin_percent,
+            max_answer_tokens=max_answer_tokens,
+            answer_tokens=answer_tokens,
+        )
+
+    def elapsed(self) -> float:
+        """Seconds on this budget's clock since it started (less any wait `started_model` forgave)."""
+        return self._clock() - self._started
+
     def output_tokens_left(self) -> int:
         """The largest `max_tokens` a reservation would accept right now."""
-        with self._lock:
-            left = self.limits.output_tokens - self._spent.output_tokens - self._held("output_tokens")
-        return max(left, 0)
+        return self.left().output_tokens
 
     def seconds_left(self) -> float:
         return max(self.limits.seconds - (self._clock() - self._started), 0.0)
@@ -223,37 +353,39 @@ class Budget:
         """Replace the reservation by what the call really used; it counts as a call whatever the
         answer was, because it reached the server (`calls` more than one when the client library
         re-sent it on its own)."""
-        with self._lock:
-            self._take(r)
+        record = CallRecord(
+            phase=r.phase,
+            estimated_input_tokens=r.estimated_input_tokens,
+            reserved_input_tokens=r.input_tokens,
+            input_tokens=input_tokens,
+            max_output_tokens=r.max_output_tokens,
+            output_tokens=output_tokens,
+        )
+        with self._locked() as chain:
+            self._take(r, chain)
             seconds = self._clock() - r.started_at
-            for spent in (self._spent, self._by_phase[r.phase]):
-                spent.input_tokens += input_tokens
-                spent.output_tokens += output_tokens
-                if cost_usd is None:
-                    spent.cost_unknown = True
-                else:
-                    spent.cost_usd += cost_usd
-                spent.seconds += seconds
-                spent.calls += calls
-            self._ledger.append(
-                CallRecord(
-                    phase=r.phase,
-                    estimated_input_tokens=r.estimated_input_tokens,
-                    reserved_input_tokens=r.input_tokens,
-                    input_tokens=input_tokens,
-                    max_output_tokens=r.max_output_tokens,
-                    output_tokens=output_tokens,
-                )
-            )
+            for level in chain:
+                for spent in (level._spent, level._by_phase[r.phase]):
+                    spent.input_tokens += input_tokens
+                    spent.output_tokens += output_tokens
+                    if cost_usd is None:
+                        spent.cost_unknown = True
+                    else:
+                        spent.cost_usd += cost_usd
+                    spent.seconds += seconds
+                    spent.calls += calls
+                level._ledger.append(record)
 
     def cancel(self, r: Reservation) -> None:
         """Release a reservation whose request was never sent."""
-        with self._lock:
-            self._take(r)
+        with self._locked() as chain:
+            self._take(r, chain)
 
-    def _take(self, r: Reservation) -> None:
-        if self._open.pop(r.id, None) is None:
+    def _take(self, r: Reservation, chain: list[Budget]) -> None:
+        if r.id not in self._open:
             raise ValueError(f"reservation {r.id} was already settled or cancelled")
+        for level in chain:
+            level._open.pop(r.id, None)
 
     def started_model(self, *, import_seconds: float | None, waited: float) -> None:
         """The review waited `waited` seconds for the model library to import before it could
@@ -293,6 +425,11 @@ class Budget:
                 overrun=overruns(self.limits, used),
                 startup=self._startup,
             )
+
+
+def _smaller(a: Limits, b: Limits) -> Limits:
+    """Each limit the smaller of the two."""
+    return Limits(*(min(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(Limits)))
 
 
 def overruns(limits: Limits, used: Usage) -> tuple[Overrun, ...]:

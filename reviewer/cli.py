@@ -5,6 +5,7 @@ Heavy imports (litellm, PyGithub) happen inside the commands that need them, so 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -13,68 +14,59 @@ import traceback
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from reviewer import __version__
 from reviewer.errors import ImreviewError, UsageError
 
+if TYPE_CHECKING:
+    from reviewer.config import Overrides
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 PRIORITY_CHOICES = click.Choice(["never", "P1", "P2", "P3"], case_sensitive=False)
-_POSITIVE = click.FloatRange(min=0, min_open=True)
-_AT_LEAST_ONE = click.IntRange(min=1)
-_BUDGET_FLAGS: dict[str, tuple[click.ParamType, str]] = {
-    "max_cost_usd": (_POSITIVE, "Budget: most US dollars the model calls may cost (default 1.00)."),
-    "max_input_tokens": (_AT_LEAST_ONE, "Budget: most prompt tokens over all calls (default 200,000)."),
-    "max_output_tokens": (_AT_LEAST_ONE, "Budget: most answer tokens over all calls (default 24,000)."),
-    "max_seconds": (_POSITIVE, "Budget: seconds the whole review may take (default 600)."),
-    "max_calls": (_AT_LEAST_ONE, "Budget: most model requests, retries included (default 24)."),
-    "max_concurrency": (_AT_LEAST_ONE, "Model requests in flight at once (default 4)."),
-}
-"""Every budget flag must be positive: 0 would plan a review that cannot run (leave `--model` unset
-for the deterministic checks alone). The defaults are checked against reviewer.budget in the tests."""
+
+
+def config_option(name: str, **changes: Any) -> Callable[[F], F]:
+    """The option for one key of the config table (`reviewer.config.OVERRIDE_KEYS`): its flag, the
+    type its value is checked as and its help line all come from the table's row; `changes` adjusts
+    the click option (another help line, a laxer type). Budget flags are all positive: 0 would
+    plan a review that cannot run (leave `--model` unset for the deterministic checks alone)."""
+    from reviewer.config import OVERRIDE_KEYS, flag_shape
+
+    key = OVERRIDE_KEYS[name]
+    shape = flag_shape(key)
+    kind: click.ParamType | None = None
+    if shape.number is int:
+        kind = click.IntRange(min=int(shape.minimum))
+    elif shape.number is float:
+        kind = click.FloatRange(min=shape.minimum, min_open=shape.above)
+    elif shape.choices:
+        kind = click.Choice(list(shape.choices))
+    settings: dict[str, Any] = {"type": kind, "multiple": shape.repeatable, "help": key.flag_help}
+    settings.update(changes)
+    return click.option(str(key.flag), name, **settings)
+
+
+BUDGET_KEYS = ("max_cost_usd", "max_input_tokens", "max_output_tokens", "max_seconds", "max_calls")
 
 
 def review_options(func: F) -> F:
     """The options shared by every reviewing command (DESIGN section 2)."""
     options = [
-        click.option("--model", help="litellm model string, e.g. openai/gpt-4o-mini (env IMREVIEW_MODEL)."),
-        click.option(
-            "--fallback-model", "fallback_models", multiple=True, help="Fallback model (repeatable)."
-        ),
-        click.option("--api-base", help="OpenAI-compatible base URL (env IMREVIEW_API_BASE)."),
+        config_option("model"),
+        config_option("fallback_models"),
+        config_option("api_base"),
         click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Config file (YAML)."),
-        click.option("--language", help="Language of prompts and reports, e.g. en, zh-CN."),
-        *(
-            click.option(f"--{name.replace('_', '-')}", name, type=kind, help=text)
-            for name, (kind, text) in _BUDGET_FLAGS.items()
-        ),
-        click.option(
-            "--max-output-tokens-per-call",
-            type=_AT_LEAST_ONE,
-            help="Answer tokens reserved per model call (max_tokens; default 4096).",
-        ),
-        click.option(
-            "--request-timeout",
-            type=click.FloatRange(min=1),
-            help="Seconds one model call may take (default scales with the tokens; within max-seconds).",
-        ),
-        click.option(
-            "--max-findings", type=click.IntRange(min=0), help="Findings published to the PR (default 6)."
-        ),
-        click.option(
-            "--fail-on",
-            type=PRIORITY_CHOICES,
-            metavar="[never|P1|P2|P3]",
-            help="Exit 1 on a finding at or above this priority (any case; default never).",
-        ),
-        click.option(
-            "--on-error",
-            type=click.Choice(["warn", "fail"]),
-            help="fail: an incomplete review exits 3 (default warn: exits 0 and says why).",
-        ),
+        config_option("language"),
+        *(config_option(name) for name in (*BUDGET_KEYS, "max_concurrency")),
+        config_option("max_output_tokens_per_call"),
+        config_option("request_timeout"),
+        config_option("max_findings"),
+        config_option("fail_on", type=PRIORITY_CHOICES, metavar="[never|P1|P2|P3]"),
+        config_option("on_error"),
         click.option(
             "--summary",
             "summary_path",
@@ -84,13 +76,9 @@ def review_options(func: F) -> F:
         ),
         click.option("--json", "json_path", help="Write report.json here."),
         click.option("--comment", "comment_path", help="Write the rendered PR comment here."),
-        click.option(
-            "--template-dir",
-            type=click.Path(file_okay=False),
-            help="Folder of template overrides (summary.md.j2, i18n/<language>.yml, ...).",
-        ),
-        click.option("--include", multiple=True, help="Only review paths matching this glob (repeatable)."),
-        click.option("--exclude", multiple=True, help="Never review paths matching this glob (repeatable)."),
+        config_option("template_dir", type=click.Path(file_okay=False)),
+        config_option("include"),
+        config_option("exclude"),
         click.option("--quiet", "-q", is_flag=True, help="Only warnings and errors on stderr."),
         click.option(
             "--verbose",
@@ -114,31 +102,14 @@ max_pr_cost_option = click.option(
 """Shared by `pr` and `scan`: the per-PR cumulative cost cap (DESIGN section 3)."""
 
 
-def _overrides(opts: Mapping[str, Any]) -> dict[str, Any]:
-    keys = (
-        "model",
-        "fallback_models",
-        "api_base",
-        "language",
-        "max_findings",
-        "max_output_tokens_per_call",
-        "request_timeout",
-        "fail_on",
-        "on_error",
-        "template_dir",
-        "include",
-        "exclude",
-        *_BUDGET_FLAGS,
-    )
-    out: dict[str, Any] = {}
-    for key in keys:
-        value = opts.get(key)
-        if value is None or value == ():
-            continue
-        out[key] = tuple(value) if isinstance(value, (list, tuple)) else value
-    if isinstance(out.get("fail_on"), str) and out["fail_on"].lower() != "never":
-        out["fail_on"] = out["fail_on"].upper()
-    return out
+def _overrides(opts: Mapping[str, Any]) -> Overrides:
+    """The settings given as options, typed: what `build_config` layers over the config file."""
+    from reviewer.config import Overrides
+
+    given = Overrides.given(opts)
+    if given.fail_on is not None and given.fail_on.lower() != "never":
+        given = dataclasses.replace(given, fail_on=given.fail_on.upper())
+    return given
 
 
 def guarded(func: F) -> F:
@@ -381,7 +352,7 @@ def scan(
         ),
         warn=_note,
     )
-    renderer = Renderer(language=str(overrides.get("language", "en")))
+    renderer = Renderer(language=overrides.language or "en")
     write_text(opts["json_path"], scan_json(result))
     if matrix:
         click.echo(result.matrix_json())
@@ -449,17 +420,15 @@ def render(report_path: str, template: str, template_dir: str | None, language: 
 
 @cli.command("eval", short_help="Score a model on a labelled dataset: precision, recall, cost.")
 @click.argument("dataset", type=click.Path(exists=True, dir_okay=False))
-@click.option("--model", help="litellm model string to review with (env IMREVIEW_MODEL).")
-@click.option("--api-base", help="OpenAI-compatible base URL (env IMREVIEW_API_BASE).")
+@config_option("model", help="litellm model string to review with (env IMREVIEW_MODEL).")
+@config_option("api_base")
 @click.option("--judge-model", help="Also ask this model whether a finding and a label describe one defect.")
 @click.option("--json", "json_path", help="Write the scores as JSON here.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Config file (YAML).")
-@click.option("--language", help="Language of prompts and output, e.g. en, zh-CN.")
-@click.option(
-    "--max-input-tokens", type=_AT_LEAST_ONE, help="Budget per item: prompt tokens (default 200,000)."
-)
-@click.option("--max-calls", type=_AT_LEAST_ONE, help="Budget per item: model requests (default 24).")
-@click.option("--max-cost-usd", type=_POSITIVE, help="Budget per item: US dollars (default 1.00).")
+@config_option("language", help="Language of prompts and output, e.g. en, zh-CN.")
+@config_option("max_input_tokens", help="Budget per item: prompt tokens (default 200,000).")
+@config_option("max_calls", help="Budget per item: model requests (default 24).")
+@config_option("max_cost_usd", help="Budget per item: US dollars (default 1.00).")
 @guarded
 def eval_(
     dataset: str, judge_model: str | None, json_path: str | None, config_file: str | None, **opts: Any

@@ -313,13 +313,15 @@ class _PriceTable:
 
 @dataclass(frozen=True)
 class ConfigKey:
-    """One setting: its value type, the flag and Action input it mirrors, and where it lands."""
+    """One setting: its value type, the flag and Action input it mirrors, and where it lands.
+    `flag_help` is the flag's line in `imreview --help` (`cli.py` builds the option from this row)."""
 
     name: str
     type: ValueType
     flag: str | None
     input: str | None
     limit: str | None = None
+    flag_help: str = ""
 
     @property
     def default(self) -> object:
@@ -336,9 +338,9 @@ class ConfigKey:
         return f"input '{self.input}'" if self.input else f"setting '{self.name}'"
 
 
-def _mirrored(name: str, value_type: ValueType, *, limit: str | None = None) -> ConfigKey:
+def _mirrored(name: str, value_type: ValueType, flag_help: str, *, limit: str | None = None) -> ConfigKey:
     kebab = name.replace("_", "-")
-    return ConfigKey(name, value_type, flag=f"--{kebab}", input=kebab, limit=limit)
+    return ConfigKey(name, value_type, flag=f"--{kebab}", input=kebab, limit=limit, flag_help=flag_help)
 
 
 def _file_only(name: str, value_type: ValueType) -> ConfigKey:
@@ -353,30 +355,73 @@ _MODEL = _Str("a model name without spaces", _NO_SPACE, nullable=True)
 _GLOB = _Glob("a glob", empty_ok=True)
 
 _KEYS: tuple[ConfigKey, ...] = (
-    _mirrored("model", _MODEL),
+    _mirrored("model", _MODEL, "litellm model string, e.g. openai/gpt-4o-mini (env IMREVIEW_MODEL)."),
     ConfigKey(
         "fallback_models",
         _StrList(_Str("a model name without spaces", _NO_SPACE, empty_ok=True)),
         flag="--fallback-model",
         input="fallback-models",
+        flag_help="Fallback model (repeatable).",
     ),
-    _mirrored("api_base", _Str("an http(s) URL", _URL, nullable=True)),
-    _mirrored("language", _Str("a language tag like 'en' or 'zh-CN'", _LANGUAGE)),
+    _mirrored(
+        "api_base",
+        _Str("an http(s) URL", _URL, nullable=True),
+        "OpenAI-compatible base URL (env IMREVIEW_API_BASE).",
+    ),
+    _mirrored(
+        "language",
+        _Str("a language tag like 'en' or 'zh-CN'", _LANGUAGE),
+        "Language of prompts and reports, e.g. en, zh-CN.",
+    ),
     _file_only("instructions", _Str("text", empty_ok=True)),
-    _mirrored("include", _StrList(_GLOB)),
-    _mirrored("exclude", _StrList(_GLOB)),
-    _mirrored("max_cost_usd", _Float(0, above=True), limit="cost_usd"),
-    _mirrored("max_input_tokens", _Int(1), limit="input_tokens"),
-    _mirrored("max_output_tokens", _Int(1), limit="output_tokens"),
-    _mirrored("max_output_tokens_per_call", _Int(1)),
-    _mirrored("request_timeout", _Float(1)),
-    _mirrored("max_seconds", _Float(0, above=True), limit="seconds"),
-    _mirrored("max_calls", _Int(1), limit="calls"),
-    _mirrored("max_concurrency", _Int(1)),
-    _mirrored("max_findings", _Int(0)),
+    _mirrored("include", _StrList(_GLOB), "Only review paths matching this glob (repeatable)."),
+    _mirrored("exclude", _StrList(_GLOB), "Never review paths matching this glob (repeatable)."),
+    _mirrored(
+        "max_cost_usd",
+        _Float(0, above=True),
+        "Budget: most US dollars the model calls may cost (default 1.00).",
+        limit="cost_usd",
+    ),
+    _mirrored(
+        "max_input_tokens",
+        _Int(1),
+        "Budget: most prompt tokens over all calls (default 200,000).",
+        limit="input_tokens",
+    ),
+    _mirrored(
+        "max_output_tokens",
+        _Int(1),
+        "Budget: most answer tokens over all calls (default 24,000).",
+        limit="output_tokens",
+    ),
+    _mirrored(
+        "max_output_tokens_per_call",
+        _Int(1),
+        "Answer tokens reserved per model call (max_tokens; default 4096).",
+    ),
+    _mirrored(
+        "request_timeout",
+        _Float(1),
+        "Seconds one model call may take (default scales with the tokens; within max-seconds).",
+    ),
+    _mirrored(
+        "max_seconds",
+        _Float(0, above=True),
+        "Budget: seconds the whole review may take (default 600).",
+        limit="seconds",
+    ),
+    _mirrored(
+        "max_calls", _Int(1), "Budget: most model requests, retries included (default 24).", limit="calls"
+    ),
+    _mirrored("max_concurrency", _Int(1), "Model requests in flight at once (default 4)."),
+    _mirrored("max_findings", _Int(0), "Findings published to the PR (default 6)."),
     _file_only("context_window", _Int(1, nullable=True)),
     _file_only("context_share", _Share(0.9)),
-    _mirrored("fail_on", _Choice(("never", "P1", "P2", "P3"))),
+    _mirrored(
+        "fail_on",
+        _Choice(("never", "P1", "P2", "P3")),
+        "Exit 1 on a finding at or above this priority (any case; default never).",
+    ),
     _file_only("prices", _PriceTable()),
 )
 
@@ -386,11 +431,92 @@ CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({key.name: key for key i
 OVERRIDE_KEYS: Mapping[str, ConfigKey] = MappingProxyType(
     {
         **CONFIG_KEYS,
-        "on_error": _mirrored("on_error", _Choice(("warn", "fail"))),
-        "template_dir": _mirrored("template_dir", _Str("a directory path", nullable=True)),
+        "on_error": _mirrored(
+            "on_error",
+            _Choice(("warn", "fail")),
+            "fail: an incomplete review exits 3 (default warn: exits 0 and says why).",
+        ),
+        "template_dir": _mirrored(
+            "template_dir",
+            _Str("a directory path", nullable=True),
+            "Folder of template overrides (summary.md.j2, i18n/<language>.yml, ...).",
+        ),
     }
 )
 """Everything `build_config(overrides=...)` and `parse_input_value` accept: file keys plus run-only ones."""
+
+
+@dataclass(frozen=True)
+class FlagShape:
+    """How a flag takes its key's value, for `cli.py` to build the option: a whole number or a
+    number (`minimum`, excluded when `above`), one of `choices`, a repeatable text, or a text."""
+
+    number: type[int] | type[float] | None = None
+    minimum: float = 0
+    above: bool = False
+    choices: tuple[str, ...] = ()
+    repeatable: bool = False
+
+
+def flag_shape(key: ConfigKey) -> FlagShape:
+    kind = key.type
+    if isinstance(kind, _Int):
+        return FlagShape(int, kind.minimum)
+    if isinstance(kind, _Float):
+        return FlagShape(float, kind.minimum, kind.above)
+    if isinstance(kind, _Choice):
+        return FlagShape(choices=kind.choices)
+    return FlagShape(repeatable=isinstance(kind, _StrList))
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """The settings one run was given on the command line or as Action inputs, typed: the top
+    layer of `build_config`. None is "not given", so the repository's config file applies under
+    it. Built at the edge (`cli.py`, `action.py`) and passed inward as it is; one field per key of
+    `OVERRIDE_KEYS` that a flag or an input sets (`tests/test_config.py` checks they agree)."""
+
+    model: str | None = None
+    fallback_models: tuple[str, ...] | None = None
+    api_base: str | None = None
+    language: str | None = None
+    include: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] | None = None
+    max_cost_usd: float | None = None
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    max_output_tokens_per_call: int | None = None
+    request_timeout: float | None = None
+    max_seconds: float | None = None
+    max_calls: int | None = None
+    max_concurrency: int | None = None
+    max_findings: int | None = None
+    fail_on: str | None = None
+    on_error: str | None = None
+    template_dir: str | None = None
+
+    @classmethod
+    def given(cls, values: Mapping[str, object]) -> Overrides:
+        """The fields named in `values` (e.g. a command's options by key name); an empty value
+        (None, an empty list) is not given, other names are ignored, lists become tuples."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        chosen = {
+            name: tuple(value) if isinstance(value, (list, tuple)) else value
+            for name, value in values.items()
+            if name in names and value is not None and value != () and value != []
+        }
+        return cls(**chosen)  # type: ignore[arg-type]
+
+    def layer(self) -> dict[str, object]:
+        """The settings given, by key name (what `build_config` layers over the file)."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) is not None
+        }
+
+
+NO_OVERRIDES = Overrides()
 
 ENV_KEYS: Mapping[str, str] = MappingProxyType({"IMREVIEW_MODEL": "model", "IMREVIEW_API_BASE": "api_base"})
 
@@ -580,13 +706,16 @@ def build_config(
     *,
     file_layer: Mapping[str, object] | None = None,
     env: Mapping[str, object] | None = None,
-    overrides: Mapping[str, object] | None = None,
+    overrides: Overrides | Mapping[str, object] | None = None,
 ) -> Config:
-    """Layer defaults < file < env < overrides into one `Config`; None in a layer means "not given"."""
+    """Layer defaults < file < env < overrides into one `Config`; None in a layer means "not given".
+    `overrides` is what the run was given (`Overrides`; a mapping by key name is also accepted, which
+    may set file-only keys too)."""
     values: dict[str, object] = {}
     _apply(values, file_layer or {}, CONFIG_KEYS, lambda spec: f"config key '{spec.name}'")
     _apply(values, env or {}, CONFIG_KEYS, lambda spec: f"environment setting '{spec.name}'")
-    _apply(values, overrides or {}, OVERRIDE_KEYS, lambda spec: spec.flag_origin)
+    given = overrides.layer() if isinstance(overrides, Overrides) else overrides or {}
+    _apply(values, given, OVERRIDE_KEYS, lambda spec: spec.flag_origin)
     limits = {OVERRIDE_KEYS[k].limit: v for k, v in values.items() if OVERRIDE_KEYS[k].limit}
     fields = {k: v for k, v in values.items() if not OVERRIDE_KEYS[k].limit}
     return Config(**fields, limits=dataclasses.replace(DEFAULT_LIMITS, **limits))  # type: ignore[arg-type]

@@ -16,7 +16,13 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reviewer import context as ctx
-from reviewer.budget import COST_SLACK_USD, Deadline, held_cost_usd, held_tokens
+from reviewer.budget import (
+    COST_SLACK_USD,
+    Allowance,
+    Deadline,
+    held_cost_usd,
+    held_tokens,
+)
 from reviewer.diff import DiffFile, Hunk
 from reviewer.policy import category, opens_definition, sensitive, skip_reason
 from reviewer.report import Coverage, CoverageStatus, FileCoverage, SliceCoverage
@@ -31,10 +37,6 @@ LEGEND = (
 """How `UnitPart.text` is laid out; prompt templates can quote it to the model."""
 
 CONTEXT_MAX_LINES = 40
-DEFAULT_ANSWER_TOKENS = 2_222
-"""`answer_size.answer_reservation` for 6 findings in English, counted with tiktoken's o200k (as
-litellm counts gpt-4o-mini; cl100k gives 2,219); the review passes the count for its own model,
-language and `max-findings`."""
 
 _CATEGORY_WEIGHT: Mapping[str, float] = {"source": 3.0, "test": 2.0, "config": 1.5, "docs": 1.0}
 
@@ -96,26 +98,6 @@ class Unplaced:
     lines: tuple[int, int]
     reason: str
     tokens: int = 0
-
-
-@dataclass(frozen=True)
-class Allowance:
-    """What the whole plan may spend, in the ledger's terms (DESIGN 5), and how a call is sized.
-
-    A request holds `margin_percent` of its counted input tokens; `window` bounds the held input plus
-    the answer reservation of one call; every None is unlimited."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    calls: int | None = None
-    cost_usd: float | None = None
-    price: tuple[float, float] | None = None
-    window: int | None = None
-    margin_percent: int = 100
-    max_answer_tokens: int = 4096
-    answer_tokens: int = DEFAULT_ANSWER_TOKENS
-    """What one whole answer needs (`answer_size.answer_reservation`): every call reserves it, within
-    `max_answer_tokens`, a share of the window and the output and cost budgets."""
 
 
 @dataclass(frozen=True)

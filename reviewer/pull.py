@@ -14,13 +14,22 @@ import functools
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from reviewer import gate, incremental
 from reviewer.budget import Budget
-from reviewer.config import Config, build_config, config_hash, env_layer, load_config_file, parse_config_text
+from reviewer.config import (
+    NO_OVERRIDES,
+    Config,
+    Overrides,
+    build_config,
+    config_hash,
+    env_layer,
+    load_config_file,
+    parse_config_text,
+)
 from reviewer.diff import LineIndex
 from reviewer.errors import ConfigError, GitHubError, NoWriteAccess
 from reviewer.events import skip_reason
@@ -94,7 +103,7 @@ class PullJob:
 
     repo: str
     number: int
-    overrides: Mapping[str, Any] = field(default_factory=dict)
+    overrides: Overrides = NO_OVERRIDES
     config_file: str | None = None
     config_path: str = DEFAULT_CONFIG_PATH
     base_template_dir: str | None = None
@@ -145,13 +154,14 @@ def review_pull(
     *,
     warn: Warn,
     notices: TextIO | None = None,
-    budget_for: Callable[[Config], Budget] | None = None,
+    parent: Budget | None = None,
     admit: Callable[[Change, Config], str] | None = None,
 ) -> PrOutcome:
     """Review one PR and publish to it as `job` says; never half-published.
 
-    `budget_for` gives the PR its budget (a share of a scan's run budget); by default the PR gets
-    its own `config.limits`. `admit` may refuse the PR once its diff is known (a scan's run budget
+    The PR's budget is `config.limits` (its cost within what `max-pr-cost-usd` has left), a child
+    of `parent` when given (a scan's run budget: no more than the run has left, charged to it).
+    `admit` may refuse the PR once its diff is known (a scan's run budget
     would not fit it): the outcome is then `skipped` with that reason code, and nothing was sent.
     `notices` receives the workflow commands (annotations, notices) when running in Actions.
     """
@@ -168,7 +178,7 @@ def review_pull(
         config_path=job.config_path,
     )
     info = source.pull_info()
-    plain = Renderer(language=str(job.overrides.get("language", "en")))
+    plain = Renderer(language=job.overrides.language or "en")
     skipped = _policy_skip(info, job.skip)
     if skipped is not None:
         skip_code, why = skipped
@@ -238,9 +248,10 @@ def review_pull(
         return PrOutcome(
             number=job.number, verdict="skipped", summary="", reason=refused, title=info.title, url=info.url
         )
-    budget = budget_for(config) if budget_for is not None else Budget(config.limits)
-    if cap_left is not None and cap_left < budget.limits.cost_usd:
-        budget = Budget(dataclasses.replace(budget.limits, cost_usd=cap_left))
+    limits = config.limits
+    if cap_left is not None and cap_left < limits.cost_usd:
+        limits = dataclasses.replace(limits, cost_usd=cap_left)
+    budget = Budget(limits, parent=parent)
     reservation = None
     if cap_left is not None and config.model and budget.limits.cost_usd > 0 and job.post_comment:
         reservation = reserve_spend(
@@ -341,7 +352,7 @@ def _config_decides_a_skip(
 def _named_model(job: PullJob) -> bool:
     """An input, flag or `IMREVIEW_MODEL` names a model before the config file is read."""
     env = job.env if job.env is not None else os.environ
-    return bool(str(job.overrides.get("model") or "").strip() or (env.get("IMREVIEW_MODEL") or "").strip())
+    return bool((job.overrides.model or "").strip() or (env.get("IMREVIEW_MODEL") or "").strip())
 
 
 def plan_increment(
@@ -507,7 +518,7 @@ def repo_config(
     *,
     config_file: str | None = None,
     config_path: str = DEFAULT_CONFIG_PATH,
-    overrides: Mapping[str, Any],
+    overrides: Overrides,
     env: Mapping[str, str] | None = None,
 ) -> Config:
     """Config from a local file when named, else from the PR's BASE branch (never the PR's head)."""

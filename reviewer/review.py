@@ -28,7 +28,6 @@ from reviewer.llm import Continuation
 from reviewer.plan import (
     LEGEND,
     REQUEST_SLACK_TOKENS,
-    Allowance,
     Plan,
     TextFree,
     Unit,
@@ -695,14 +694,8 @@ class _Planner:
                 **common,
             )
         self.window, self.window_source = client.window()
-        limits, spent = budget.limits, budget.spent()
-        price = client.price(client.models[0])
-        allowance = Allowance(
-            input_tokens=max(limits.input_tokens - spent.input_tokens, 0),
-            output_tokens=max(limits.output_tokens - spent.output_tokens, 0),
-            calls=max(limits.calls - spent.calls, 0),
-            cost_usd=max(limits.cost_usd - (spent.cost_usd or 0.0), 0.0),
-            price=price,
+        allowance = budget.allowance(
+            price=client.price(client.models[0]),
             window=self.window,
             margin_percent=client.margin_percent(),
             max_answer_tokens=client.answer_cap(),

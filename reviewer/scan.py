@@ -18,14 +18,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TextIO
 
-from reviewer.budget import Budget
+from reviewer.budget import Budget, Limits, Price, minimal_call_cost
 from reviewer.config import Config, build_config, config_hash, env_layer, load_config_file, parse_config_text
 from reviewer.errors import GitHubError, Retryable, UsageError
 from reviewer.events import is_bot
@@ -53,9 +52,6 @@ MATRIX_MAX = 256
 COMMENT_PAGES = 10
 """Repository-wide comment pages read for sticky states (1,000 comments); past that, a PR's own
 comments are read when it comes up for review."""
-MIN_CALL_INPUT_TOKENS = 1_000
-"""Less than any review request holds: the packaged system prompt, review instructions and response
-schema alone measure about 1,850 tokens. A run that cannot pay for this cannot pay for a call."""
 Status = Literal["reviewed", "skipped", "deferred", "failed", "planned"]
 
 
@@ -109,59 +105,19 @@ class ScanResult:
         return json.dumps({"include": [{"pr": n} for n in self.matrix]}, separators=(",", ":"))
 
 
-class RunBudget:
-    """Cost and seconds shared by every PR of a run; each PR gets what is left as its own limits."""
-
-    def __init__(
-        self, cost_usd: float, seconds: float, *, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.cost_usd = cost_usd
-        self.seconds = seconds
-        self._clock = clock
-        self._started = clock()
-        self.spent = 0.0
-        self.cost_known = True
-        self.longest_pr_seconds = 0.0
-
-    def cost_left(self) -> float:
-        return max(self.cost_usd - self.spent, 0.0)
-
-    def seconds_left(self) -> float:
-        return max(self.seconds - (self._clock() - self._started), 0.0)
-
-    def elapsed(self) -> float:
-        return self._clock() - self._started
-
-    def share(self, config: Config) -> Budget:
-        limits = dataclasses.replace(config.limits, cost_usd=self.cost_left(), seconds=self.seconds_left())
-        return Budget(limits)
-
-    def out_of_time(self) -> bool:
-        """No time left, or less than the longest PR of this run took."""
-        return self.seconds_left() <= 0 or self.seconds_left() < self.longest_pr_seconds
-
-    def early_deferral(self, config: Config, price: tuple[float, float] | None) -> str:
-        """Why the next PR is deferred before any request for it (its file list, its comments), or
-        "": the run is out of time, or its money cannot pay for even one call's prompt."""
-        if self.out_of_time():
-            return "seconds"
-        if config.limits.cost_usd <= 0 or self.cost_left() <= 0:
-            return "budget"
-        if price is not None and minimal_call_cost(price) > self.cost_left():
-            return "budget"
-        return ""
-
-    def record(self, cost_usd: float | None, seconds: float) -> None:
-        if cost_usd is None:
-            self.cost_known = False
-        else:
-            self.spent += cost_usd
-        self.longest_pr_seconds = max(self.longest_pr_seconds, seconds)
-
-
-def minimal_call_cost(price: tuple[float, float]) -> float:
-    """A floor under what one review call reserves (its prompt alone costs more)."""
-    return MIN_CALL_INPUT_TOKENS * price[0]
+def _early_deferral(run: Budget, longest_pr: float, config: Config, price: Price | None) -> str:
+    """Why the next PR is deferred before any request for it (its file list, its comments), or "":
+    the run is out of time (none left, or less than the longest PR of this run took), or its money
+    cannot pay for even one call's prompt."""
+    seconds_left = run.seconds_left()
+    if seconds_left <= 0 or seconds_left < longest_pr:
+        return "seconds"
+    cost_left = run.left().cost_usd
+    if config.limits.cost_usd <= 0 or cost_left <= 0:
+        return "budget"
+    if price is not None and minimal_call_cost(price) > cost_left:
+        return "budget"
+    return ""
 
 
 def scan(
@@ -200,7 +156,7 @@ def scan(
         else:
             to_review.append(pull)
 
-    run = RunBudget(config.limits.cost_usd, config.limits.seconds)
+    run = Budget(Limits.shared_by_run(config.limits))  # the parent of every PR's budget
     matrix: list[int] = []
     if settings.plan_only:
         cap = min(max(settings.limit, 0), MATRIX_MAX)
@@ -214,22 +170,24 @@ def scan(
     else:
         price = _price(config, warn)
         reviewed = 0
+        longest_pr = 0.0
         for pull in to_review:
             if reviewed >= settings.limit:
                 rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "deferred", "over_limit")
                 continue
             started = run.elapsed()
-            row = _review_one(client, job, pull, run, price, renderer, warn, notices)
-            run.record(row.outcome.cost_usd if row.outcome else 0.0, run.elapsed() - started)
+            row = _review_one(client, job, pull, run, longest_pr, price, renderer, warn, notices)
+            longest_pr = max(longest_pr, run.elapsed() - started)
             if row.status == "reviewed":
                 reviewed += 1
             rows[pull.number] = row
     ordered = sorted(rows.values(), key=lambda r: _ROW_ORDER[r.status])
+    spent = run.spent().cost_usd
     return ScanResult(
         repo=settings.repo,
         rows=tuple(ordered),
         matrix=tuple(matrix),
-        cost_usd=round(run.spent, 6) if run.cost_known else None,
+        cost_usd=round(spent, 6) if spent is not None else None,
         seconds=round(run.elapsed(), 1),
         cost_limit=config.limits.cost_usd,
         seconds_limit=config.limits.seconds,
@@ -334,23 +292,25 @@ def _review_one(
     client: GitHubClient,
     job: PullJob,
     pull: PullInfo,
-    run: RunBudget,
-    price: tuple[float, float] | None,
+    run: Budget,
+    longest_pr: float,
+    price: Price | None,
     run_renderer: Renderer,
     warn: Callable[[str], None],
     notices: TextIO | None,
 ) -> ScanRow:
+
     def admit(change: Change, config: Config) -> str:
-        early = run.early_deferral(config, price)
+        early = _early_deferral(run, longest_pr, config, price)
         if early:
             return early
         needed = planned_cost(change, config, renderer=run_renderer)
-        if needed is not None and needed > run.cost_left():
+        if needed is not None and needed > run.left().cost_usd:
             return "budget"
         return ""
 
     if job.config is not None:
-        early = run.early_deferral(job.config, price)
+        early = _early_deferral(run, longest_pr, job.config, price)
         if early:
             return ScanRow(pull.number, pull.title, pull.url, "deferred", early)
     client.wait_within(run.seconds_left())
@@ -360,22 +320,22 @@ def _review_one(
             dataclasses.replace(job, number=pull.number),
             warn=warn,
             notices=notices,
-            budget_for=run.share,
+            parent=run,
             admit=admit,
         )
     except Retryable as exc:
         warn(f"imreview: #{pull.number} deferred: {exc}")
         return ScanRow(pull.number, pull.title, pull.url, "deferred", "rate_limited")
     except GitHubError as exc:
-        renderer = Renderer(language=str(job.overrides.get("language", "en")))
-        outcome = unreadable(pull.number, exc, renderer, on_error=str(job.overrides.get("on_error", "warn")))
+        renderer = Renderer(language=job.overrides.language or "en")
+        outcome = unreadable(pull.number, exc, renderer, on_error=job.overrides.on_error or "warn")
         return ScanRow(pull.number, pull.title, pull.url, "failed", "unreadable", outcome)
     except UsageError:
         raise
     except Exception as exc:  # unexpected, in one PR: the scan goes on with the others
         warn(f"imreview: #{pull.number} failed: {type(exc).__name__}: {exc}")
-        renderer = Renderer(language=str(job.overrides.get("language", "en")))
-        outcome = crashed(pull.number, exc, renderer, on_error=str(job.overrides.get("on_error", "warn")))
+        renderer = Renderer(language=job.overrides.language or "en")
+        outcome = crashed(pull.number, exc, renderer, on_error=job.overrides.on_error or "warn")
         return ScanRow(pull.number, pull.title, pull.url, "failed", "failed", outcome)
     if outcome.report is not None:
         return ScanRow(pull.number, pull.title, pull.url, "reviewed", "", outcome)
@@ -416,7 +376,7 @@ def _run_renderer(
     return Renderer(language=config.language, template_dir=template_dir), template_dir
 
 
-def _price(config: Config, warn: Callable[[str], None]) -> tuple[float, float] | None:
+def _price(config: Config, warn: Callable[[str], None]) -> Price | None:
     if not config.model:
         return None
     from reviewer.llm import ModelClient

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from reviewer import answer_size
+from reviewer.budget import DEFAULT_ANSWER_TOKENS
 from reviewer.findings import parse_answer
-from reviewer.plan import DEFAULT_ANSWER_TOKENS
 
 
 def o200k(text: str) -> int:

@@ -250,3 +250,129 @@ def test_parallel_settles_keep_every_call_and_token() -> None:
     assert outcomes.count(True) == 40
     assert (used.calls, used.input_tokens, used.output_tokens) == (40, 280, 120)
     assert used.cost_usd == pytest.approx(0.04)
+
+
+# --- a scan run's budget is the parent of each PR's: the child's limits and spend ------------------
+
+
+def hold(budget: Budget, *, inp: int = 0, out: int = 0, cost: float = 0.0):
+    """Reserve with no margin, the whole cost the answer's (held exactly): for at-the-limit checks."""
+    return budget.reserve(
+        phase="review",
+        input_tokens=inp,
+        max_output_tokens=out,
+        cost_usd=cost,
+        answer_cost_usd=cost,
+        margin_percent=100,
+    )
+
+
+def test_a_childs_limits_are_the_smaller_of_its_own_and_what_the_parent_has_left() -> None:
+    clock = FakeClock()
+    run = Budget(limits(input_tokens=1000, cost_usd=1.0, seconds=100.0, calls=5), clock=clock)
+    first = Budget(limits(input_tokens=10_000, cost_usd=0.5, seconds=600.0, calls=24), parent=run)
+    assert (first.limits.input_tokens, first.limits.cost_usd, first.limits.calls) == (1000, 0.5, 5)
+    hold_first = hold(first, inp=600, cost=0.5)
+    first.settle(hold_first, input_tokens=600, output_tokens=0, cost_usd=0.75)  # the provider billed more
+    clock.now += 30.0
+    second = Budget(limits(input_tokens=10_000, cost_usd=0.5, seconds=600.0, calls=24), parent=run)
+    assert second.limits == Limits(
+        input_tokens=400, output_tokens=1_000_000, cost_usd=0.25, seconds=70.0, calls=4
+    )
+    assert second.report().limits["cost_usd"] == 0.25, "the PR's report shows the limits it had"
+
+
+def test_what_a_child_spends_is_charged_to_the_parent() -> None:
+    run = Budget(Limits.shared_by_run(limits(cost_usd=1.0)))
+    for spent in (0.25, 0.5):
+        pr = Budget(limits(cost_usd=1.0), parent=run)
+        r = hold(pr, inp=100, out=10, cost=spent)
+        pr.settle(r, input_tokens=90, output_tokens=10, cost_usd=spent)
+        assert pr.spent().cost_usd == spent
+    used = run.spent()
+    assert (used.cost_usd, used.input_tokens, used.output_tokens, used.calls) == (0.75, 180, 20, 2)
+    assert run.left().cost_usd == 0.25
+
+
+def test_an_unpriced_call_in_a_child_makes_the_runs_cost_unknown() -> None:
+    run = Budget(Limits.shared_by_run(limits(cost_usd=1.0)))
+    pr = Budget(limits(cost_usd=1.0), parent=run)
+    pr.settle(hold(pr, inp=10), input_tokens=10, output_tokens=1, cost_usd=None)
+    assert run.spent().cost_usd is None
+
+
+def test_a_child_may_spend_exactly_what_the_parent_has_left_and_not_a_token_more() -> None:
+    run = Budget(limits(input_tokens=1000, cost_usd=1.0))
+    first = Budget(limits(input_tokens=10_000, cost_usd=1.0), parent=run)
+    first.settle(hold(first, inp=600, cost=0.75), input_tokens=600, output_tokens=0, cost_usd=0.75)
+    second = Budget(limits(input_tokens=10_000, cost_usd=1.0), parent=run)
+    with pytest.raises(BudgetExhausted, match="needs 401 with margin, 400 left") as refused:
+        hold(second, inp=401)
+    assert refused.value.limit == "input_tokens"
+    with pytest.raises(BudgetExhausted, match=r"needs \$0\.250001 with margin, \$0\.250000 left"):
+        hold(second, cost=0.250001)
+    hold(second, inp=400, cost=0.25)  # exactly what is left: accepted
+    assert run.left().input_tokens == 0 and run.left().cost_usd == 0.0
+
+
+def test_a_child_made_when_the_parent_is_spent_makes_no_call() -> None:
+    run = Budget(Limits.shared_by_run(limits(cost_usd=0.5)))
+    first = Budget(limits(cost_usd=1.0), parent=run)
+    first.settle(hold(first, cost=0.5), input_tokens=1, output_tokens=1, cost_usd=0.5)
+    late = Budget(limits(cost_usd=1.0), parent=run)
+    assert late.limits.cost_usd == 0.0
+    with pytest.raises(BudgetExhausted, match=r"\$0\.000000 left") as refused:
+        hold(late, inp=1, cost=0.0)
+    assert refused.value.limit == "cost_usd"
+
+
+def test_siblings_in_flight_at_once_never_jointly_overspend_the_parent() -> None:
+    """Two children made while the parent had 1,000 tokens left each see 1,000; what one holds
+    is held in the parent too, so the other gets only the rest, to the token."""
+    run = Budget(limits(input_tokens=1000))
+    a = Budget(limits(input_tokens=1000), parent=run)
+    b = Budget(limits(input_tokens=1000), parent=run)
+    held_by_a = hold(a, inp=700)
+    with pytest.raises(BudgetExhausted, match="needs 301 with margin, 300 left"):
+        hold(b, inp=301)
+    assert b.left().input_tokens == 300
+    held_by_b = hold(b, inp=300)
+    a.cancel(held_by_a)  # never sent: released in the parent as well
+    assert run.left().input_tokens == 700
+    b.settle(held_by_b, input_tokens=250, output_tokens=0, cost_usd=0.0)
+    assert run.left().input_tokens == 750
+    with pytest.raises(ValueError, match="already settled or cancelled"):
+        b.settle(held_by_b, input_tokens=1, output_tokens=0, cost_usd=0.0)
+
+
+def test_a_childs_allowance_is_what_both_have_left() -> None:
+    run = Budget(limits(input_tokens=1000, output_tokens=500, calls=3, cost_usd=0.5))
+    pr = Budget(limits(input_tokens=800, output_tokens=800, calls=10, cost_usd=1.0), parent=run)
+    other = Budget(limits(), parent=run)
+    hold(other, inp=500, out=100, cost=0.25)  # a sibling's call in flight
+    allowance = pr.allowance(
+        price=(1e-6, 2e-6), window=8000, margin_percent=110, max_answer_tokens=4096, answer_tokens=2000
+    )
+    assert (allowance.input_tokens, allowance.output_tokens, allowance.calls) == (500, 400, 2)
+    assert allowance.cost_usd == 0.25
+    assert (allowance.price, allowance.window, allowance.margin_percent) == ((1e-6, 2e-6), 8000, 110)
+
+
+def test_a_child_runs_on_the_parents_clock_and_never_past_its_deadline() -> None:
+    clock = FakeClock()
+    run = Budget(limits(seconds=100.0), clock=clock)
+    clock.now += 90.0
+    pr = Budget(limits(seconds=600.0), parent=run)
+    assert pr.limits.seconds == 10.0
+    clock.now += 10.0
+    with pytest.raises(BudgetExhausted) as refused:
+        hold(pr)
+    assert refused.value.limit == "seconds"
+
+
+def test_a_runs_limits_bound_only_cost_and_seconds() -> None:
+    run = Limits.shared_by_run(limits(input_tokens=5, output_tokens=5, cost_usd=2.0, seconds=60.0, calls=1))
+    pr = Budget(limits(input_tokens=1000, calls=3), parent=Budget(run, clock=FakeClock()))
+    assert pr.limits == Limits(
+        input_tokens=1000, output_tokens=1_000_000, cost_usd=2.0, seconds=60.0, calls=3
+    )

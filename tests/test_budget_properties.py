@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -241,3 +242,53 @@ def test_a_plan_filled_to_the_brim_of_its_cost_limit_is_accepted_call_by_call(
     )
     budget = Budget(Limits(input_tokens=10**9, output_tokens=10**9, cost_usd=cost_usd, calls=1000))
     hold_every_unit(budget, plan.units, price, margin)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    run_cost=st.integers(0, 1000),
+    steps=st.lists(
+        st.tuples(
+            st.integers(0, 3),  # which child
+            st.integers(0, 400),  # the cost asked for, in thousandths
+            st.integers(0, 600),  # what the provider billed, in thousandths of what was asked
+            st.booleans(),  # settled (True) or cancelled
+        ),
+        max_size=30,
+    ),
+    own=st.lists(st.integers(0, 1000), min_size=4, max_size=4),
+)
+def test_children_never_spend_more_than_the_parent_has_left(
+    run_cost: int, steps: list[tuple[int, int, int, bool]], own: list[int]
+) -> None:
+    """Whatever the children ask, in whatever order: a reservation is accepted only when it fits
+    the child and what the parent has left, and the parent is charged exactly what its children
+    spent. Billing at most what was reserved, the parent never passes its limit."""
+    run = Budget(Limits.shared_by_run(Limits(cost_usd=run_cost / 1000)))
+    children = [Budget(Limits(cost_usd=c / 1000, calls=1000), parent=run) for c in own]
+    for which, asked, billed, settle in steps:
+        child = children[which]
+        cost = asked / 1000
+        child_left, run_left = child.left().cost_usd, run.left().cost_usd
+        try:
+            r = child.reserve(
+                phase="review",
+                input_tokens=1,
+                max_output_tokens=1,
+                cost_usd=cost,
+                answer_cost_usd=cost,
+                margin_percent=100,
+            )
+        except BudgetExhausted as exc:
+            assert exc.limit == "cost_usd"
+            assert cost > min(child_left, run_left) - 1e-12 or min(child_left, run_left) <= 0
+            continue
+        assert cost <= min(child_left, run_left) + 1e-12, "accepted more than the parent has left"
+        if settle:
+            child.settle(r, input_tokens=1, output_tokens=1, cost_usd=cost * min(billed, 1000) / 1000)
+        else:
+            child.cancel(r)
+    spent = run.spent().cost_usd
+    assert spent is not None and spent <= run_cost / 1000 + 1e-9
+    assert spent == pytest.approx(sum(c.spent().cost_usd or 0.0 for c in children))
+    assert run.spent().calls == sum(c.spent().calls for c in children)

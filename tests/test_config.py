@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,9 @@ import pytest
 from reviewer.budget import Limits
 from reviewer.config import (
     CONFIG_KEYS,
+    OVERRIDE_KEYS,
     Config,
+    Overrides,
     Prices,
     build_config,
     config_hash,
@@ -408,6 +411,37 @@ def test_bad_overrides_name_the_flag(overrides: dict[str, object], flag: str) ->
     with pytest.raises(ConfigError) as info:
         build_config(overrides=overrides)
     assert str(info.value).startswith(flag + ": ")
+
+
+def test_the_typed_overrides_have_a_field_for_every_key_a_flag_or_an_input_sets() -> None:
+    settable = {name for name, key in OVERRIDE_KEYS.items() if key.flag or key.input}
+    assert {f.name for f in dataclasses.fields(Overrides)} == settable
+
+
+def test_typed_overrides_layer_over_the_file_and_a_bad_one_names_the_flag() -> None:
+    file_layer = {"max_calls": 3, "language": "zh-CN", "include": ("src/**",)}
+    given = Overrides.given({"max_calls": 5, "include": [], "model": None, "unrelated": 1})
+    assert given == Overrides(max_calls=5)
+    config = build_config(file_layer=file_layer, overrides=given)
+    assert (config.limits.calls, config.language, config.include) == (5, "zh-CN", ("src/**",))
+    with pytest.raises(ConfigError, match=r"^option '--max-findings': must be at least 0, got -1"):
+        build_config(overrides=Overrides(max_findings=-1))
+
+
+@pytest.mark.parametrize("name", [n for n, k in OVERRIDE_KEYS.items() if "default " in k.flag_help])
+def test_a_flags_help_line_names_the_default_the_table_has(name: str) -> None:
+    """`imreview --help` is built from the table's rows: the default a help line names is the key's."""
+    key = OVERRIDE_KEYS[name]
+    match = re.search(r"default ([\w.,]+?)[):;]", key.flag_help)
+    if key.default is None:
+        assert match is None, f"{name}: the help names a default the table does not have"
+        return
+    assert match is not None, key.flag_help
+    said = match.group(1).replace(",", "")
+    if isinstance(key.default, str):
+        assert said == key.default
+    else:
+        assert float(said) == float(key.default)  # type: ignore[arg-type]
 
 
 HASH_SCRIPT = """

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from reviewer.config import Overrides
 from reviewer.diff import DiffFile, parse_github_file
 from reviewer.incremental import map_line, to_carry
 from reviewer.publish import StickyState, state_marker
@@ -125,7 +126,7 @@ def review(gh: FakeGitHub, model: FakeModelServer, **overrides: Any) -> PrOutcom
     job = PullJob(
         repo=REPO,
         number=7,
-        overrides={"model": MODEL, "api_base": model.api_base, **overrides},
+        overrides=Overrides(model=MODEL, api_base=model.api_base, **overrides),
         skip=SkipRules(),
         post_comment=True,
         inline_comments=True,
@@ -273,7 +274,7 @@ def test_a_config_change_is_a_full_review(pr: Pr, gh: FakeGitHub, model: FakeMod
     h2 = pr.git.commit({"app.py": EVAL + APP_BASE + "def late(x):\n    return x * 99\n"}, "push")
     pr.push(h2)
     sent_before = len(model.requests)
-    report = report_of(review(gh, model, instructions="Look hard at error handling."))
+    report = report_of(review(gh, model, max_findings=3))
 
     inc = report.incremental
     assert inc is not None and (inc.mode, inc.reason) == ("full", "config_changed")

@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reviewer.config import Overrides
 from reviewer.publish import StickyState, sign_sticky, state_key
 from reviewer.pull import PullJob, SkipRules, review_pull
 from reviewer.source.github import GitHubClient
@@ -94,7 +95,7 @@ def job(cap: float, model: FakeModelServer, number: int) -> PullJob:
     return PullJob(
         repo=REPO,
         number=number,
-        overrides={"model": MODEL, "api_base": model.api_base, "max_cost_usd": 0.2, "max_calls": 4},
+        overrides=Overrides(model=MODEL, api_base=model.api_base, max_cost_usd=0.2, max_calls=4),
         skip=SkipRules(reviewed=True),
         post_comment=True,
         inline_comments=True,
@@ -246,7 +247,9 @@ def test_a_run_that_cannot_be_priced_keeps_the_total_of_the_runs_before_it(
     model.handler = provider.answer
     client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
     priced = job(1.0, model, number)
-    unpriced = dataclasses.replace(priced, overrides={**priced.overrides, "model": "openai/no-price-known"})
+    unpriced = dataclasses.replace(
+        priced, overrides=dataclasses.replace(priced.overrides, model="openai/no-price-known")
+    )
     review_pull(client, unpriced, warn=lambda message: None)
     assert provider.calls > 0
     assert recorded_total(gh, number) == pytest.approx(0.1), "the cap does not start over"
