@@ -10,7 +10,6 @@ inside `source.github`.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -25,20 +24,21 @@ from reviewer.diff import LineIndex
 from reviewer.errors import ConfigError, GitHubError, NoWriteAccess
 from reviewer.events import skip_reason
 from reviewer.incremental import Increment
-from reviewer.publish import (
-    READ_ONLY,
-    READ_ONLY_DETAIL,
-    annotate,
-    echo_untrusted,
-    escape_data,
-    find_sticky,
-    post_inline_review,
-    upsert_sticky,
-)
+from reviewer.publish import InlineReview, PullTarget, StickyComment, find_sticky, upsert_sticky
 from reviewer.render import Renderer
-from reviewer.report import PRIORITIES, Finding, Incremental, Published, Report, priority_rank
+from reviewer.report import PRIORITIES, Incremental, Published, Report, priority_rank
 from reviewer.report_files import ReportDir
-from reviewer.state import PENDING_REVIEW, StickyState, mark_pending, state_key, visible_text
+from reviewer.runner_sinks import (
+    READ_ONLY_DETAIL,
+    Annotations,
+    Notice,
+    ReadOnlyPull,
+    Sink,
+    annotations_dropped,
+    echo_untrusted,
+    publish_all,
+)
+from reviewer.state import StickyState, state_key, visible_text
 
 if TYPE_CHECKING:
     from reviewer.run import Rendered
@@ -156,7 +156,7 @@ def review_pull(
     `notices` receives the workflow commands (annotations, notices) when running in Actions.
     """
     from reviewer.review import analyse
-    from reviewer.run import finish, report_json, summary_text
+    from reviewer.run import finish, gate_closed, report_json, summary_text
     from reviewer.source.github import REVIEW_FILES_LIMIT, GitHubSource
 
     source = GitHubSource(
@@ -247,7 +247,7 @@ def review_pull(
             client, job, writing, renderer, head_sha=info.head_sha, allowance=budget.limits.cost_usd
         )
         if reservation is not None and reservation.created:
-            writing = dataclasses.replace(writing, publisher=writing.relisting())
+            writing = dataclasses.replace(writing, comments=None)  # list again: it holds this run's comment
     try:
         client.wait_within(budget.limits.seconds)
         increment, increment_info = plan_increment(
@@ -267,9 +267,11 @@ def review_pull(
             analysis = dataclasses.replace(
                 analysis, report=analysis.report.replace(incremental=increment_info)
             )
-        report, rendered = finish(
-            analysis, source, config, renderer, publisher=writing.publisher, prior=prior.state
+        report, rendered = finish(analysis, source, config, renderer, prior=prior.state)
+        sinks = sinks_for(
+            client, job, writing, renderer, config, analysis.index, read_only=read_only, notices=notices
         )
+        report = publish_all(sinks, report, rendered, gate_closed=gate_closed(renderer), warn=warn)
     except Exception:
         if reservation is not None:  # a failure after the reservation: count what was really spent
             try:
@@ -279,20 +281,8 @@ def review_pull(
         raise
     if reservation is not None:
         report = settle_spend(client, job, writing, reservation, report, renderer, warn=warn)
-    if read_only and wants_write:
-        notice = renderer.translate(
-            "action.read_only",
-            "read-only token (pull request from a fork): results are in the job summary and annotations only",
-        )
-        report = report.replace(
-            published=(*report.published, Published("pull_request", False, notice, reason=READ_ONLY))
-        )
-        _notice(notices, notice)
-    elif any(not p.ok and p.reason == READ_ONLY for p in report.published):
-        _notice(notices, READ_ONLY_DETAIL)
-    dropped = 0
-    if job.annotations and notices is not None:
-        dropped = annotate(list(report.findings[: config.max_findings]), notices).dropped
+    annotating = any(isinstance(sink, Annotations) for sink in sinks)
+    dropped = annotations_dropped(report.findings, config.max_findings) if annotating else 0
     report_path = ""
     reports = job.reports or (ReportDir(job.scratch) if job.scratch is not None else None)
     if reports is not None:
@@ -415,11 +405,6 @@ def _renderer(client: GitHubClient, job: PullJob, info: PullInfo, config: Config
             client, info.base_repo or job.repo, info.base_sha, job.base_template_dir, scratch
         )
     return Renderer(language=config.language, template_dir=template_dir)
-
-
-def _notice(stream: TextIO | None, text: str) -> None:
-    if stream is not None:
-        stream.write(f"::notice title=imreview::{escape_data(text)}\n")
 
 
 # --- outcomes without a review -------------------------------------------------------------------
@@ -594,78 +579,52 @@ def prior_review(
     )
 
 
-def pr_publisher(
-    client: GitHubClient,
-    repo: str,
-    number: int,
-    config: Config,
-    renderer: Renderer,
-    *,
-    login: str,
-    post_comment: bool,
-    inline_comments: bool,
-    warn: Warn,
-    comments: Sequence[CommentInfo] | None = None,
-) -> Publisher:
-    """The PR sinks: the sticky comment, then the inline review. A 403 on the comment stops further
-    writes (a token that cannot comment cannot review either). When the review then fails for a
-    reason a rerun can mend (not a read-only token), the comment's state is edited to say so
-    (`pending`), so a rerun at the same head publishes it instead of skipping as "already
-    reviewed". `comments` (the PR's comments as listed at the start) spares a second listing."""
-
-    def publish(report: Report, comment: str, index: LineIndex) -> Sequence[Published]:
-        results: list[Published] = []
-        sticky = None
-        if post_comment:
-            sticky = upsert_sticky(client, repo, number, body=comment, login=login, comments=comments)
-            results.append(sticky)
-        read_only = sticky is not None and not sticky.ok and sticky.reason == READ_ONLY
-        if inline_comments and read_only:
-            results.append(Published("review", False, READ_ONLY_DETAIL, reason=READ_ONLY))
-        elif inline_comments:
-            published = _published_findings(report.findings, config.max_findings)
-            data = report.to_dict()
-            by_id = {f["id"]: f for f in data["findings"]}
-            review = post_inline_review(
-                client,
-                repo,
-                number,
-                head_sha=report.snapshot.head.sha,
-                body=renderer.review_body(data),
-                comments=[(f, renderer.inline(by_id[f.id])) for f in published],
-                index=index,
-                login=login,
-                fold=lambda fs: renderer.review_body(data, folded=[by_id[f.id] for f in fs]),
-            )
-            if not review.ok and review.reason != READ_ONLY and sticky is not None and sticky.ok:
-                pending = mark_pending(comment, [PENDING_REVIEW])
-                marked = upsert_sticky(client, repo, number, body=pending, login=login)
-                if not marked.ok:
-                    review = dataclasses.replace(
-                        review, detail=f"{review.detail}; could not mark it pending: {marked.detail}"
-                    )
-            results.append(review)
-        for r in results:
-            if not r.ok:
-                warn(f"imreview: {r.sink}: {r.detail}")
-        return results
-
-    return publish
-
-
 @dataclass(frozen=True)
 class PrWriting:
-    """What writing to one PR needs: the last review our sticky comment recorded, and the sinks.
-    `relisting` builds the same sinks reading the PR's comments afresh (after this run wrote one)."""
+    """What writing to one PR needs: the last review our sticky comment recorded, who we write as,
+    and the PR's comments as listed at the start (None: the sinks list them afresh). `on`: a PR sink
+    (sticky comment, inline review) is on."""
 
     prior: PriorReview
-    publisher: Publisher | None
+    on: bool = False
     login: str = ""
-    relisting: Callable[[], Publisher | None] = lambda: None
     comments: Sequence[CommentInfo] | None = None
 
 
-NO_WRITING = PrWriting(PriorReview(None, None, False), None)
+NO_WRITING = PrWriting(PriorReview(None, None, False))
+
+
+def sinks_for(
+    client: GitHubClient,
+    job: PullJob,
+    writing: PrWriting,
+    renderer: Renderer,
+    config: Config,
+    index: LineIndex,
+    *,
+    read_only: bool,
+    notices: TextIO | None,
+) -> list[Sink]:
+    """Every sink of one PR's review, in the order they run: the sticky comment, then the inline
+    review (or, for a fork PR's read-only token, a notice that nothing is written), the read-only
+    notice, the annotations. The job summary and the outputs are written by the caller, per run."""
+    sinks: list[Sink] = []
+    if read_only and (job.post_comment or job.inline_comments):
+        text = renderer.translate(
+            "action.read_only",
+            "read-only token (pull request from a fork): results are in the job summary and annotations only",
+        )
+        sinks.append(ReadOnlyPull(notices, text))
+    else:
+        target = PullTarget(client, job.repo, job.number, writing.login, writing.comments)
+        if writing.on and job.post_comment:
+            sinks.append(StickyComment(target))
+        if writing.on and job.inline_comments:
+            sinks.append(InlineReview(target, renderer, config.max_findings, index))
+        sinks.append(Notice(notices, READ_ONLY_DETAIL, on_read_only=True))
+    if job.annotations and notices is not None:
+        sinks.append(Annotations(notices, config.max_findings))
+    return sinks
 
 
 # --- the per-PR cost cap: reserve before spending, settle after ---------------------------------
@@ -698,7 +657,7 @@ def reserve_spend(
     replaces the reservation with what it really cost, and `settle_spend` does so for one that
     published nothing. None (nothing reserved) when there is no key to sign the state with, no
     sticky sink, or the write failed: the run goes on, as it would without the cap's record."""
-    if writing.publisher is None or state_key() is None:
+    if not writing.on or state_key() is None:
         return None
     prior = writing.prior
     if prior.state is not None and prior.body is not None:
@@ -815,24 +774,7 @@ def prepare_writing(
         renderer=renderer,
         comments=comments,
     )
-    publishing = functools.partial(
-        pr_publisher,
-        client,
-        repo,
-        number,
-        config,
-        renderer,
-        login=login,
-        post_comment=post_comment,
-        inline_comments=inline_comments,
-        warn=warn,
-    )
-    publisher = publishing(comments=comments)
-
-    def relisting() -> Publisher | None:
-        return publishing()
-
-    return PrWriting(prior, publisher, login, relisting, comments)
+    return PrWriting(prior, True, login, comments)
 
 
 @dataclass(frozen=True)
@@ -860,12 +802,6 @@ def sticky_state(client: GitHubClient, repo: str, number: int, listed: ListedCom
     except GitHubError:
         return None
     return StickyState.parse(sticky.body) if sticky else None
-
-
-def _published_findings(findings: Sequence[Finding], limit: int) -> list[Finding]:
-    """Inline candidates: anchored findings among those published, never one carried from an
-    earlier review (its inline comment, if any, is already on the PR)."""
-    return [f for f in findings[: max(0, limit)] if f.anchored and f.carried_from is None]
 
 
 def viewer_login(client: GitHubClient) -> str:

@@ -10,35 +10,25 @@ import gc
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 from reviewer import gate
 from reviewer.budget import Budget
 from reviewer.config import Config, config_hash
-from reviewer.diff import LineIndex
 from reviewer.errors import UsageError
 from reviewer.incremental import CarriedFinding
-from reviewer.publish import COMMENT_LIMIT, echo_untrusted, utf16_len
+from reviewer.publish import COMMENT_LIMIT, utf16_len
 from reviewer.render import Renderer, fit
 from reviewer.report import Published, Report
 from reviewer.review import Analysis, analyse, conclude
+from reviewer.runner_sinks import Rendered as Rendered
+from reviewer.runner_sinks import echo_untrusted
 from reviewer.source import Source
 from reviewer.state import StickyState
 
 SUMMARY_LIMIT = 1_000_000
 Warn = Callable[[str], None]
-Publisher = Callable[[Report, str, LineIndex], Sequence[Published]]
-
-
-@dataclass(frozen=True)
-class Rendered:
-    """The PR-facing bodies, rendered before the gate so their sizes can be checked."""
-
-    comment: str
-    comment_truncated: bool
-    state: StickyState
 
 
 def state_for(
@@ -114,10 +104,9 @@ def finish(
     config: Config,
     renderer: Renderer,
     *,
-    publisher: Publisher | None = None,
     prior: StickyState | None = None,
 ) -> tuple[Report, Rendered]:
-    """Render → gate → publish (only when publish_ready) → the report with what was published."""
+    """Gate → render: the report with its verdict and gate, and the bodies the sinks write."""
     carry, complete = analysis.carry, analysis.complete
     rendered = render_bodies(analysis.report, config, renderer, prior=prior, carry=carry, complete=complete)
     outputs = [
@@ -127,23 +116,19 @@ def finish(
     ]
     report = conclude(analysis, current_head=source.head_sha(), outputs=outputs, renderer=renderer)
     rendered = render_bodies(report, config, renderer, prior=prior, carry=carry, complete=complete)
-    if publisher is not None:
-        if report.gate.publish_ready:
-            report = report.replace(published=tuple(publisher(report, rendered.comment, analysis.index)))
-        else:
-            report = report.replace(
-                published=(
-                    Published(
-                        sink="pull_request",
-                        ok=False,
-                        detail=renderer.translate(
-                            "not_published_gate", "nothing posted to the PR: the completion gate did not pass"
-                        ),
-                        reason="gate_closed",
-                    ),
-                )
-            )
     return report, rendered
+
+
+def gate_closed(renderer: Renderer) -> Published:
+    """What the pull request's sinks say when the completion gate did not pass: nothing posted."""
+    return Published(
+        sink="pull_request",
+        ok=False,
+        detail=renderer.translate(
+            "not_published_gate", "nothing posted to the PR: the completion gate did not pass"
+        ),
+        reason="gate_closed",
+    )
 
 
 def summary_text(report: Report, renderer: Renderer, *, annotations_dropped: int = 0) -> str:
