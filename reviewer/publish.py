@@ -11,6 +11,7 @@ hidden marker before anything is created, so a rerun or a retried job edits inst
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import hmac
 import json
@@ -221,47 +222,52 @@ def upsert_sticky(
         listed = client.issue_comments(repo, number) if comments is None else comments
         ours = _our_stickies(listed, login, repo=repo, number=number, key=key)
         if ours:
-            body = bind_sticky(body, ours[0].id) if key is None else body
-            info = _write(client, lambda: client.edit_issue_comment(repo, ours[0].id, body))
-            return _sticky_done(
-                client,
-                repo,
-                "updated the sticky comment",
-                info,
-                _deletable(ours[1:], login, key),
-                reason="updated",
-            )
-        created = _write(
-            client,
-            lambda: client.create_issue_comment(repo, number, body),
-            lambda: _landed(client, repo, number, body, login),
-        )
-        if key is None:
-            created = _bind_created(client, repo, created, body)
-        try:
-            ours = _our_stickies(
-                client.issue_comments(repo, number), login, repo=repo, number=number, key=key
-            )
-        except GitHubError as exc:
-            detail = f"created the sticky comment (not re-checked for a racing duplicate: {exc})"
-            return Published("comment", True, detail, created.url, reason="created")
-        if all(c.id != created.id for c in ours):
-            ours = sorted([*ours, created], key=lambda c: c.id)
-        keep = ours[0]
-        info = (
-            created
-            if keep.id == created.id
-            else _write(client, lambda: client.edit_issue_comment(repo, keep.id, _bound(body, keep.id, key)))
-        )
-        extra = _deletable([c for c in ours[1:] if c.id != created.id], login, key)
-        mine = [created] if keep.id != created.id else []
-        return _sticky_done(
-            client, repo, "created the sticky comment", info, [*mine, *extra], reason="created"
-        )
+            return _edit_sticky(client, repo, ours, body=body, login=login, key=key)
+        return _create_sticky(client, repo, number, body=body, login=login, key=key)
     except NoWriteAccess:
         return Published("comment", False, READ_ONLY_DETAIL, reason=READ_ONLY)
     except GitHubError as exc:
         return Published("comment", False, f"sticky comment not posted: {exc}", reason="github_error")
+
+
+def _edit_sticky(
+    client: GitHubClient, repo: str, ours: Sequence[CommentInfo], *, body: str, login: str, key: bytes | None
+) -> Published:
+    """Our oldest sticky comment edited in place; our own newer duplicates deleted."""
+    body = bind_sticky(body, ours[0].id) if key is None else body
+    info = _write(client, lambda: client.edit_issue_comment(repo, ours[0].id, body))
+    duplicates = _deletable(ours[1:], login, key)
+    return _sticky_done(client, repo, "updated the sticky comment", info, duplicates, reason="updated")
+
+
+def _create_sticky(
+    client: GitHubClient, repo: str, number: int, *, body: str, login: str, key: bytes | None
+) -> Published:
+    """A new sticky comment; then the list read again, so a copy a concurrent job created meanwhile
+    is found: the oldest is kept (edited to this body when it is not ours) and the newer go."""
+    created = _write(
+        client,
+        lambda: client.create_issue_comment(repo, number, body),
+        lambda: _landed(client, repo, number, body, login),
+    )
+    if key is None:
+        created = _bind_created(client, repo, created, body)
+    try:
+        ours = _our_stickies(client.issue_comments(repo, number), login, repo=repo, number=number, key=key)
+    except GitHubError as exc:
+        detail = f"created the sticky comment (not re-checked for a racing duplicate: {exc})"
+        return Published("comment", True, detail, created.url, reason="created")
+    if all(c.id != created.id for c in ours):
+        ours = sorted([*ours, created], key=lambda c: c.id)
+    keep = ours[0]
+    info = (
+        created
+        if keep.id == created.id
+        else _write(client, lambda: client.edit_issue_comment(repo, keep.id, _bound(body, keep.id, key)))
+    )
+    extra = _deletable([c for c in ours[1:] if c.id != created.id], login, key)
+    mine = [created] if keep.id != created.id else []
+    return _sticky_done(client, repo, "created the sticky comment", info, [*mine, *extra], reason="created")
 
 
 def _deletable(duplicates: Sequence[CommentInfo], login: str, key: bytes | None) -> list[CommentInfo]:
@@ -463,64 +469,81 @@ def post_inline_review(
     """
     try:
         key = state_key()
-        carried: set[str] = set()
-        for review in client.reviews(repo, number):
-            state = _our_review_state(review, login, repo=repo, number=number, key=key)
-            if state and isinstance(state.get("ids"), list):
-                carried.update(str(i) for i in state["ids"])
-        planned: list[tuple[Finding, InlineComment]] = []
-        for finding, text in comments:
-            if finding.id in carried:
-                continue
-            inline = _inline(finding, text, index)
-            if inline is not None:
-                carried.add(finding.id)
-                planned.append((finding, inline))
+        planned = _new_inline(comments, _carried_ids(client, repo, number, login, key), index)
         if not planned:
             return Published("review", True, "no new findings", reason="no_new_findings")
         marker = _signed_review_marker(
             head_sha, [f.id for f, _ in planned], repo=repo, number=number, key=key
         )
+        send = functools.partial(
+            _send_review, client, repo, number, head_sha=head_sha, marker=marker, login=login, key=key
+        )
         posted, overflow = planned[:MAX_INLINE_COMMENTS], planned[MAX_INLINE_COMMENTS:]
         extra = fold([f for f, _ in overflow]) if overflow else ""
         try:
-            info = _write(
-                client,
-                lambda: client.create_review(
-                    repo,
-                    number,
-                    commit_sha=head_sha,
-                    body=_review_body(body, extra, marker),
-                    comments=[c for _, c in posted],
-                ),
-                lambda: _review_landed(client, repo, number, marker, login),
-            )
+            url, note = send(_review_body(body, extra, marker), [c for _, c in posted])
             detail = f"review with {len(posted)} inline comment(s)"
             if overflow:
                 detail += f"; {len(overflow)} more folded into the review body"
-            if key is None:
-                detail += _bind_review(client, repo, number, info, _review_body(body, extra, marker))
-            return Published("review", True, detail, info.url, reason="posted")
+            return Published("review", True, detail + note, url, reason="posted")
         except Unprocessable as exc:
-            folded = fold([f for f, _ in planned])
-            info = _write(
-                client,
-                lambda: client.create_review(
-                    repo, number, commit_sha=head_sha, body=_review_body(body, folded, marker), comments=[]
-                ),
-                lambda: _review_landed(client, repo, number, marker, login),
-            )
+            url, note = send(_review_body(body, fold([f for f, _ in planned]), marker), [])
             detail = (
                 f"GitHub rejected the inline comments ({exc}); "
                 f"{len(planned)} finding(s) posted in the review body instead"
             )
-            if key is None:
-                detail += _bind_review(client, repo, number, info, _review_body(body, folded, marker))
-            return Published("review", True, detail, info.url, reason="folded")
+            return Published("review", True, detail + note, url, reason="folded")
     except NoWriteAccess:
         return Published("review", False, READ_ONLY_DETAIL, reason=READ_ONLY)
     except GitHubError as exc:
         return Published("review", False, f"review not posted: {exc}", reason="github_error")
+
+
+def _carried_ids(client: GitHubClient, repo: str, number: int, login: str, key: bytes | None) -> set[str]:
+    """The finding ids our earlier reviews of this PR carried (provably ours: see `_our_review_state`)."""
+    carried: set[str] = set()
+    for review in client.reviews(repo, number):
+        state = _our_review_state(review, login, repo=repo, number=number, key=key)
+        if state and isinstance(state.get("ids"), list):
+            carried.update(str(i) for i in state["ids"])
+    return carried
+
+
+def _new_inline(
+    comments: Sequence[tuple[Finding, str]], carried: set[str], index: LineIndex
+) -> list[tuple[Finding, InlineComment]]:
+    """The inline comments to post: findings no earlier review carried, on lines GitHub accepts."""
+    planned: list[tuple[Finding, InlineComment]] = []
+    for finding, text in comments:
+        if finding.id in carried:
+            continue
+        inline = _inline(finding, text, index)
+        if inline is not None:
+            carried.add(finding.id)
+            planned.append((finding, inline))
+    return planned
+
+
+def _send_review(
+    client: GitHubClient,
+    repo: str,
+    number: int,
+    body: str,
+    comments: list[InlineComment],
+    *,
+    head_sha: str,
+    marker: str,
+    login: str,
+    key: bytes | None,
+) -> tuple[str | None, str]:
+    """One review created (looked for by its marker when the answer was lost) and, without a key,
+    bound to its id: its url, and a note when the binding failed."""
+    info = _write(
+        client,
+        lambda: client.create_review(repo, number, commit_sha=head_sha, body=body, comments=comments),
+        lambda: _review_landed(client, repo, number, marker, login),
+    )
+    return info.url, (_bind_review(client, repo, number, info, body) if key is None else "")
 
 
 # --- the GitHub sinks --------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from reviewer.errors import UsageError
 from reviewer.incremental import CarriedFinding
 from reviewer.publish import COMMENT_LIMIT, utf16_len
 from reviewer.render import Renderer, fit
-from reviewer.report import Published, Report
+from reviewer.report import Report
 from reviewer.review import Analysis, analyse, conclude
 from reviewer.runner_sinks import Rendered as Rendered
 from reviewer.runner_sinks import echo_untrusted
@@ -117,18 +117,6 @@ def finish(
     report = conclude(analysis, current_head=source.head_sha(), outputs=outputs, renderer=renderer)
     rendered = render_bodies(report, config, renderer, prior=prior, carry=carry, complete=complete)
     return report, rendered
-
-
-def gate_closed(renderer: Renderer) -> Published:
-    """What the pull request's sinks say when the completion gate did not pass: nothing posted."""
-    return Published(
-        sink="pull_request",
-        ok=False,
-        detail=renderer.translate(
-            "not_published_gate", "nothing posted to the PR: the completion gate did not pass"
-        ),
-        reason="gate_closed",
-    )
 
 
 def summary_text(report: Report, renderer: Renderer, *, annotations_dropped: int = 0) -> str:

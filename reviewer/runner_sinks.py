@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TextIO
 
-from reviewer.render import fit
+from reviewer.render import Renderer, fit
 from reviewer.report import Finding, Published, Report, priority_rank
 from reviewer.state import StickyState
 
@@ -80,6 +80,18 @@ def publish_all(
         if result is not None and sink.records:
             report = report.replace(published=(*report.published, result))
     return report
+
+
+def gate_closed(renderer: Renderer) -> Published:
+    """What the pull request's sinks say when the completion gate did not pass: nothing posted."""
+    return Published(
+        sink="pull_request",
+        ok=False,
+        detail=renderer.translate(
+            "not_published_gate", "nothing posted to the PR: the completion gate did not pass"
+        ),
+        reason="gate_closed",
+    )
 
 
 def refused_read_only(report: Report | None) -> bool:
@@ -228,8 +240,6 @@ def _truncate_summary(text: str, full: int, room: int) -> str:
 
 def _packaged_text(key: str, **params: Any) -> str:
     """A publish-time note from the packaged i18n strings (English: the PR's language is not known here)."""
-    from reviewer.render import Renderer
-
     return Renderer().translate(key, **params)
 
 
