@@ -1,10 +1,10 @@
-"""One GitHub pull request end to end: snapshot → skip rules → review → publish.
+"""One GitHub pull request end to end: read → configure → allot → review → gate → render → publish.
 
-The only place that reviews a GitHub PR. The Action (a PR event, a dispatch, a scheduled scan),
-`imreview pr` and `imreview scan` all call `review_pull` and differ only in the `PullJob` they
-pass: which skip rules apply, which sinks are on, where config and templates come from, and the
-budget. Config and templates are read from the PR's BASE branch (never its head); PyGithub stays
-inside `source.github`.
+`review_pull` names those stages in one screen; it is the only place that reviews a GitHub PR.
+The Action (a PR event, a dispatch, a scheduled scan), `imreview pr` and `imreview scan` all call
+it and differ only in the `PullJob` they pass: which skip rules apply, which sinks are on, where
+config and templates come from, and the budget. Config and templates are read from the PR's BASE
+branch (never its head); PyGithub stays inside `source.github`.
 """
 
 from __future__ import annotations

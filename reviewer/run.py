@@ -1,7 +1,8 @@
 """The end stages shared by `review`, `pr` and `action` (DESIGN 10.1).
 
-Order: render the PR bodies → gate (re-read the head; sizes after truncation) → publish to the PR
-→ render the job summary (it shows what was published) → write the summary, report and outputs.
+Order: gate (re-read the head) → render the PR bodies once (the gate then records their sizes) →
+publish to the PR (the flow's sinks) → render the job summary (it shows what was published) →
+write the summary, report and outputs.
 """
 
 from __future__ import annotations
@@ -106,17 +107,19 @@ def finish(
     *,
     prior: StickyState | None = None,
 ) -> tuple[Report, Rendered]:
-    """Gate → render: the report with its verdict and gate, and the bodies the sinks write."""
+    """Gate → render: the verdict and the completion gate (the head re-read once), then the bodies,
+    rendered once; the gate's output check then measures the comment as it will be written."""
     carry, complete = analysis.carry, analysis.complete
-    rendered = render_bodies(analysis.report, config, renderer, prior=prior, carry=carry, complete=complete)
-    outputs = [
-        gate.OutputSize(
-            "comment", utf16_len(rendered.comment), COMMENT_LIMIT + 5_000, rendered.comment_truncated
-        )
-    ]
-    report = conclude(analysis, current_head=source.head_sha(), outputs=outputs, renderer=renderer)
+    head = source.head_sha()
+    report = conclude(analysis, current_head=head, outputs=(), renderer=renderer)
     rendered = render_bodies(report, config, renderer, prior=prior, carry=carry, complete=complete)
-    return report, rendered
+    comment = gate.OutputSize(
+        "comment", utf16_len(rendered.comment), COMMENT_LIMIT + 5_000, rendered.comment_truncated
+    )
+    sized = conclude(analysis, current_head=head, outputs=[comment], renderer=renderer)
+    if sized.gate.publish_ready != report.gate.publish_ready:  # the comment fits by construction
+        rendered = render_bodies(sized, config, renderer, prior=prior, carry=carry, complete=complete)
+    return sized, rendered
 
 
 def summary_text(report: Report, renderer: Renderer, *, annotations_dropped: int = 0) -> str:

@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 import pytest
 
 from reviewer import pull
+from reviewer.publish import utf16_len
+from reviewer.render import Renderer
 from reviewer.report import Gate, Published, Report
 from reviewer.runner_sinks import (
     READ_ONLY,
@@ -70,20 +72,25 @@ class Counted:
         monkeypatch.setattr(owner, name, counting)
 
 
-def test_a_push_finds_and_parses_the_sticky_comment_once(
+def test_a_push_finds_and_parses_the_sticky_comment_once_and_renders_it_once(
     gh: FakeGitHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 19: the sticky comment was found and parsed twice per run."""
+    """Issue 19: the sticky comment was found and parsed twice per run, and rendered twice (once to
+    measure it for the gate); the gate's size is now that of the comment written."""
     client = github_client(gh)
     first = pull.review_pull(client, job(), warn=lambda message: None)
     assert first.comment_url and len(gh.comments(REPO, 7)) == 1
     gh.set_head(REPO, 7, HEAD2)
     found = Counted(monkeypatch, pull, "find_sticky")
     parsed = Counted(monkeypatch, StickyState, "parse")
+    rendered = Counted(monkeypatch, Renderer, "comment")
     again = pull.review_pull(client, job(), warn=lambda message: None)
     assert again.verdict == "findings" and again.report is not None
     assert [p.reason for p in again.report.published] == ["updated", "no_new_findings"]
     assert (found.calls, parsed.calls) == (1, 1)
+    assert rendered.calls == 1 and again.rendered is not None
+    [size] = [c.detail for c in again.report.gate.checks if c.name == "output_limits"]
+    assert size == f"comment {utf16_len(again.rendered.comment):,}/65,000"
     [comment] = gh.comments(REPO, 7)
     assert HEAD2 in comment["body"] and "breakpoint" in comment["body"]
 
