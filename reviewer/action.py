@@ -19,7 +19,6 @@ from reviewer import progress
 from reviewer.config import CONFIG_KEYS, Overrides, parse_bool, parse_input_value
 from reviewer.errors import GitHubError, UsageError
 from reviewer.events import RunRequest, plan_run, read_inputs
-from reviewer.publish import echo_untrusted, escape_data, mask, write_outputs, write_summary
 from reviewer.pull import (
     PrOutcome,
     PullJob,
@@ -34,6 +33,7 @@ from reviewer.pull import (
 from reviewer.render import Renderer
 from reviewer.report import VERDICT_RANK
 from reviewer.report_files import ReportDir, report_dir
+from reviewer.runner_sinks import Rendered, StepOutputs, SummaryFile, echo_untrusted, escape_data, mask
 
 if TYPE_CHECKING:
     from reviewer.source.github import GitHubClient
@@ -206,8 +206,6 @@ def load_event(path: str | None) -> Mapping[str, Any]:
 def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
     """The container's entry: never leaves the PR half-published, exits per DESIGN section 2."""
     out = stdout or sys.stdout
-    summary_path = env.get("GITHUB_STEP_SUMMARY")
-    output_path = env.get("GITHUB_OUTPUT")
     on_error = "warn"
     try:
         inputs = read_inputs(env)
@@ -222,26 +220,23 @@ def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
             inputs=inputs,
         )
     except UsageError as exc:
-        return _usage_error(exc, out, summary_path, output_path, env)
+        return _usage_error(exc, out, env)
     try:
         with progress.use(progress.for_environment(env, out=out)):
             result = _dispatch(request, settings, env, out)
     except UsageError as exc:  # e.g. the base branch's config file, an empty token: exit 2 naming it
-        return _usage_error(exc, out, summary_path, output_path, env)
+        return _usage_error(exc, out, env)
     except Exception as exc:  # unexpected: say what broke; warn → green step with an ::error
         detail = f"{type(exc).__name__}: {exc}"
         out.write(f"::error title=imreview failed::{escape_data(detail)}\n")
         echo_untrusted(out, traceback.format_exc())
-        write_summary(summary_path, run_text(_plain_renderer(env), "failed", detail=detail))
-        write_outputs(output_path, _outputs([_failed(0, detail)], index_path=""))
+        failed = run_text(_plain_renderer(env), "failed", detail=detail)
+        publish_run(env, [failed], _outputs([_failed(0, detail)], index_path=""))
         return 0 if on_error == "warn" else 3
     outcomes = result.outcomes
-    if result.head:
-        write_summary(summary_path, result.head)
-    for outcome in outcomes:
-        write_summary(summary_path, outcome.summary)
     index_path = _write_index(settings.reports, outcomes) if len(outcomes) > 1 else ""
-    write_outputs(output_path, _outputs(outcomes, index_path=index_path, matrix=result.matrix))
+    summaries = [*([result.head] if result.head else []), *(o.summary for o in outcomes)]
+    publish_run(env, summaries, _outputs(outcomes, index_path=index_path, matrix=result.matrix))
     for outcome in outcomes:
         if outcome.verdict == "incomplete":
             out.write(
@@ -250,13 +245,20 @@ def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
     return max((o.exit_code for o in outcomes), default=0)
 
 
-def _usage_error(
-    exc: UsageError, out: TextIO, summary_path: str | None, output_path: str | None, env: Mapping[str, str]
-) -> int:
+def _usage_error(exc: UsageError, out: TextIO, env: Mapping[str, str]) -> int:
     out.write(f"::error title=imreview configuration::{escape_data(str(exc))}\n")
-    write_summary(summary_path, run_text(_plain_renderer(env), "config_error", detail=str(exc)))
-    write_outputs(output_path, _outputs([_failed(0, str(exc))], index_path=""))
+    config_error = run_text(_plain_renderer(env), "config_error", detail=str(exc))
+    publish_run(env, [config_error], _outputs([_failed(0, str(exc))], index_path=""))
     return 2
+
+
+def publish_run(env: Mapping[str, str], summaries: Sequence[str], outputs: Mapping[str, str]) -> None:
+    """The run's runner sinks: each summary appended to the job summary (a scan's table first, then
+    one per PR), then the step outputs, aggregated over the run (DESIGN 10.4)."""
+    summary = SummaryFile(env.get("GITHUB_STEP_SUMMARY"))
+    for text in summaries:
+        summary.publish(None, Rendered(summary=text))
+    StepOutputs(env.get("GITHUB_OUTPUT")).publish(None, Rendered(outputs=outputs))
 
 
 def _dispatch(

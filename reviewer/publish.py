@@ -1,4 +1,5 @@
-"""Sinks: job summary, outputs, annotations, sticky comment, inline review (DESIGN section 6).
+"""The GitHub sinks: the sticky comment and the inline review (DESIGN section 6); the runner's sinks
+(job summary, outputs, annotations) and the `Sink` interface are in runner_sinks.py.
 
 Each PR-facing sink returns a `Published(sink, ok, detail, url, reason)` and never raises for a
 GitHub error; callers branch on `reason`, a machine code, never on `detail`. A read-only token (fork
@@ -10,20 +11,35 @@ hidden marker before anything is created, so a rerun or a retried job edits inst
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import hmac
 import json
-import secrets
 import time
-import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from reviewer.errors import GitHubError, NoWriteAccess, RateLimited, Retryable, Unprocessable
 from reviewer.render import fit
-from reviewer.report import Finding, Published, priority_rank
+from reviewer.report import Finding, Published, Report
+from reviewer.runner_sinks import (  # moved to runner_sinks; the names stay importable here
+    ANNOTATION_MESSAGE_MAX as ANNOTATION_MESSAGE_MAX,
+)
+from reviewer.runner_sinks import ANNOTATIONS_PER_LEVEL as ANNOTATIONS_PER_LEVEL
+from reviewer.runner_sinks import READ_ONLY as READ_ONLY
+from reviewer.runner_sinks import READ_ONLY_DETAIL as READ_ONLY_DETAIL
+from reviewer.runner_sinks import SUMMARY_LIMIT_BYTES as SUMMARY_LIMIT_BYTES
+from reviewer.runner_sinks import AnnotationResult as AnnotationResult
+from reviewer.runner_sinks import Rendered, _packaged_text, refused_read_only
+from reviewer.runner_sinks import annotate as annotate
+from reviewer.runner_sinks import echo_untrusted as echo_untrusted
+from reviewer.runner_sinks import escape_data as escape_data
+from reviewer.runner_sinks import escape_property as escape_property
+from reviewer.runner_sinks import mask as mask
+from reviewer.runner_sinks import workflow_command as workflow_command
+from reviewer.runner_sinks import write_outputs as write_outputs
+from reviewer.runner_sinks import write_summary as write_summary
 from reviewer.state import (  # the state's one owner; the names its callers used here stay importable
     _MARKER_END,
     _is_sha,
@@ -47,185 +63,18 @@ from reviewer.state import state_marker as state_marker
 
 if TYPE_CHECKING:
     from reviewer.diff import LineIndex
+    from reviewer.render import Renderer
     from reviewer.source.github import CommentInfo, GitHubClient, InlineComment, ReviewInfo
 
-SUMMARY_LIMIT_BYTES = 1_000_000
-"""The runner refuses a step summary over 1 MiB; stay under it, measured in UTF-8 bytes."""
 COMMENT_LIMIT = 60_000
 """GitHub counts up to 65,536 characters (UTF-16 units); keep a margin."""
 GITHUB_BODY_MAX = 65_536
 MAX_INLINE_COMMENTS = 30
-ANNOTATIONS_PER_LEVEL = 10
-ANNOTATION_MESSAGE_MAX = 4_000
 
 REVIEW_MARKER_PREFIX = "<!-- imreview:review v1 "
-READ_ONLY_DETAIL = (
-    "read-only token (a fork PR, or the workflow lacks `pull-requests: write`): "
-    "nothing was posted to the PR; the job summary and annotations carry the review"
-)
-READ_ONLY = "read_only"
-"""The reason code of a write refused for lack of permission: no further PR writes are tried."""
 WRITE_ATTEMPTS = 3
 """Tries of one write when GitHub answers with a rate limit (each after the wait it asked for)."""
 _T = TypeVar("_T")
-
-
-# --- job summary and outputs -------------------------------------------------------------------
-
-
-def write_summary(path: str | Path | None, text: str, *, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> Published:
-    """Append to `GITHUB_STEP_SUMMARY`; cut at a line boundary, with a visible note, to fit the cap.
-
-    The cap counts what the file already holds: the runner drops the whole step summary when the
-    file passes 1 MiB, so an over-long append would lose earlier steps' content too.
-    """
-    if not path:
-        return Published(
-            "summary", False, "not in Actions: GITHUB_STEP_SUMMARY is not set", reason="not_in_actions"
-        )
-    target = Path(path)
-    full = len(text.encode("utf-8"))
-    try:
-        used = target.stat().st_size if target.exists() else 0
-        prefix = "\n" if used and not _ends_with_newline(target) else ""
-        room = max(limit_bytes - used - len(prefix), 0)
-        truncated = full > room
-        kept = _truncate_summary(text, full, room) if truncated else text
-        if not kept and truncated:
-            return Published(
-                "summary",
-                False,
-                f"the job summary already holds {used:,} bytes: nothing appended",
-                reason="summary_full",
-            )
-        with target.open("ab") as fh:
-            fh.write((prefix + kept).encode("utf-8"))
-    except OSError as exc:
-        return Published(
-            "summary", False, f"could not write the job summary to {path}: {exc}", reason="write_failed"
-        )
-    written = len(kept.encode("utf-8"))
-    if truncated:
-        return Published(
-            "summary", True, f"truncated to {written:,} of {full:,} bytes (1 MiB cap)", reason="truncated"
-        )
-    return Published("summary", True, f"appended {written:,} bytes", reason="written")
-
-
-def _ends_with_newline(path: Path) -> bool:
-    with path.open("rb") as fh:
-        fh.seek(-1, 2)
-        return fh.read(1) == b"\n"
-
-
-def _truncate_summary(text: str, full: int, room: int) -> str:
-    note = "\n" + _packaged_text("publish.summary_truncated", full=f"{full:,}") + "\n"
-    return fit(text, room, unit="utf8", note=note)[0]
-
-
-def _packaged_text(key: str, **params: Any) -> str:
-    """A publish-time note from the packaged i18n strings (English: the PR's language is not known here)."""
-    from reviewer.render import Renderer
-
-    return Renderer().translate(key, **params)
-
-
-def write_outputs(path: str | Path | None, outputs: Mapping[str, str]) -> None:
-    """Append every output to `GITHUB_OUTPUT` in the heredoc form, a fresh delimiter per value.
-
-    This is the toolkit's own format (`name<<ghadelimiter_<uuid>`), so multi-line and hostile
-    values (a line `x=y` or a guessed delimiter) cannot set other outputs. Outside Actions
-    (`path` unset) there is nowhere to write, and nothing happens.
-    """
-    if not path:
-        return
-    chunks: list[str] = []
-    for name, value in outputs.items():
-        if not name or any(ch in name for ch in "\r\n=") or "<<" in name:
-            raise ValueError(f"output name {name!r} is not a valid GITHUB_OUTPUT name")
-        delimiter = f"ghadelimiter_{uuid.uuid4()}"
-        if delimiter in value:
-            raise ValueError(f"output {name!r}: the value contains the delimiter {delimiter!r}")
-        chunks.append(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
-    with Path(path).open("a", encoding="utf-8", newline="") as fh:
-        fh.write("".join(chunks))
-
-
-# --- workflow commands on stdout ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AnnotationResult:
-    """`dropped` anchored findings did not fit the runner's per-level limit (counted in the summary)."""
-
-    printed: int
-    dropped: int
-
-
-_LEVEL = {"P1": "warning", "P2": "warning", "P3": "notice"}
-
-
-def escape_data(value: str) -> str:
-    """The toolkit's `escapeData`: the runner decodes these, and a newline cannot end the command."""
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(value: str) -> str:
-    """The toolkit's `escapeProperty`: also `:` and `,`, which delimit properties."""
-    return escape_data(value).replace(":", "%3A").replace(",", "%2C")
-
-
-def workflow_command(command: str, properties: Mapping[str, str | int], message: str) -> str:
-    props = ",".join(f"{key}={escape_property(str(value))}" for key, value in properties.items())
-    return f"::{command}{' ' + props if props else ''}::{escape_data(message)}"
-
-
-def annotate(
-    findings: Sequence[Finding], stream: TextIO, *, limit_per_level: int = ANNOTATIONS_PER_LEVEL
-) -> AnnotationResult:
-    """`::warning` (P1, P2) or `::notice` (P3) on anchored RIGHT-side findings, most severe first.
-
-    Annotations cannot sit inside `::stop-commands::`, so every property and the message are
-    escaped the way the toolkit does; a finding's text cannot start a command of its own.
-    """
-    eligible = [(f, f.line) for f in findings if f.anchored and f.side == "RIGHT" and f.line is not None]
-    eligible.sort(key=lambda pair: priority_rank(pair[0].priority) if pair[0].priority in _LEVEL else 9)
-    counts: dict[str, int] = {}
-    printed = dropped = 0
-    for finding, line in eligible:
-        level = _LEVEL.get(finding.priority, "notice")
-        if counts.get(level, 0) >= limit_per_level:
-            dropped += 1
-            continue
-        counts[level] = counts.get(level, 0) + 1
-        stream.write(_annotation(level, finding, line) + "\n")
-        printed += 1
-    stream.flush()
-    return AnnotationResult(printed=printed, dropped=dropped)
-
-
-def _annotation(level: str, finding: Finding, line: int) -> str:
-    props: dict[str, str | int] = {"file": finding.path, "line": line}
-    if finding.end_line is not None and finding.end_line > line:
-        props["endLine"] = finding.end_line
-    props["title"] = f"[{finding.priority}] {finding.title}"[:255]
-    text = "\n\n".join(part.strip() for part in (finding.observation, finding.suggestion) if part.strip())
-    return workflow_command(level, props, (text or finding.title)[:ANNOTATION_MESSAGE_MAX])
-
-
-def echo_untrusted(stream: TextIO, text: str) -> None:
-    """Print PR or model text to the log with workflow commands switched off around it."""
-    token = secrets.token_hex(16)
-    body = text if text.endswith("\n") else text + "\n"
-    stream.write(f"::stop-commands::{token}\n{body}::{token}::\n")
-    stream.flush()
-
-
-def mask(stream: TextIO, value: str) -> None:
-    """Register a secret with the runner; escaped, so a multi-line value stays one command."""
-    if value.strip():
-        stream.write(f"::add-mask::{escape_data(value)}\n")
-        stream.flush()
 
 
 # --- size limits -------------------------------------------------------------------------------
@@ -373,47 +222,52 @@ def upsert_sticky(
         listed = client.issue_comments(repo, number) if comments is None else comments
         ours = _our_stickies(listed, login, repo=repo, number=number, key=key)
         if ours:
-            body = bind_sticky(body, ours[0].id) if key is None else body
-            info = _write(client, lambda: client.edit_issue_comment(repo, ours[0].id, body))
-            return _sticky_done(
-                client,
-                repo,
-                "updated the sticky comment",
-                info,
-                _deletable(ours[1:], login, key),
-                reason="updated",
-            )
-        created = _write(
-            client,
-            lambda: client.create_issue_comment(repo, number, body),
-            lambda: _landed(client, repo, number, body, login),
-        )
-        if key is None:
-            created = _bind_created(client, repo, created, body)
-        try:
-            ours = _our_stickies(
-                client.issue_comments(repo, number), login, repo=repo, number=number, key=key
-            )
-        except GitHubError as exc:
-            detail = f"created the sticky comment (not re-checked for a racing duplicate: {exc})"
-            return Published("comment", True, detail, created.url, reason="created")
-        if all(c.id != created.id for c in ours):
-            ours = sorted([*ours, created], key=lambda c: c.id)
-        keep = ours[0]
-        info = (
-            created
-            if keep.id == created.id
-            else _write(client, lambda: client.edit_issue_comment(repo, keep.id, _bound(body, keep.id, key)))
-        )
-        extra = _deletable([c for c in ours[1:] if c.id != created.id], login, key)
-        mine = [created] if keep.id != created.id else []
-        return _sticky_done(
-            client, repo, "created the sticky comment", info, [*mine, *extra], reason="created"
-        )
+            return _edit_sticky(client, repo, ours, body=body, login=login, key=key)
+        return _create_sticky(client, repo, number, body=body, login=login, key=key)
     except NoWriteAccess:
         return Published("comment", False, READ_ONLY_DETAIL, reason=READ_ONLY)
     except GitHubError as exc:
         return Published("comment", False, f"sticky comment not posted: {exc}", reason="github_error")
+
+
+def _edit_sticky(
+    client: GitHubClient, repo: str, ours: Sequence[CommentInfo], *, body: str, login: str, key: bytes | None
+) -> Published:
+    """Our oldest sticky comment edited in place; our own newer duplicates deleted."""
+    body = bind_sticky(body, ours[0].id) if key is None else body
+    info = _write(client, lambda: client.edit_issue_comment(repo, ours[0].id, body))
+    duplicates = _deletable(ours[1:], login, key)
+    return _sticky_done(client, repo, "updated the sticky comment", info, duplicates, reason="updated")
+
+
+def _create_sticky(
+    client: GitHubClient, repo: str, number: int, *, body: str, login: str, key: bytes | None
+) -> Published:
+    """A new sticky comment; then the list read again, so a copy a concurrent job created meanwhile
+    is found: the oldest is kept (edited to this body when it is not ours) and the newer go."""
+    created = _write(
+        client,
+        lambda: client.create_issue_comment(repo, number, body),
+        lambda: _landed(client, repo, number, body, login),
+    )
+    if key is None:
+        created = _bind_created(client, repo, created, body)
+    try:
+        ours = _our_stickies(client.issue_comments(repo, number), login, repo=repo, number=number, key=key)
+    except GitHubError as exc:
+        detail = f"created the sticky comment (not re-checked for a racing duplicate: {exc})"
+        return Published("comment", True, detail, created.url, reason="created")
+    if all(c.id != created.id for c in ours):
+        ours = sorted([*ours, created], key=lambda c: c.id)
+    keep = ours[0]
+    info = (
+        created
+        if keep.id == created.id
+        else _write(client, lambda: client.edit_issue_comment(repo, keep.id, _bound(body, keep.id, key)))
+    )
+    extra = _deletable([c for c in ours[1:] if c.id != created.id], login, key)
+    mine = [created] if keep.id != created.id else []
+    return _sticky_done(client, repo, "created the sticky comment", info, [*mine, *extra], reason="created")
 
 
 def _deletable(duplicates: Sequence[CommentInfo], login: str, key: bytes | None) -> list[CommentInfo]:
@@ -615,61 +469,163 @@ def post_inline_review(
     """
     try:
         key = state_key()
-        carried: set[str] = set()
-        for review in client.reviews(repo, number):
-            state = _our_review_state(review, login, repo=repo, number=number, key=key)
-            if state and isinstance(state.get("ids"), list):
-                carried.update(str(i) for i in state["ids"])
-        planned: list[tuple[Finding, InlineComment]] = []
-        for finding, text in comments:
-            if finding.id in carried:
-                continue
-            inline = _inline(finding, text, index)
-            if inline is not None:
-                carried.add(finding.id)
-                planned.append((finding, inline))
+        planned = _new_inline(comments, _carried_ids(client, repo, number, login, key), index)
         if not planned:
             return Published("review", True, "no new findings", reason="no_new_findings")
         marker = _signed_review_marker(
             head_sha, [f.id for f, _ in planned], repo=repo, number=number, key=key
         )
+        send = functools.partial(
+            _send_review, client, repo, number, head_sha=head_sha, marker=marker, login=login, key=key
+        )
         posted, overflow = planned[:MAX_INLINE_COMMENTS], planned[MAX_INLINE_COMMENTS:]
         extra = fold([f for f, _ in overflow]) if overflow else ""
         try:
-            info = _write(
-                client,
-                lambda: client.create_review(
-                    repo,
-                    number,
-                    commit_sha=head_sha,
-                    body=_review_body(body, extra, marker),
-                    comments=[c for _, c in posted],
-                ),
-                lambda: _review_landed(client, repo, number, marker, login),
-            )
+            url, note = send(_review_body(body, extra, marker), [c for _, c in posted])
             detail = f"review with {len(posted)} inline comment(s)"
             if overflow:
                 detail += f"; {len(overflow)} more folded into the review body"
-            if key is None:
-                detail += _bind_review(client, repo, number, info, _review_body(body, extra, marker))
-            return Published("review", True, detail, info.url, reason="posted")
+            return Published("review", True, detail + note, url, reason="posted")
         except Unprocessable as exc:
-            folded = fold([f for f, _ in planned])
-            info = _write(
-                client,
-                lambda: client.create_review(
-                    repo, number, commit_sha=head_sha, body=_review_body(body, folded, marker), comments=[]
-                ),
-                lambda: _review_landed(client, repo, number, marker, login),
-            )
+            url, note = send(_review_body(body, fold([f for f, _ in planned]), marker), [])
             detail = (
                 f"GitHub rejected the inline comments ({exc}); "
                 f"{len(planned)} finding(s) posted in the review body instead"
             )
-            if key is None:
-                detail += _bind_review(client, repo, number, info, _review_body(body, folded, marker))
-            return Published("review", True, detail, info.url, reason="folded")
+            return Published("review", True, detail + note, url, reason="folded")
     except NoWriteAccess:
         return Published("review", False, READ_ONLY_DETAIL, reason=READ_ONLY)
     except GitHubError as exc:
         return Published("review", False, f"review not posted: {exc}", reason="github_error")
+
+
+def _carried_ids(client: GitHubClient, repo: str, number: int, login: str, key: bytes | None) -> set[str]:
+    """The finding ids our earlier reviews of this PR carried (provably ours: see `_our_review_state`)."""
+    carried: set[str] = set()
+    for review in client.reviews(repo, number):
+        state = _our_review_state(review, login, repo=repo, number=number, key=key)
+        if state and isinstance(state.get("ids"), list):
+            carried.update(str(i) for i in state["ids"])
+    return carried
+
+
+def _new_inline(
+    comments: Sequence[tuple[Finding, str]], carried: set[str], index: LineIndex
+) -> list[tuple[Finding, InlineComment]]:
+    """The inline comments to post: findings no earlier review carried, on lines GitHub accepts."""
+    planned: list[tuple[Finding, InlineComment]] = []
+    for finding, text in comments:
+        if finding.id in carried:
+            continue
+        inline = _inline(finding, text, index)
+        if inline is not None:
+            carried.add(finding.id)
+            planned.append((finding, inline))
+    return planned
+
+
+def _send_review(
+    client: GitHubClient,
+    repo: str,
+    number: int,
+    body: str,
+    comments: list[InlineComment],
+    *,
+    head_sha: str,
+    marker: str,
+    login: str,
+    key: bytes | None,
+) -> tuple[str | None, str]:
+    """One review created (looked for by its marker when the answer was lost) and, without a key,
+    bound to its id: its url, and a note when the binding failed."""
+    info = _write(
+        client,
+        lambda: client.create_review(repo, number, commit_sha=head_sha, body=body, comments=comments),
+        lambda: _review_landed(client, repo, number, marker, login),
+    )
+    return info.url, (_bind_review(client, repo, number, info, body) if key is None else "")
+
+
+# --- the GitHub sinks --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PullTarget:
+    """Where the GitHub sinks write: one PR, as `login`. `comments`: the PR's comments as this run
+    listed them (None: list them afresh, e.g. after this run created its comment)."""
+
+    client: GitHubClient
+    repo: str
+    number: int
+    login: str
+    comments: Sequence[CommentInfo] | None = None
+
+
+@dataclass(frozen=True)
+class StickyComment:
+    """The one sticky comment, edited in place (`upsert_sticky`): `rendered.comment`."""
+
+    target: PullTarget
+    gated: ClassVar[bool] = True
+    records: ClassVar[bool] = True
+
+    def publish(self, report: Report | None, rendered: Rendered) -> Published:
+        t = self.target
+        return upsert_sticky(
+            t.client, t.repo, t.number, body=rendered.comment, login=t.login, comments=t.comments
+        )
+
+
+@dataclass(frozen=True)
+class InlineReview:
+    """One `COMMENT` review with inline comments on the published, anchored findings not carried
+    from an earlier review. After a read-only refusal it is not tried. When it fails for a reason a
+    rerun can mend while this run's sticky comment was posted, the comment's state is edited to say
+    the review is pending, so a rerun at the same head publishes it instead of skipping."""
+
+    target: PullTarget
+    renderer: Renderer
+    max_findings: int
+    index: LineIndex
+    gated: ClassVar[bool] = True
+    records: ClassVar[bool] = True
+
+    def publish(self, report: Report | None, rendered: Rendered) -> Published:
+        if report is None:
+            return Published("review", False, "no review", reason="no_report")
+        if refused_read_only(report):
+            return Published("review", False, READ_ONLY_DETAIL, reason=READ_ONLY)
+        review = self._post(report)
+        comment = next((p for p in report.published if p.sink == "comment"), None)
+        if not review.ok and review.reason != READ_ONLY and comment is not None and comment.ok:
+            t = self.target
+            pending = mark_pending(rendered.comment, [PENDING_REVIEW])
+            marked = upsert_sticky(t.client, t.repo, t.number, body=pending, login=t.login)
+            if not marked.ok:
+                review = replace(
+                    review, detail=f"{review.detail}; could not mark it pending: {marked.detail}"
+                )
+        return review
+
+    def _post(self, report: Report) -> Published:
+        t, renderer = self.target, self.renderer
+        data = report.to_dict()
+        by_id = {f["id"]: f for f in data["findings"]}
+        published = published_inline(report.findings, self.max_findings)
+        return post_inline_review(
+            t.client,
+            t.repo,
+            t.number,
+            head_sha=report.snapshot.head.sha,
+            body=renderer.review_body(data),
+            comments=[(f, renderer.inline(by_id[f.id])) for f in published],
+            index=self.index,
+            login=t.login,
+            fold=lambda fs: renderer.review_body(data, folded=[by_id[f.id] for f in fs]),
+        )
+
+
+def published_inline(findings: Sequence[Finding], limit: int) -> list[Finding]:
+    """Inline candidates: anchored findings among those published, never one carried from an
+    earlier review (its inline comment, if any, is already on the PR)."""
+    return [f for f in findings[: max(0, limit)] if f.anchored and f.carried_from is None]

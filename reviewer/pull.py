@@ -1,19 +1,19 @@
-"""One GitHub pull request end to end: snapshot → skip rules → review → publish.
+"""One GitHub pull request end to end: read → configure → allot → review → gate → render → publish.
 
-The only place that reviews a GitHub PR. The Action (a PR event, a dispatch, a scheduled scan),
-`imreview pr` and `imreview scan` all call `review_pull` and differ only in the `PullJob` they
-pass: which skip rules apply, which sinks are on, where config and templates come from, and the
-budget. Config and templates are read from the PR's BASE branch (never its head); PyGithub stays
-inside `source.github`.
+`review_pull` names those stages in one screen; it is the only place that reviews a GitHub PR.
+The Action (a PR event, a dispatch, a scheduled scan), `imreview pr` and `imreview scan` all call
+it and differ only in the `PullJob` they pass: which skip rules apply, which sinks are on, where
+config and templates come from, and the budget. Config and templates are read from the PR's BASE
+branch (never its head); PyGithub stays inside `source.github`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import functools
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -34,22 +34,25 @@ from reviewer.diff import LineIndex
 from reviewer.errors import ConfigError, GitHubError, NoWriteAccess
 from reviewer.events import skip_reason
 from reviewer.incremental import Increment
-from reviewer.publish import (
-    READ_ONLY,
-    READ_ONLY_DETAIL,
-    annotate,
-    echo_untrusted,
-    escape_data,
-    find_sticky,
-    post_inline_review,
-    upsert_sticky,
-)
+from reviewer.publish import InlineReview, PullTarget, StickyComment, find_sticky, upsert_sticky
 from reviewer.render import Renderer
-from reviewer.report import PRIORITIES, Finding, Incremental, Published, Report, priority_rank
+from reviewer.report import PRIORITIES, Incremental, Published, Report, priority_rank
 from reviewer.report_files import ReportDir
-from reviewer.state import PENDING_REVIEW, StickyState, mark_pending, state_key, visible_text
+from reviewer.runner_sinks import (
+    READ_ONLY_DETAIL,
+    Annotations,
+    Notice,
+    ReadOnlyPull,
+    Sink,
+    annotations_dropped,
+    echo_untrusted,
+    gate_closed,
+    publish_all,
+)
+from reviewer.state import StickyState, state_key, visible_text
 
 if TYPE_CHECKING:
+    from reviewer.review import Analysis
     from reviewer.run import Rendered
     from reviewer.source import Change
     from reviewer.source.github import CommentInfo, GitHubClient, GitHubSource, PullInfo
@@ -165,8 +168,59 @@ def review_pull(
     would not fit it): the outcome is then `skipped` with that reason code, and nothing was sent.
     `notices` receives the workflow commands (annotations, notices) when running in Actions.
     """
-    from reviewer.review import analyse
-    from reviewer.run import finish, report_json, summary_text
+    opened = read_pull(client, job)  # read: the PR, the skip rules, our sticky comment (once)
+    if isinstance(opened, PrOutcome):
+        return opened
+    pr = configure(client, job, opened)  # config and templates from the base; rerun and cap skips; the diff
+    if isinstance(pr, PrOutcome):
+        return pr
+    allotted = allot(client, job, pr, parent=parent, admit=admit)  # the budget and the per-PR cap
+    if isinstance(allotted, PrOutcome):
+        return allotted
+    budget, reservation, pr = allotted
+    with _released_on_failure(client, job, pr, reservation, budget, warn=warn):
+        analysis = review_units(client, pr, budget, warn=warn)  # rules → plan → review units → verify
+        report, rendered = gate_and_render(analysis, pr)  # gate (the head re-read) → render
+        sinks = sinks_for(client, job, pr, analysis.index, notices=notices)
+        report = publish_all(sinks, report, rendered, gate_closed=gate_closed(pr.renderer), warn=warn)
+    if reservation is not None:
+        report = settle_spend(client, job, pr.writing, reservation, report, pr.renderer, warn=warn)
+    return reviewed_outcome(job, pr, report, rendered, sinks)
+
+
+# --- the stages ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpenedPull:
+    """Stage 1, read: the PR as the API shows it now, and our sticky comment (found and parsed once;
+    `same` is decided once the config is known). `listed` is None when nothing is written to the PR;
+    `change` is read here unless the config must be read first."""
+
+    source: GitHubSource
+    info: PullInfo
+    read_only: bool
+    listed: ListedComments | None
+    found: PriorReview
+    change: Change | None
+
+
+@dataclass(frozen=True)
+class PullContext:
+    """What every later stage reads: the PR, its diff, its config and renderer, and the writing."""
+
+    source: GitHubSource
+    info: PullInfo
+    read_only: bool
+    change: Change
+    config: Config
+    renderer: Renderer
+    writing: PrWriting
+
+
+def read_pull(client: GitHubClient, job: PullJob) -> OpenedPull | PrOutcome:
+    """The PR and its policy skips (draft, bot, closed), then our sticky comment, then the diff
+    unless the config must be read before it (it decides a rerun or cap skip)."""
     from reviewer.source.github import REVIEW_FILES_LIMIT, GitHubSource
 
     source = GitHubSource(
@@ -178,22 +232,29 @@ def review_pull(
         config_path=job.config_path,
     )
     info = source.pull_info()
-    plain = Renderer(language=job.overrides.language or "en")
     skipped = _policy_skip(info, job.skip)
     if skipped is not None:
+        plain = Renderer(language=job.overrides.language or "en")
         skip_code, why = skipped
         return skipped_outcome(job.number, why, plain, reason=skip_code, title=info.title, url=info.url)
-
     read_only = job.forks_read_only and info.cross_repo
-    wants_write = job.post_comment or job.inline_comments
-    listed = list_comments(client, job.repo, job.number) if wants_write and not read_only else None
+    wants_write = (job.post_comment or job.inline_comments) and not read_only
+    listed = list_comments(client, job.repo, job.number) if wants_write else None
+    found = find_prior(client, job.repo, job.number, listed)
     change: Change | None = None
-    if not _config_decides_a_skip(client, job, info, listed):
+    if not _config_decides_a_skip(job, info, listed, found.state):
         if _named_model(job):
             from reviewer.llm import preload_litellm
 
             preload_litellm()  # seconds of import, overlapped with reading the diff from GitHub
         change = source.change()  # its GraphQL query brings the base's config file too
+    return OpenedPull(source, info, read_only, listed, found, change)
+
+
+def configure(client: GitHubClient, job: PullJob, opened: OpenedPull) -> PullContext | PrOutcome:
+    """The config (from the base branch unless given) and templates; then the rerun skip (same head,
+    same config) and the per-PR cost cap, before the diff is read when it was not yet."""
+    source, info = opened.source, opened.info
     config = job.config or repo_config(
         client,
         source,
@@ -204,148 +265,190 @@ def review_pull(
     )
     renderer = _renderer(client, job, info, config)
     writing = NO_WRITING
-    if listed is not None:
+    if opened.listed is not None:
         writing = prepare_writing(
-            client,
-            job.repo,
-            job.number,
-            config,
-            renderer,
-            head_sha=info.head_sha,
-            post_comment=job.post_comment,
-            inline_comments=job.inline_comments,
-            warn=warn,
-            listed=listed,
+            config, renderer, head_sha=info.head_sha, found=opened.found, listed=opened.listed
         )
     prior = writing.prior
     if job.skip.reviewed and prior.same and prior.state is not None:
-        return already_reviewed(
-            job.number, prior.state, prior.comment_url or "", renderer, fail_on=config.fail_on, info=info
-        )
-
-    spent_before = (prior.state.total_cost_usd or 0.0) if prior.state is not None else 0.0
-    cap_left = job.max_pr_cost_usd - spent_before if job.max_pr_cost_usd > 0 else None
-    if cap_left is not None and cap_left <= 0:
-        return PrOutcome(
-            number=job.number,
-            verdict="skipped",
-            summary=run_text(
-                renderer, "pr_cost_cap", number=job.number, spent=spent_before, cap=job.max_pr_cost_usd
-            ),
-            reason="pr_cost_cap",
-            title=info.title,
-            url=info.url,
-            comment_url=prior.comment_url or "",
-        )
+        url = prior.comment_url or ""
+        return already_reviewed(job.number, prior.state, url, renderer, fail_on=config.fail_on, info=info)
+    spent = prior.state.spent() if prior.state is not None else 0.0
+    if job.max_pr_cost_usd > 0 and job.max_pr_cost_usd - spent <= 0:
+        return capped_outcome(job, info, renderer, spent=spent, comment_url=prior.comment_url or "")
     if config.model:
         from reviewer.llm import preload_litellm
 
         preload_litellm()  # (started already when an input named the model: it runs once)
-    if change is None:
-        change = source.change()
-    refused = admit(change, config) if admit is not None else ""
+    change = opened.change if opened.change is not None else source.change()
+    return PullContext(source, info, opened.read_only, change, config, renderer, writing)
+
+
+def allot(
+    client: GitHubClient,
+    job: PullJob,
+    pr: PullContext,
+    *,
+    parent: Budget | None,
+    admit: Callable[[Change, Config], str] | None,
+) -> tuple[Budget, Reservation | None, PullContext] | PrOutcome:
+    """The PR's budget: admitted by a scan's run budget, its own limits or a share, cut to what
+    the per-PR cap leaves; with a model and the cap, that allowance reserved in the sticky state."""
+    refused = admit(pr.change, pr.config) if admit is not None else ""
     if refused:
+        info = pr.info
         return PrOutcome(
             number=job.number, verdict="skipped", summary="", reason=refused, title=info.title, url=info.url
         )
-    limits = config.limits
-    if cap_left is not None and cap_left < limits.cost_usd:
-        limits = dataclasses.replace(limits, cost_usd=cap_left)
+    limits = pr.config.limits
+    if job.max_pr_cost_usd > 0:
+        state = pr.writing.prior.state
+        cap_left = job.max_pr_cost_usd - (state.spent() if state is not None else 0.0)
+        if cap_left < limits.cost_usd:
+            limits = dataclasses.replace(limits, cost_usd=cap_left)
     budget = Budget(limits, parent=parent)
-    reservation = None
-    if cap_left is not None and config.model and budget.limits.cost_usd > 0 and job.post_comment:
-        reservation = reserve_spend(
-            client, job, writing, renderer, head_sha=info.head_sha, allowance=budget.limits.cost_usd
-        )
-        if reservation is not None and reservation.created:
-            writing = dataclasses.replace(writing, publisher=writing.relisting())
-    try:
-        client.wait_within(budget.limits.seconds)
-        increment, increment_info = plan_increment(
-            client, job.repo, change, prior.state, config=config, renderer=renderer
-        )
-        analysis = analyse(
-            change,
-            config,
-            budget=budget,
-            read_file=source.read_file,
-            renderer=renderer,
-            warn=warn,
-            corpus=source.context_corpus,
-            increment=increment,
-        )
-        if increment is None:
-            analysis = dataclasses.replace(
-                analysis, report=analysis.report.replace(incremental=increment_info)
-            )
-        report, rendered = finish(
-            analysis, source, config, renderer, publisher=writing.publisher, prior=prior.state
-        )
-    except Exception:
-        if reservation is not None:  # a failure after the reservation: count what was really spent
-            try:
-                release_spend(client, job, writing, reservation, budget.spent().cost_usd, renderer, warn=warn)
-            except Exception as lost:  # the first failure is the one the run reports
-                warn(f"imreview: comment: this run's cost stays counted at its allowance: {lost}")
-        raise
-    if reservation is not None:
-        report = settle_spend(client, job, writing, reservation, report, renderer, warn=warn)
-    if read_only and wants_write:
-        notice = renderer.translate(
+    if job.max_pr_cost_usd <= 0:
+        return budget, None, pr
+    if not (pr.config.model and budget.limits.cost_usd > 0 and job.post_comment):
+        return budget, None, pr
+    allowance = budget.limits.cost_usd
+    reservation = reserve_spend(
+        client, job, pr.writing, pr.renderer, head_sha=pr.info.head_sha, allowance=allowance
+    )
+    if reservation is not None and reservation.created:  # list again: the PR now holds this run's comment
+        pr = dataclasses.replace(pr, writing=dataclasses.replace(pr.writing, comments=None))
+    return budget, reservation, pr
+
+
+def review_units(client: GitHubClient, pr: PullContext, budget: Budget, *, warn: Warn) -> Analysis:
+    """Rules → plan → review units → verify (`review.analyse`), on the whole PR or, after a push our
+    signed state allows, on what the push changed (incremental); the report says which and why."""
+    from reviewer import review
+
+    client.wait_within(budget.limits.seconds)
+    increment, increment_info = plan_increment(
+        client, pr.source.repo, pr.change, pr.writing.prior.state, config=pr.config, renderer=pr.renderer
+    )
+    analysis = review.analyse(
+        pr.change,
+        pr.config,
+        budget=budget,
+        read_file=pr.source.read_file,
+        renderer=pr.renderer,
+        warn=warn,
+        corpus=pr.source.context_corpus,
+        increment=increment,
+    )
+    if increment is None:
+        analysis = dataclasses.replace(analysis, report=analysis.report.replace(incremental=increment_info))
+    return analysis
+
+
+def gate_and_render(analysis: Analysis, pr: PullContext) -> tuple[Report, Rendered]:
+    """The completion gate (the head re-read, the bodies' sizes) and the verdict, then the bodies."""
+    from reviewer.run import finish
+
+    return finish(analysis, pr.source, pr.config, pr.renderer, prior=pr.writing.prior.state)
+
+
+def sinks_for(
+    client: GitHubClient, job: PullJob, pr: PullContext, index: LineIndex, *, notices: TextIO | None
+) -> list[Sink]:
+    """Every sink of one PR's review, in the order they run: the sticky comment, then the inline
+    review (or, for a fork PR's read-only token, a notice that nothing is written), the read-only
+    notice, the annotations. The job summary and the outputs are written by the caller, per run."""
+    sinks: list[Sink] = []
+    if pr.read_only and (job.post_comment or job.inline_comments):
+        text = pr.renderer.translate(
             "action.read_only",
             "read-only token (pull request from a fork): results are in the job summary and annotations only",
         )
-        report = report.replace(
-            published=(*report.published, Published("pull_request", False, notice, reason=READ_ONLY))
-        )
-        _notice(notices, notice)
-    elif any(not p.ok and p.reason == READ_ONLY for p in report.published):
-        _notice(notices, READ_ONLY_DETAIL)
-    dropped = 0
+        sinks.append(ReadOnlyPull(notices, text))
+    else:
+        writing = pr.writing
+        target = PullTarget(client, job.repo, job.number, writing.login, writing.comments)
+        if writing.on and job.post_comment:
+            sinks.append(StickyComment(target))
+        if writing.on and job.inline_comments:
+            sinks.append(InlineReview(target, pr.renderer, pr.config.max_findings, index))
+        sinks.append(Notice(notices, READ_ONLY_DETAIL, on_read_only=True))
     if job.annotations and notices is not None:
-        dropped = annotate(list(report.findings[: config.max_findings]), notices).dropped
-    report_path = ""
+        sinks.append(Annotations(notices, pr.config.max_findings))
+    return sinks
+
+
+def reviewed_outcome(
+    job: PullJob, pr: PullContext, report: Report, rendered: Rendered, sinks: Sequence[Sink]
+) -> PrOutcome:
+    """The PR's outcome: the report saved (the Action's report JSON), the exit code, the summary."""
+    from reviewer.run import report_json, summary_text
+
+    config = pr.config
+    annotating = any(isinstance(sink, Annotations) for sink in sinks)
+    dropped = annotations_dropped(report.findings, config.max_findings) if annotating else 0
     reports = job.reports or (ReportDir(job.scratch) if job.scratch is not None else None)
-    if reports is not None:
-        report_path = reports.save(f"report-{job.number}.json", report_json(report))
+    report_path = (
+        reports.save(f"report-{job.number}.json", report_json(report)) if reports is not None else ""
+    )
     code = gate.exit_code(
         verdict_=report.verdict, findings=report.findings, fail_on=config.fail_on, on_error=config.on_error
     )
-    counts = gate.counts(report.findings)
     url = next((p.url for p in report.published if p.sink == "comment" and p.ok and p.url), "")
     return PrOutcome(
         number=job.number,
         verdict=report.verdict,
-        summary=summary_text(report, renderer, annotations_dropped=dropped),
+        summary=summary_text(report, pr.renderer, annotations_dropped=dropped),
         publish_ready=report.gate.publish_ready,
         findings=len(report.findings),
-        p1=counts["P1"],
+        p1=gate.counts(report.findings)["P1"],
         max_priority=report.findings[0].priority if report.findings else "",
         cost_usd=report.budget.used.cost_usd,
         report_path=report_path,
         comment_url=url or "",
         exit_code=code,
-        title=info.title,
-        url=info.url,
+        title=pr.info.title,
+        url=pr.info.url,
         report=report,
         rendered=rendered,
     )
 
 
+@contextlib.contextmanager
+def _released_on_failure(
+    client: GitHubClient,
+    job: PullJob,
+    pr: PullContext,
+    reservation: Reservation | None,
+    budget: Budget,
+    *,
+    warn: Warn,
+) -> Iterator[None]:
+    """A failure after the reservation: the sticky state counts what was really spent, not the
+    whole allowance; the first failure is the one the run reports."""
+    try:
+        yield
+    except Exception:
+        if reservation is not None:
+            try:
+                release_spend(
+                    client, job, pr.writing, reservation, budget.spent().cost_usd, pr.renderer, warn=warn
+                )
+            except Exception as lost:
+                warn(f"imreview: comment: this run's cost stays counted at its allowance: {lost}")
+        raise
+
+
 def _config_decides_a_skip(
-    client: GitHubClient, job: PullJob, info: PullInfo, listed: ListedComments | None
+    job: PullJob, info: PullInfo, listed: ListedComments | None, state: StickyState | None
 ) -> bool:
     """Whether the config must be read before the diff: it is free (given, or a local file), or our
     sticky state names the current head (a rerun that the config hash may skip) or a spent per-PR
     cap. Otherwise it comes in the diff's first GraphQL query, one request fewer (issue 9)."""
     if job.config is not None or job.config_file:
         return True
-    if listed is None or not (job.skip.reviewed or job.max_pr_cost_usd > 0):
+    if listed is None or state is None or not (job.skip.reviewed or job.max_pr_cost_usd > 0):
         return False
-    state = sticky_state(client, job.repo, job.number, listed)
-    if state is None:
-        return False
-    capped = job.max_pr_cost_usd > 0 and (state.total_cost_usd or 0.0) >= job.max_pr_cost_usd
+    capped = job.max_pr_cost_usd > 0 and state.spent() >= job.max_pr_cost_usd
     return (job.skip.reviewed and state.head == info.head_sha) or capped
 
 
@@ -428,11 +531,6 @@ def _renderer(client: GitHubClient, job: PullJob, info: PullInfo, config: Config
     return Renderer(language=config.language, template_dir=template_dir)
 
 
-def _notice(stream: TextIO | None, text: str) -> None:
-    if stream is not None:
-        stream.write(f"::notice title=imreview::{escape_data(text)}\n")
-
-
 # --- outcomes without a review -------------------------------------------------------------------
 
 
@@ -451,6 +549,22 @@ def skipped_outcome(
         reason=reason,
         title=title,
         url=url,
+    )
+
+
+def capped_outcome(
+    job: PullJob, info: PullInfo, renderer: Renderer, *, spent: float, comment_url: str
+) -> PrOutcome:
+    """The per-PR cost cap is spent: nothing is sent, and the summary says what the PR cost."""
+    summary = run_text(renderer, "pr_cost_cap", number=job.number, spent=spent, cap=job.max_pr_cost_usd)
+    return PrOutcome(
+        number=job.number,
+        verdict="skipped",
+        summary=summary,
+        reason="pr_cost_cap",
+        title=info.title,
+        url=info.url,
+        comment_url=comment_url,
     )
 
 
@@ -578,105 +692,20 @@ def is_same_review(state: StickyState | None, *, head_sha: str, config_digest: s
     )
 
 
-def prior_review(
-    client: GitHubClient,
-    repo: str,
-    number: int,
-    *,
-    login: str,
-    head_sha: str,
-    config: Config,
-    renderer: Renderer,
-    comments: Sequence[CommentInfo] | None = None,
-) -> PriorReview:
-    """The state our sticky comment holds; `same` means a rerun may skip the model. `comments`:
-    the PR's comments as this run listed them (None: list them here)."""
-    try:
-        sticky = find_sticky(client, repo, number, login=login, comments=comments)
-    except GitHubError:
-        return PriorReview(None, None, False)
-    state = StickyState.parse(sticky.body) if sticky else None
-    digest = config_hash(config, renderer.templates_digest())
-    return PriorReview(
-        state,
-        sticky.url if sticky else None,
-        is_same_review(state, head_sha=head_sha, config_digest=digest),
-        sticky.body if sticky else None,
-    )
-
-
-def pr_publisher(
-    client: GitHubClient,
-    repo: str,
-    number: int,
-    config: Config,
-    renderer: Renderer,
-    *,
-    login: str,
-    post_comment: bool,
-    inline_comments: bool,
-    warn: Warn,
-    comments: Sequence[CommentInfo] | None = None,
-) -> Publisher:
-    """The PR sinks: the sticky comment, then the inline review. A 403 on the comment stops further
-    writes (a token that cannot comment cannot review either). When the review then fails for a
-    reason a rerun can mend (not a read-only token), the comment's state is edited to say so
-    (`pending`), so a rerun at the same head publishes it instead of skipping as "already
-    reviewed". `comments` (the PR's comments as listed at the start) spares a second listing."""
-
-    def publish(report: Report, comment: str, index: LineIndex) -> Sequence[Published]:
-        results: list[Published] = []
-        sticky = None
-        if post_comment:
-            sticky = upsert_sticky(client, repo, number, body=comment, login=login, comments=comments)
-            results.append(sticky)
-        read_only = sticky is not None and not sticky.ok and sticky.reason == READ_ONLY
-        if inline_comments and read_only:
-            results.append(Published("review", False, READ_ONLY_DETAIL, reason=READ_ONLY))
-        elif inline_comments:
-            published = _published_findings(report.findings, config.max_findings)
-            data = report.to_dict()
-            by_id = {f["id"]: f for f in data["findings"]}
-            review = post_inline_review(
-                client,
-                repo,
-                number,
-                head_sha=report.snapshot.head.sha,
-                body=renderer.review_body(data),
-                comments=[(f, renderer.inline(by_id[f.id])) for f in published],
-                index=index,
-                login=login,
-                fold=lambda fs: renderer.review_body(data, folded=[by_id[f.id] for f in fs]),
-            )
-            if not review.ok and review.reason != READ_ONLY and sticky is not None and sticky.ok:
-                pending = mark_pending(comment, [PENDING_REVIEW])
-                marked = upsert_sticky(client, repo, number, body=pending, login=login)
-                if not marked.ok:
-                    review = dataclasses.replace(
-                        review, detail=f"{review.detail}; could not mark it pending: {marked.detail}"
-                    )
-            results.append(review)
-        for r in results:
-            if not r.ok:
-                warn(f"imreview: {r.sink}: {r.detail}")
-        return results
-
-    return publish
-
-
 @dataclass(frozen=True)
 class PrWriting:
-    """What writing to one PR needs: the last review our sticky comment recorded, and the sinks.
-    `relisting` builds the same sinks reading the PR's comments afresh (after this run wrote one)."""
+    """What writing to one PR needs: the last review our sticky comment recorded, who we write as,
+    and the PR's comments as listed at the start (None: the sinks list them afresh). `on`: a PR sink
+    (sticky comment, inline review) is on."""
 
     prior: PriorReview
-    publisher: Publisher | None
+    on: bool = False
     login: str = ""
-    relisting: Callable[[], Publisher | None] = lambda: None
     comments: Sequence[CommentInfo] | None = None
 
 
-NO_WRITING = PrWriting(PriorReview(None, None, False), None)
+NO_PRIOR = PriorReview(None, None, False)
+NO_WRITING = PrWriting(NO_PRIOR)
 
 
 # --- the per-PR cost cap: reserve before spending, settle after ---------------------------------
@@ -709,7 +738,7 @@ def reserve_spend(
     replaces the reservation with what it really cost, and `settle_spend` does so for one that
     published nothing. None (nothing reserved) when there is no key to sign the state with, no
     sticky sink, or the write failed: the run goes on, as it would without the cap's record."""
-    if writing.publisher is None or state_key() is None:
+    if not writing.on or state_key() is None:
         return None
     prior = writing.prior
     if prior.state is not None and prior.body is not None:
@@ -797,53 +826,30 @@ def _usd_up(value: float) -> float:
     return math.ceil(round(value * 1_000_000, 3)) / 1_000_000
 
 
+def find_prior(client: GitHubClient, repo: str, number: int, listed: ListedComments | None) -> PriorReview:
+    """Our sticky comment and its state, found and parsed once per run, from the comments listed at
+    the start (listed here when that list failed); `same` is decided once the config is known."""
+    if listed is None:
+        return NO_PRIOR
+    try:
+        sticky = find_sticky(client, repo, number, login=listed.login, comments=listed.comments)
+    except GitHubError:
+        return NO_PRIOR
+    if sticky is None:
+        return NO_PRIOR
+    return PriorReview(StickyState.parse(sticky.body), sticky.url, False, sticky.body)
+
+
 def prepare_writing(
-    client: GitHubClient,
-    repo: str,
-    number: int,
-    config: Config,
-    renderer: Renderer,
-    *,
-    head_sha: str,
-    post_comment: bool,
-    inline_comments: bool,
-    warn: Warn,
-    listed: ListedComments | None = None,
+    config: Config, renderer: Renderer, *, head_sha: str, found: PriorReview, listed: ListedComments
 ) -> PrWriting:
-    """Our identity, the prior state from our sticky comment, and the publisher (none when no sink
-    is on). `listed`: the PR's comments as this run listed them already (else listed here)."""
-    if not (post_comment or inline_comments):
-        return NO_WRITING
-    listed = listed or list_comments(client, repo, number)
-    login, comments = listed.login, listed.comments
-    prior = prior_review(
-        client,
-        repo,
-        number,
-        login=login,
-        head_sha=head_sha,
-        config=config,
-        renderer=renderer,
-        comments=comments,
+    """Our identity, the prior review our sticky comment recorded (`same`: a rerun may skip the
+    model), and the PR's comments as listed at the start (the sinks need not list them again)."""
+    digest = config_hash(config, renderer.templates_digest())
+    prior = dataclasses.replace(
+        found, same=is_same_review(found.state, head_sha=head_sha, config_digest=digest)
     )
-    publishing = functools.partial(
-        pr_publisher,
-        client,
-        repo,
-        number,
-        config,
-        renderer,
-        login=login,
-        post_comment=post_comment,
-        inline_comments=inline_comments,
-        warn=warn,
-    )
-    publisher = publishing(comments=comments)
-
-    def relisting() -> Publisher | None:
-        return publishing()
-
-    return PrWriting(prior, publisher, login, relisting, comments)
+    return PrWriting(prior, True, listed.login, listed.comments)
 
 
 @dataclass(frozen=True)
@@ -860,23 +866,6 @@ def list_comments(client: GitHubClient, repo: str, number: int) -> ListedComment
         return ListedComments(login, client.issue_comments(repo, number))
     except GitHubError:
         return ListedComments(login, None)
-
-
-def sticky_state(client: GitHubClient, repo: str, number: int, listed: ListedComments) -> StickyState | None:
-    """The state our sticky comment holds, when it is provably ours (no request when listed)."""
-    if listed.comments is None:
-        return None
-    try:
-        sticky = find_sticky(client, repo, number, login=listed.login, comments=listed.comments)
-    except GitHubError:
-        return None
-    return StickyState.parse(sticky.body) if sticky else None
-
-
-def _published_findings(findings: Sequence[Finding], limit: int) -> list[Finding]:
-    """Inline candidates: anchored findings among those published, never one carried from an
-    earlier review (its inline comment, if any, is already on the PR)."""
-    return [f for f in findings[: max(0, limit)] if f.anchored and f.carried_from is None]
 
 
 def viewer_login(client: GitHubClient) -> str:

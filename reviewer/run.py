@@ -1,7 +1,8 @@
 """The end stages shared by `review`, `pr` and `action` (DESIGN 10.1).
 
-Order: render the PR bodies → gate (re-read the head; sizes after truncation) → publish to the PR
-→ render the job summary (it shows what was published) → write the summary, report and outputs.
+Order: gate (re-read the head) → render the PR bodies once (the gate then records their sizes) →
+publish to the PR (the flow's sinks) → render the job summary (it shows what was published) →
+write the summary, report and outputs.
 """
 
 from __future__ import annotations
@@ -10,35 +11,25 @@ import gc
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 from reviewer import gate
 from reviewer.budget import Budget
 from reviewer.config import Config, config_hash
-from reviewer.diff import LineIndex
 from reviewer.errors import UsageError
 from reviewer.incremental import CarriedFinding
-from reviewer.publish import COMMENT_LIMIT, echo_untrusted, utf16_len
+from reviewer.publish import COMMENT_LIMIT, utf16_len
 from reviewer.render import Renderer, fit
-from reviewer.report import Published, Report
+from reviewer.report import Report
 from reviewer.review import Analysis, analyse, conclude
+from reviewer.runner_sinks import Rendered as Rendered
+from reviewer.runner_sinks import echo_untrusted
 from reviewer.source import Source
 from reviewer.state import StickyState
 
 SUMMARY_LIMIT = 1_000_000
 Warn = Callable[[str], None]
-Publisher = Callable[[Report, str, LineIndex], Sequence[Published]]
-
-
-@dataclass(frozen=True)
-class Rendered:
-    """The PR-facing bodies, rendered before the gate so their sizes can be checked."""
-
-    comment: str
-    comment_truncated: bool
-    state: StickyState
 
 
 def state_for(
@@ -114,36 +105,21 @@ def finish(
     config: Config,
     renderer: Renderer,
     *,
-    publisher: Publisher | None = None,
     prior: StickyState | None = None,
 ) -> tuple[Report, Rendered]:
-    """Render → gate → publish (only when publish_ready) → the report with what was published."""
+    """Gate → render: the verdict and the completion gate (the head re-read once), then the bodies,
+    rendered once; the gate's output check then measures the comment as it will be written."""
     carry, complete = analysis.carry, analysis.complete
-    rendered = render_bodies(analysis.report, config, renderer, prior=prior, carry=carry, complete=complete)
-    outputs = [
-        gate.OutputSize(
-            "comment", utf16_len(rendered.comment), COMMENT_LIMIT + 5_000, rendered.comment_truncated
-        )
-    ]
-    report = conclude(analysis, current_head=source.head_sha(), outputs=outputs, renderer=renderer)
+    head = source.head_sha()
+    report = conclude(analysis, current_head=head, outputs=(), renderer=renderer)
     rendered = render_bodies(report, config, renderer, prior=prior, carry=carry, complete=complete)
-    if publisher is not None:
-        if report.gate.publish_ready:
-            report = report.replace(published=tuple(publisher(report, rendered.comment, analysis.index)))
-        else:
-            report = report.replace(
-                published=(
-                    Published(
-                        sink="pull_request",
-                        ok=False,
-                        detail=renderer.translate(
-                            "not_published_gate", "nothing posted to the PR: the completion gate did not pass"
-                        ),
-                        reason="gate_closed",
-                    ),
-                )
-            )
-    return report, rendered
+    comment = gate.OutputSize(
+        "comment", utf16_len(rendered.comment), COMMENT_LIMIT + 5_000, rendered.comment_truncated
+    )
+    sized = conclude(analysis, current_head=head, outputs=[comment], renderer=renderer)
+    if sized.gate.publish_ready != report.gate.publish_ready:  # the comment fits by construction
+        rendered = render_bodies(sized, config, renderer, prior=prior, carry=carry, complete=complete)
+    return sized, rendered
 
 
 def summary_text(report: Report, renderer: Renderer, *, annotations_dropped: int = 0) -> str:
