@@ -19,7 +19,7 @@ from reviewer import context as ctx
 from reviewer.budget import COST_SLACK_USD, Deadline, held_cost_usd, held_tokens
 from reviewer.diff import DiffFile, Hunk
 from reviewer.policy import category, opens_definition, sensitive, skip_reason
-from reviewer.report import Coverage, CoverageStatus, FileCoverage, SliceCoverage
+from reviewer.report import Coverage, CoverageStatus, FileCoverage, Side, SliceCoverage
 
 LEGEND = (
     'Each file starts with "## File: <path> (<status>)", then its hunks. Each hunk has an "@@" header '
@@ -830,11 +830,20 @@ class _Written:
 
 
 def _span(hunk: Hunk, start: int, stop: int) -> tuple[int, int]:
-    def number(i: int) -> int:
-        line = hunk.lines[i]
-        return line.new if line.new is not None else (line.old or 0)
+    """The file line range of lines [start, stop) of a hunk, on one side: new-file numbers (side
+    RIGHT) of its added and unchanged lines, or, when it holds only removed lines, their old-file
+    numbers (side LEFT, `_side`). Never starts after it ends."""
+    lines = hunk.lines[start:stop]
+    right = [line.new for line in lines if line.kind != "-" and line.new is not None]
+    numbers = right or [line.old for line in lines if line.old is not None] or [0]
+    return min(numbers), max(numbers)
 
-    return number(start), number(stop - 1)
+
+def _side(hunk: Hunk, start: int, stop: int) -> Side:
+    """RIGHT unless lines [start, stop) of the hunk are all removed lines."""
+    lines = hunk.lines[start:stop]
+    removed_only = bool(lines) and all(line.kind == "-" or line.new is None for line in lines)
+    return "LEFT" if removed_only else "RIGHT"
 
 
 def _largest_slice(
@@ -1098,6 +1107,9 @@ def coverage(
     def span(path: str, index: int, lines: tuple[int, int]) -> tuple[int, int]:
         return _span(by_path[path].hunks[index], lines[0], lines[1])
 
+    def side(path: str, index: int, lines: tuple[int, int]) -> Side:
+        return _side(by_path[path].hunks[index], lines[0], lines[1])
+
     for u in plan.units:
         done = u.id in reviewed_units
         for p in u.parts:
@@ -1113,7 +1125,8 @@ def coverage(
                     reasons_by_line(key).update(dict.fromkeys(rng, reason))
             if p.lines is not None and rng:
                 start, end = p.span or span(p.path, p.hunk_index, (rng.start, rng.stop))
-                sliced.setdefault(p.path, []).append(SliceCoverage(p.hunk_index, start, end, done))
+                on = side(p.path, p.hunk_index, (rng.start, rng.stop))
+                sliced.setdefault(p.path, []).append(SliceCoverage(p.hunk_index, start, end, done, on))
     for path, index in carried:
         covered.setdefault((path, index), set()).update(positions(path, index, None))
     for x in plan.unplaced:
@@ -1125,7 +1138,8 @@ def coverage(
                 reasons.setdefault(i, x.reason)
         if x.lines != WHOLE_HUNK and rng:
             start, end = span(x.path, x.hunk_index, (rng.start, rng.stop))
-            sliced.setdefault(x.path, []).append(SliceCoverage(x.hunk_index, start, end, False))
+            on = side(x.path, x.hunk_index, (rng.start, rng.stop))
+            sliced.setdefault(x.path, []).append(SliceCoverage(x.hunk_index, start, end, False, on))
 
     skipped = {s.path: s.reason for s in plan.skipped}
     reviewable = set(plan.reviewable)

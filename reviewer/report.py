@@ -130,12 +130,15 @@ class Gap:
 
 @dataclass(frozen=True)
 class SliceCoverage:
-    """A piece of a hunk sent on its own: its line range and whether its answer was used."""
+    """A piece of a hunk sent on its own: its line range and whether its answer was used. The range
+    is in new-file numbers (`side` RIGHT) unless the slice holds only removed lines (LEFT: old-file
+    numbers); `start` <= `end`."""
 
     hunk: int
     start: int
     end: int
     reviewed: bool
+    side: Side = "RIGHT"
 
 
 @dataclass(frozen=True)
