@@ -138,10 +138,18 @@ class Plan:
     lines_changed: int
     no_patch: tuple[str, ...]
     unplaced: tuple[Unplaced, ...] = ()
+    context_displaced_lines: int = 0
+    """Changed lines the repository context would have pushed out of the plan: above 0, the plan
+    carries no context (the diff before the context, `make_plan`)."""
 
     @property
     def input_tokens(self) -> int:
         return sum(u.input_tokens for u in self.units)
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens of repository context in the planned calls."""
+        return sum(u.context_tokens for u in self.units)
 
 
 def hunk_risk(path: str, hunk: Hunk) -> float:
@@ -719,8 +727,32 @@ def make_plan(
             unplaced += _fill(packer, _Piece(risk, f, hunk, 0, len(hunk.lines)), count_tokens, redact)
     unplaced += [Unplaced(f.path, hunk.index, WHOLE_HUNK, "time") for _, f, hunk in uncounted]
 
-    shown = _Context(wanted, count_tokens, redact, packer.context_frame)
+    barred = frozenset(x.path for x in unplaced)
+    shown = _Context(wanted, count_tokens, redact, packer.context_frame, barred)
     units = _finish(packer, measure, unplaced, shown, keep_text=text_free is None)
+    if share and any(u.context_tokens for u in units) and _unsent_lines(units, reviewable, only):
+        # the diff before the context: context is bought only when it displaces no diff
+        diff_only = make_plan(
+            files,
+            include=include,
+            exclude=exclude,
+            unit_tokens=unit_tokens,
+            count_tokens=count_tokens,
+            read_file=read_file,
+            redact=redact,
+            allowance=allowance,
+            nonce=nonce,
+            overhead=overhead,
+            measure=measure,
+            only=only,
+            first=first,
+            first_id=first_id,
+            text_free=text_free,
+            deadline=deadline,
+        )
+        displaced = _unsent_lines(units, reviewable, only) - _unsent_lines(diff_only.units, reviewable, only)
+        if displaced > 0:
+            return dataclasses.replace(diff_only, context_displaced_lines=displaced)
     file_risk = {f.path: max((risks[(f.path, h.index)] for h in f.hunks), default=-1.0) for f in reviewable}
     return Plan(
         units=units,
@@ -730,6 +762,25 @@ def make_plan(
         lines_changed=sum(f.additions + f.deletions for f in files),
         no_patch=tuple(sorted(no_patch)),
         unplaced=tuple(unplaced),
+    )
+
+
+def _unsent_lines(
+    units: Sequence[Unit], files: Sequence[DiffFile], only: Collection[tuple[str, int]] | None
+) -> int:
+    """Changed lines of the planned hunks that no unit carries."""
+    carried: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for u in units:
+        for p in u.parts:
+            carried.setdefault((p.path, p.hunk_index), []).append(p.lines or WHOLE_HUNK)
+    return sum(
+        1
+        for f in files
+        for h in f.hunks
+        if only is None or (f.path, h.index) in only
+        for i, line in enumerate(h.lines)
+        if line.kind != " "
+        and not any(start <= i < stop for start, stop in carried.get((f.path, h.index), ()))
     )
 
 
@@ -959,6 +1010,8 @@ class _Context:
     count_tokens: Callable[[str], int]
     redact: Callable[[str], str]
     frame: int = 0
+    barred: frozenset[str] = frozenset()
+    """Files of the PR with diff lines no call carries: never context while their diff goes unsent."""
 
     def choose(self, parts: Sequence[UnitPart], room: int) -> tuple[tuple[ctx.Snippet, ...], str, int]:
         """The best-ranked snippets for these parts that fit `room` tokens with the block's frame:
@@ -966,7 +1019,10 @@ class _Context:
         room -= self.frame
         if room <= 0:
             return (), "", 0
-        groups = [self.wanted.get((p.path, p.hunk_index), ()) for p in parts]
+        groups = [
+            [s for s in self.wanted.get((p.path, p.hunk_index), ()) if s.path not in self.barred]
+            for p in parts
+        ]
         chosen = list(ctx.select(ctx.merge(groups), room, self.count_tokens, self.redact))
         while chosen:
             text = ctx.render(chosen, self.redact)

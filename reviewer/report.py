@@ -260,6 +260,10 @@ class PlanSummary:
     window_assumed: int | None = None
     context_files: tuple[str, ...] = ()
     """Files of the repository shown as context (definitions used, call sites) in answered calls."""
+    context_tokens: int = 0
+    """Tokens of repository context in the planned calls."""
+    context_displaced_lines: int = 0
+    """Changed lines the context would have pushed out of the plan: above 0, none was bought."""
 
 
 @dataclass(frozen=True)

@@ -356,6 +356,8 @@ def analyse(
                 context_files=tuple(
                     dict.fromkeys(s.path for u in plan.units if u.id in ok_units for s in u.context)
                 ),
+                context_tokens=plan.context_tokens,
+                context_displaced_lines=plan.context_displaced_lines,
             )
         ),
         index=index,
