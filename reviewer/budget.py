@@ -69,6 +69,9 @@ class Reservation:
     started_at: float
     estimated_input_tokens: int = 0
     max_output_tokens: int = 0
+    calibrated_input_tokens: int = 0
+    """The estimate as held before the margin: the local count scaled by the provider's earlier
+    counts (calibrated), or the local count itself (`estimated_input_tokens`)."""
 
 
 @dataclass
@@ -131,6 +134,7 @@ class Budget:
         cost_usd: float | None,
         answer_cost_usd: float = 0.0,
         margin_percent: int = MARGIN_PERCENT,
+        local_input_tokens: int | None = None,
     ) -> Reservation:
         """Hold the estimate or raise BudgetExhausted naming the first limit it would overrun.
 
@@ -139,7 +143,8 @@ class Budget:
         answer) are held as is, because the provider stops the answer there: the planner holds a
         unit the same way, so a plan filled to the brim is accepted call by call. `cost_usd` None
         means the price is unknown: the cost limit then only refuses once the known spend has
-        reached it.
+        reached it. `local_input_tokens` is the local count when `input_tokens` is that count
+        calibrated by the provider's earlier counts (the ledger shows both).
         """
         if phase not in PHASES:
             raise ValueError(f"unknown budget phase {phase!r}; expected one of {', '.join(PHASES)}")
@@ -162,8 +167,9 @@ class Budget:
                 output_tokens=held_out,
                 cost_usd=held_cost,
                 started_at=self._clock(),
-                estimated_input_tokens=input_tokens,
+                estimated_input_tokens=input_tokens if local_input_tokens is None else local_input_tokens,
                 max_output_tokens=max_output_tokens,
+                calibrated_input_tokens=input_tokens,
             )
             self._open[reservation.id] = reservation
             return reservation
@@ -239,6 +245,7 @@ class Budget:
                 CallRecord(
                     phase=r.phase,
                     estimated_input_tokens=r.estimated_input_tokens,
+                    calibrated_input_tokens=r.calibrated_input_tokens,
                     reserved_input_tokens=r.input_tokens,
                     input_tokens=input_tokens,
                     max_output_tokens=r.max_output_tokens,

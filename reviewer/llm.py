@@ -204,6 +204,7 @@ class ModelClient:
         self._lock = threading.Lock()
         self._warned: set[str] = set()
         self._facts: dict[str, model_facts.ModelFacts] = {}
+        self._calibration: dict[str, model_facts.Calibration] = {}
         self._window: tuple[int, str] | None = None
         self._assumed_window: int | None = None
         self._per_thread = threading.local()
@@ -288,8 +289,32 @@ class ModelClient:
 
     def margin_percent(self) -> int:
         """The reservation margin on input counts: none when litellm counts with the model's own
-        tokenizer (OpenAI models through tiktoken), a small one where its count is a stand-in."""
-        return self.facts(self.models[0]).margin_percent
+        tokenizer (OpenAI models through tiktoken), a small one where its count is a stand-in, and
+        a smaller one once the provider's counts have calibrated the stand-in."""
+        return self._margin(self.models[0])
+
+    def _margin(self, model: str) -> int:
+        if self.calibration(model).calibrated:
+            return model_facts.CALIBRATED_MARGIN_PERCENT
+        return self.facts(model).margin_percent
+
+    def needs_calibration(self) -> bool:
+        """True while the primary model's count is a stand-in no provider answer has calibrated."""
+        model = self.models[0]
+        return not self.facts(model).exact_tokenizer and not self.calibration(model).calibrated
+
+    def calibration(self, model: str) -> model_facts.Calibration:
+        with self._lock:
+            return self._calibration.get(model, model_facts.Calibration())
+
+    def _calibrate(self, model: str, estimated: int, reported: int | None) -> None:
+        """Learn from the provider's prompt count of an answered request (stand-in tokenizers only)."""
+        if not reported or estimated <= 0 or self.facts(model).exact_tokenizer:
+            return
+        with self._lock:
+            self._calibration[model] = self._calibration.get(model, model_facts.Calibration()).add(
+                estimated, reported
+            )
 
     def count_request(
         self, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None = None
@@ -301,10 +326,22 @@ class ModelClient:
     def _count_request(
         self, model: str, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None
     ) -> int:
+        """The local count, calibrated by the provider's counts when they are known."""
+        return self.calibration(model).apply(self._count_local(model, messages, response_schema))
+
+    def _count_local(
+        self, model: str, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None
+    ) -> int:
         return model_facts.count_request(_litellm(), self.facts(model), messages, response_schema)
 
     def count_tokens(self, text: str) -> int:
+        """A text's tokens for the primary model, counted locally."""
         return self._count(self.models[0], text=text)
+
+    def count_tokens_calibrated(self, text: str) -> int:
+        """`count_tokens` as the provider will count it (`calibration`), for the planner."""
+        model = self.models[0]
+        return self.calibration(model).apply(self._count(model, text=text))
 
     def price(self, model: str) -> tuple[float, float] | None:
         """(input, output) USD per token: configured prices first, then litellm's bundled map."""
@@ -588,7 +625,8 @@ class ModelClient:
         if max_tokens < min(MIN_USEFUL_MAX_TOKENS, self.config.max_output_tokens_per_call):
             self.budget.mark_exhausted()
             raise BudgetExhausted("output_tokens", f"only {max_tokens} output tokens left for a call")
-        input_estimate = self._count_request(model, messages, response_schema)
+        local_estimate = self._count_local(model, messages, response_schema)
+        input_estimate = self.calibration(model).apply(local_estimate)
         price = self.price(model)
         estimate = None if price is None else input_estimate * price[0] + max_tokens * price[1]
         reservation = self.budget.reserve(
@@ -597,7 +635,8 @@ class ModelClient:
             max_output_tokens=max_tokens,
             cost_usd=estimate,
             answer_cost_usd=0.0 if price is None else max_tokens * price[1],
-            margin_percent=self.margin_percent(),
+            margin_percent=self._margin(model),
+            local_input_tokens=local_estimate,
         )
         timeout, capped = self._timeout(max_tokens, input_estimate)
         requests = _RequestCounter()
@@ -653,7 +692,9 @@ class ModelClient:
                 raise _Retryable(CallTimedOut(timeout, capped=capped), None) from error
             raise _classify(litellm, error) from error
         usage = getattr(response, "usage", None)
-        input_tokens = int(getattr(usage, "prompt_tokens", None) or input_estimate)
+        reported_input = getattr(usage, "prompt_tokens", None)
+        input_tokens = int(reported_input or input_estimate)
+        self._calibrate(model, local_estimate, int(reported_input) if reported_input else None)
         output_tokens, trusted = _output_tokens(
             usage, lambda extra: self._count(model, text=text + extra), choice.message
         )

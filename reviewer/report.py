@@ -171,7 +171,8 @@ class Usage:
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One request in the ledger: our estimate and reservation beside what the provider reported."""
+    """One request in the ledger: our estimate (local, then calibrated) and reservation beside what
+    the provider reported (`input_tokens`)."""
 
     phase: str
     estimated_input_tokens: int
@@ -179,6 +180,9 @@ class CallRecord:
     input_tokens: int
     max_output_tokens: int
     output_tokens: int
+    calibrated_input_tokens: int = 0
+    """The local estimate scaled by the provider's counts of earlier answers (`estimated_input_tokens`
+    itself while none has come, or when litellm counts with the model's own tokenizer)."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from reviewer import context as ctx
 from reviewer import findings as fnd
 from reviewer import gate, incremental, progress, rules, verify
 from reviewer.answer_size import answer_reservation
-from reviewer.budget import PLAN_SECONDS_SHARE, Budget, held_cost_usd
+from reviewer.budget import PLAN_SECONDS_SHARE, Budget, held_cost_usd, held_tokens
 from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
 from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
@@ -229,14 +229,14 @@ def analyse(
             first=increment.first if increment is not None else (),
         )
     window = planner.window
-    if client is not None and any(x.reason == "budget" for x in plan.unplaced):
-        budget.mark_exhausted()
     outcomes: list[UnitOutcome] = []
     if client is not None and plan.units:
         with reporter.stage(f"model review ({len(plan.units)} units)"):
             plan, outcomes, window = _review_all(
                 client, plan, planner, config, renderer, change, budget, warnings
             )
+    if client is not None and any(x.reason == "budget" for x in plan.unplaced):
+        budget.mark_exhausted()
     ok_units = {o.unit_id for o in outcomes if o.status == "ok"}
     unsent = {o.unit_id: _coverage_reason(o.status) for o in outcomes if o.status != "ok"}
     carried_hunks = (
@@ -513,8 +513,10 @@ class _Planner:
         only: Collection[tuple[str, int]] | None = None,
         first: Collection[tuple[str, int]] = (),
         first_id: int = 0,
+        held: Sequence[Unit] = (),
     ) -> Plan:
-        """The whole plan for what `budget` has left; without a model, only coverage matters."""
+        """The whole plan for what `budget` has left, less what the `held` units (planned, not sent
+        yet) will reserve; without a model, only coverage matters."""
         client, config = self.client, self.config
         common: dict[str, Any] = {
             "include": config.include,
@@ -537,21 +539,36 @@ class _Planner:
         self.window, self.window_source = client.window()
         limits, spent = budget.limits, budget.spent()
         price = client.price(client.models[0])
+        margin, calibration = client.margin_percent(), client.calibration(client.models[0])
+        held_in = sum(
+            held_tokens(calibration.apply(u.input_tokens) + REQUEST_SLACK_TOKENS, margin) for u in held
+        )
+        held_out = sum(u.answer_tokens for u in held)
+        held_usd = sum(
+            held_cost_usd(
+                (calibration.apply(u.input_tokens) + REQUEST_SLACK_TOKENS) * price[0]
+                + u.answer_tokens * price[1],
+                u.answer_tokens * price[1],
+                margin,
+            )
+            for u in held
+            if price is not None
+        )
         allowance = Allowance(
-            input_tokens=max(limits.input_tokens - spent.input_tokens, 0),
-            output_tokens=max(limits.output_tokens - spent.output_tokens, 0),
-            calls=max(limits.calls - spent.calls, 0),
-            cost_usd=max(limits.cost_usd - (spent.cost_usd or 0.0), 0.0),
+            input_tokens=max(limits.input_tokens - spent.input_tokens - held_in, 0),
+            output_tokens=max(limits.output_tokens - spent.output_tokens - held_out, 0),
+            calls=max(limits.calls - spent.calls - len(held), 0),
+            cost_usd=max(limits.cost_usd - (spent.cost_usd or 0.0) - held_usd, 0.0),
             price=price,
             window=self.window,
-            margin_percent=client.margin_percent(),
+            margin_percent=margin,
             max_answer_tokens=client.answer_cap(),
             answer_tokens=self.answer_tokens(),
         )
         return make_plan(
             self.files,
             unit_tokens=self.window,
-            count_tokens=client.count_tokens,
+            count_tokens=client.count_tokens_calibrated,
             allowance=allowance,
             nonce=lambda i: unit_nonce(),
             overhead=lambda nonce: self.measure(nonce, ""),
@@ -654,7 +671,7 @@ def _review_all(
 ) -> tuple[Plan, list[UnitOutcome], int]:
     """Send the planned units; when the server says a request was longer than its window, re-plan
     what was not answered for the window it told us, within what the budget has left."""
-    outcomes = _review_units(client, plan.units, config, renderer, change, planner)
+    plan, outcomes = _calibrated_review(client, plan, planner, config, renderer, change, budget)
     for _ in range(MAX_REPLANS):
         redo = {o.unit_id for o in outcomes if o.status == "replan"}
         if not redo:
@@ -674,6 +691,40 @@ def _review_all(
         dataclasses.replace(o, status="context_window") if o.status == "replan" else o for o in outcomes
     ]
     return plan, outcomes, planner.window
+
+
+def _calibrated_review(
+    client: ModelClient,
+    plan: Plan,
+    planner: _Planner,
+    config: Config,
+    renderer: Renderer,
+    change: Change,
+    budget: Budget,
+) -> tuple[Plan, list[UnitOutcome]]:
+    """Send the planned units. While the model's count is an uncalibrated stand-in and the plan has
+    more than one call or leaves diff unsent, the first unit goes alone: the provider's count of its
+    prompt calibrates every later count (`ModelClient.calibration`), and what is left is re-planned
+    with it within what the budget has left; units holding a slice of a hunk the first one
+    carried keep their place (their need is held out of the re-plan)."""
+    cut = any(x.reason == "budget" for x in plan.unplaced)
+    if not client.needs_calibration() or not (len(plan.units) > 1 or cut):
+        return plan, _review_units(client, plan.units, config, renderer, change, planner)
+    first, rest = plan.units[0], plan.units[1:]
+    outcomes = _review_units(client, [first], config, renderer, change, planner)
+    if outcomes[0].status == "replan":
+        return plan, outcomes + [UnitOutcome(u.id, "replan") for u in rest]
+    sent = {(p.path, p.hunk_index) for p in first.parts}
+    kept = tuple(u for u in rest if any((p.path, p.hunk_index) in sent for p in u.parts))
+    held = sent | {(p.path, p.hunk_index) for u in kept for p in u.parts}
+    redo = {(p.path, p.hunk_index) for u in rest for p in u.parts} - held
+    redo |= {(x.path, x.hunk_index) for x in plan.unplaced if x.reason == "budget"} - held
+    if client.needs_calibration() or not redo:
+        return plan, outcomes + _review_units(client, rest, config, renderer, change, planner)
+    fresh = planner.plan(budget, only=redo, first_id=max(u.id for u in plan.units) + 1, held=kept)
+    unplaced = tuple(x for x in plan.unplaced if (x.path, x.hunk_index) not in redo) + fresh.unplaced
+    plan = dataclasses.replace(plan, units=(first, *kept, *fresh.units), unplaced=unplaced)
+    return plan, outcomes + _review_units(client, (*kept, *fresh.units), config, renderer, change, planner)
 
 
 def _review_units(
