@@ -120,6 +120,9 @@ class Reservation:
     started_at: float
     estimated_input_tokens: int = 0
     max_output_tokens: int = 0
+    calibrated_input_tokens: int = 0
+    """The estimate as held before the margin: the local count scaled by the provider's earlier
+    counts (calibrated), or the local count itself (`estimated_input_tokens`)."""
 
 
 @dataclass
@@ -199,6 +202,7 @@ class Budget:
         cost_usd: float | None,
         answer_cost_usd: float = 0.0,
         margin_percent: int = MARGIN_PERCENT,
+        local_input_tokens: int | None = None,
     ) -> Reservation:
         """Hold the estimate or raise BudgetExhausted naming the first limit it would overrun.
 
@@ -207,7 +211,8 @@ class Budget:
         answer) are held as is, because the provider stops the answer there: the planner holds a
         unit the same way, so a plan filled to the brim is accepted call by call. `cost_usd` None
         means the price is unknown: the cost limit then only refuses once the known spend has
-        reached it.
+        reached it. `local_input_tokens` is the local count when `input_tokens` is that count
+        calibrated by the provider's earlier counts (the ledger shows both).
         """
         if phase not in PHASES:
             raise ValueError(f"unknown budget phase {phase!r}; expected one of {', '.join(PHASES)}")
@@ -231,8 +236,9 @@ class Budget:
                 output_tokens=held_out,
                 cost_usd=held_cost,
                 started_at=self._clock(),
-                estimated_input_tokens=input_tokens,
+                estimated_input_tokens=input_tokens if local_input_tokens is None else local_input_tokens,
                 max_output_tokens=max_output_tokens,
+                calibrated_input_tokens=input_tokens,
             )
             for level in chain:
                 level._open[reservation.id] = reservation
@@ -307,9 +313,11 @@ class Budget:
         margin_percent: int,
         max_answer_tokens: int,
         answer_tokens: int,
+        held: Limits | None = None,
     ) -> Allowance:
-        """What a plan made now may spend: the tokens, calls and money left, and how a call is sized."""
-        left = self.left()
+        """What a plan made now may spend: the tokens, calls and money left, less what `held` (units
+        planned and not sent yet) will reserve, and how a call is sized."""
+        left = self.left() if held is None else _less(self.left(), held)
         return Allowance(
             input_tokens=left.input_tokens,
             output_tokens=left.output_tokens,
@@ -356,6 +364,7 @@ class Budget:
         record = CallRecord(
             phase=r.phase,
             estimated_input_tokens=r.estimated_input_tokens,
+            calibrated_input_tokens=r.calibrated_input_tokens,
             reserved_input_tokens=r.input_tokens,
             input_tokens=input_tokens,
             max_output_tokens=r.max_output_tokens,
@@ -425,6 +434,16 @@ class Budget:
                 overrun=overruns(self.limits, used),
                 startup=self._startup,
             )
+
+
+def _less(left: Limits, held: Limits) -> Limits:
+    return Limits(
+        input_tokens=max(left.input_tokens - held.input_tokens, 0),
+        output_tokens=max(left.output_tokens - held.output_tokens, 0),
+        cost_usd=max(left.cost_usd - held.cost_usd, 0.0),
+        seconds=left.seconds,
+        calls=max(left.calls - held.calls, 0),
+    )
 
 
 def _smaller(a: Limits, b: Limits) -> Limits:

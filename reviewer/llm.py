@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import email.utils
 import functools
-import json
 import os
 import re
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Generic, TypeVar
 
-from reviewer.budget import EXACT_MARGIN_PERCENT, UNCERTAIN_MARGIN_PERCENT, Budget
+from reviewer import model_facts
+from reviewer.budget import Budget
 from reviewer.config import Config
 from reviewer.errors import (
     AnswerUnparsed,
@@ -33,7 +32,6 @@ from reviewer.errors import (
 
 T = TypeVar("T")
 
-ASSUMED_CONTEXT_WINDOW = 8192
 MAX_ATTEMPTS = 3
 TIMEOUT_BASE_SECONDS = 60.0
 TIMEOUT_SECONDS_PER_ANSWER_TOKEN = 0.1
@@ -52,14 +50,6 @@ PLAUSIBLE_USAGE_RATIO = 2
 PLAUSIBLE_USAGE_SLACK_TOKENS = 64
 """...and more than this many tokens below it: a few tokens of a short answer evade nothing."""
 BACKOFF_BASE_SECONDS = 1.0
-PLACEHOLDER_API_KEY = "imreview-no-key"
-PROBE_TIMEOUT_SECONDS = 3.0
-_WINDOW_IN_ERROR = (
-    re.compile(r"maximum context length is (\d+)", re.IGNORECASE),
-    re.compile(r"\bn_ctx\W{1,4}(\d+)", re.IGNORECASE),
-    re.compile(r"context (?:size|window|length)(?: of| is|:)? (\d{3,})", re.IGNORECASE),
-)
-_ENV_LOCK = threading.Lock()
 _NO_CREDENTIALS = re.compile(r"missing credentials|api_key client option must be set", re.IGNORECASE)
 _OFFLINE_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "LITELLM_OFFLINE_MODE": "true"}
 
@@ -213,8 +203,8 @@ class ModelClient:
         self._sleep = sleep
         self._lock = threading.Lock()
         self._warned: set[str] = set()
-        self._info: dict[str, Mapping[str, Any] | None] = {}
-        self._keys_missing: dict[str, list[str]] = {}
+        self._facts: dict[str, model_facts.ModelFacts] = {}
+        self._calibration: dict[str, model_facts.Calibration] = {}
         self._window: tuple[int, str] | None = None
         self._assumed_window: int | None = None
         self._per_thread = threading.local()
@@ -227,23 +217,29 @@ class ModelClient:
     def _sent_here(self, calls: int) -> None:
         self._per_thread.calls = self.calls_in_this_thread() + calls
 
+    def facts(self, model: str) -> model_facts.ModelFacts:
+        """What we know about `model` (window, price, tokenizer, credentials, schema), read once."""
+        with self._lock:
+            if model in self._facts:
+                return self._facts[model]
+        facts = model_facts.read(_litellm(), model, self.config)
+        with self._lock:
+            return self._facts.setdefault(model, facts)
+
     def credentials_missing(self) -> list[str]:
         """Environment keys the primary model needs and lacks; none when `api_base` is set, because
         a self-hosted server gets a placeholder key."""
         if self.config.api_base:
             return []
-        return self._missing_keys(self.models[0])
+        return list(self.facts(self.models[0]).missing_keys)
 
     def context_window(self) -> int:
         """The smallest input window in the chain, so a unit packed for it fits every fallback."""
         return self.window()[0]
 
     def window(self) -> tuple[int, str]:
-        """(tokens, source). A self-hosted server (`api_base`) is asked first (vLLM's `/v1/models`
-        `max_model_len`, llama.cpp's `/props` `n_ctx`), because litellm's map describes the hosted
-        model of that name, not what this server was started with; then config `context_window`,
-        then (without `api_base`) litellm's map, then 8,192 with a warning. Once a server refused a
-        request as too long, the window it told us wins (`learned`)."""
+        """(tokens, source), found once (`model_facts.find_window`); once a server refused a request
+        as too long, the window it told us wins (`learned`)."""
         with self._lock:
             if self._window is not None:
                 return self._window
@@ -254,34 +250,21 @@ class ModelClient:
             return self._window
 
     def _find_window(self) -> tuple[int, str]:
-        configured = self.config.context_window
-        if self.config.api_base:
-            served = probe_window(self.config.api_base, self.models[0], self._probe_key())
-            if served:
-                if configured and configured < served:
-                    return configured, "config"
-                return served, "server"
-        if configured:
-            return configured, "config"
-        windows: list[tuple[int, str]] = []
-        for model in self.models:
-            info = self._model_info(model)
-            window = info and (info.get("max_input_tokens") or info.get("max_tokens"))
-            if window:
-                windows.append((int(window), "litellm"))
-                continue
-            server = (
-                " and the server at api_base did not say its window (GET /v1/models, GET /props)"
-                if self.config.api_base
-                else ""
-            )
+        window, source, unknown = model_facts.find_window(
+            self.config, [self.facts(model) for model in self.models]
+        )
+        server = (
+            " and the server at api_base did not say its window (GET /v1/models, GET /props)"
+            if self.config.api_base
+            else ""
+        )
+        for model in unknown:
             self._warn_once(
                 f"context:{model}",
                 f"model {model!r} is unknown to litellm's model map{server}: assuming a context window of "
-                f"{ASSUMED_CONTEXT_WINDOW} tokens (set `context_window` to override)",
+                f"{model_facts.ASSUMED_CONTEXT_WINDOW} tokens (set `context_window` to override)",
             )
-            windows.append((ASSUMED_CONTEXT_WINDOW, "assumed"))
-        return min(windows)
+        return window, source
 
     def learn_window(self, window: int) -> None:
         """Record the window a server told us in a context-exceeded answer (never grows)."""
@@ -301,17 +284,37 @@ class ModelClient:
     def answer_cap(self) -> int:
         """The largest answer one call may ask for: the per-call setting, within every model's own cap."""
         caps = [self.config.max_output_tokens_per_call]
-        for model in self.models:
-            info = self._model_info(model)
-            model_max = info and (info.get("max_output_tokens") or info.get("max_tokens"))
-            if model_max:
-                caps.append(int(model_max))
+        caps += [cap for model in self.models if (cap := self.facts(model).max_output_tokens)]
         return max(1, min(caps))
 
     def margin_percent(self) -> int:
         """The reservation margin on input counts: none when litellm counts with the model's own
-        tokenizer (OpenAI models through tiktoken), a small one where its count is a stand-in."""
-        return EXACT_MARGIN_PERCENT if _exact_tokenizer(self.models[0]) else UNCERTAIN_MARGIN_PERCENT
+        tokenizer (OpenAI models through tiktoken), a small one where its count is a stand-in, and
+        a smaller one once the provider's counts have calibrated the stand-in."""
+        return self._margin(self.models[0])
+
+    def _margin(self, model: str) -> int:
+        if self.calibration(model).calibrated:
+            return model_facts.CALIBRATED_MARGIN_PERCENT
+        return self.facts(model).margin_percent
+
+    def needs_calibration(self) -> bool:
+        """True while the primary model's count is a stand-in no provider answer has calibrated."""
+        model = self.models[0]
+        return not self.facts(model).exact_tokenizer and not self.calibration(model).calibrated
+
+    def calibration(self, model: str) -> model_facts.Calibration:
+        with self._lock:
+            return self._calibration.get(model, model_facts.Calibration())
+
+    def _calibrate(self, model: str, estimated: int, reported: int | None) -> None:
+        """Learn from the provider's prompt count of an answered request (stand-in tokenizers only)."""
+        if not reported or estimated <= 0 or self.facts(model).exact_tokenizer:
+            return
+        with self._lock:
+            self._calibration[model] = self._calibration.get(model, model_facts.Calibration()).add(
+                estimated, reported
+            )
 
     def count_request(
         self, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None = None
@@ -323,37 +326,33 @@ class ModelClient:
     def _count_request(
         self, model: str, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None
     ) -> int:
-        tokens = self._count(model, messages=messages)
-        if response_schema is not None and self._supports_schema(model):
-            tokens += self._count(model, text=json.dumps(dict(response_schema)))
-        return tokens
+        """The local count, calibrated by the provider's counts when they are known."""
+        return self.calibration(model).apply(self._count_local(model, messages, response_schema))
 
-    def _probe_key(self) -> str | None:
-        for name in ("OPENAI_API_KEY", "HOSTED_VLLM_API_KEY"):
-            value = os.environ.get(name)
-            if value:
-                return value
-        return None
+    def _count_local(
+        self, model: str, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None
+    ) -> int:
+        return model_facts.count_request(_litellm(), self.facts(model), messages, response_schema)
 
     def count_tokens(self, text: str) -> int:
+        """A text's tokens for the primary model, counted locally."""
         return self._count(self.models[0], text=text)
+
+    def count_tokens_calibrated(self, text: str) -> int:
+        """`count_tokens` as the provider will count it (`calibration`), for the planner."""
+        model = self.models[0]
+        return self.calibration(model).apply(self._count(model, text=text))
 
     def price(self, model: str) -> tuple[float, float] | None:
         """(input, output) USD per token: configured prices first, then litellm's bundled map."""
-        configured = self.config.prices.get(model) or self.config.prices.get(model.partition("/")[2])
-        if configured is not None:
-            return configured.input_usd_per_mtok / 1e6, configured.output_usd_per_mtok / 1e6
-        info = self._model_info(model)
-        if info is not None:
-            input_price, output_price = info.get("input_cost_per_token"), info.get("output_cost_per_token")
-            if input_price is not None and output_price is not None:
-                return float(input_price), float(output_price)
-        self._warn_once(
-            f"price:{model}",
-            f"no price known for model {model!r}: its cost is reported as unknown; the token and call "
-            "limits still hold (set `prices` to enable the cost limit)",
-        )
-        return None
+        price = self.facts(model).price
+        if price is None:
+            self._warn_once(
+                f"price:{model}",
+                f"no price known for model {model!r}: its cost is reported as unknown; the token and call "
+                "limits still hold (set `prices` to enable the cost limit)",
+            )
+        return price
 
     def complete_json(
         self,
@@ -626,7 +625,8 @@ class ModelClient:
         if max_tokens < min(MIN_USEFUL_MAX_TOKENS, self.config.max_output_tokens_per_call):
             self.budget.mark_exhausted()
             raise BudgetExhausted("output_tokens", f"only {max_tokens} output tokens left for a call")
-        input_estimate = self._count_request(model, messages, response_schema)
+        local_estimate = self._count_local(model, messages, response_schema)
+        input_estimate = self.calibration(model).apply(local_estimate)
         price = self.price(model)
         estimate = None if price is None else input_estimate * price[0] + max_tokens * price[1]
         reservation = self.budget.reserve(
@@ -635,7 +635,8 @@ class ModelClient:
             max_output_tokens=max_tokens,
             cost_usd=estimate,
             answer_cost_usd=0.0 if price is None else max_tokens * price[1],
-            margin_percent=self.margin_percent(),
+            margin_percent=self._margin(model),
+            local_input_tokens=local_estimate,
         )
         timeout, capped = self._timeout(max_tokens, input_estimate)
         requests = _RequestCounter()
@@ -654,7 +655,7 @@ class ModelClient:
             kwargs["api_base"] = self.config.api_base
         if api_key is not None:
             kwargs["api_key"] = api_key
-        if response_schema is not None and self._supports_schema(model):
+        if response_schema is not None and self.facts(model).supports_schema:
             kwargs["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "imreview_answer", "schema": dict(response_schema)},
@@ -691,7 +692,9 @@ class ModelClient:
                 raise _Retryable(CallTimedOut(timeout, capped=capped), None) from error
             raise _classify(litellm, error) from error
         usage = getattr(response, "usage", None)
-        input_tokens = int(getattr(usage, "prompt_tokens", None) or input_estimate)
+        reported_input = getattr(usage, "prompt_tokens", None)
+        input_tokens = int(reported_input or input_estimate)
+        self._calibrate(model, local_estimate, int(reported_input) if reported_input else None)
         output_tokens, trusted = _output_tokens(
             usage, lambda extra: self._count(model, text=text + extra), choice.message
         )
@@ -723,18 +726,15 @@ class ModelClient:
         )
 
     def _api_key(self, model: str) -> str | None:
-        """The key to pass explicitly: a placeholder for a self-hosted server when the provider's
-        variable is unset or blank (an Action input of a missing secret is ""); otherwise None, and
-        litellm reads the environment. A hosted model without its key is never sent a request."""
-        missing = self._missing_keys(model)
-        if not missing:
-            return None
-        if self.config.api_base:
-            return PLACEHOLDER_API_KEY
-        raise _ModelFailed(
-            ModelConfigError(f"no credentials for {model}: {', '.join(missing)} is unset or empty"),
-            config=True,
-        )
+        """The key to pass explicitly (`model_facts.api_key`): a hosted model without its key is
+        never sent a request."""
+        try:
+            return model_facts.api_key(self.facts(model), self.config)
+        except LookupError as missing:
+            raise _ModelFailed(
+                ModelConfigError(f"no credentials for {model}: {missing} is unset or empty"),
+                config=True,
+            ) from None
 
     def _timeout(self, max_tokens: int, input_tokens: int = 0) -> tuple[float, bool]:
         """(seconds, whether the seconds budget cut it short) for one request: `request_timeout`
@@ -752,18 +752,17 @@ class ModelClient:
     def _answer_room(self, model: str) -> int:
         """The largest answer this model and the budget allow now, past `max_output_tokens_per_call`."""
         room = self.budget.output_tokens_left()
-        info = self._model_info(model)
-        model_max = info and (info.get("max_output_tokens") or info.get("max_tokens"))
-        return min(room, int(model_max)) if model_max else room
+        model_max = self.facts(model).max_output_tokens
+        return min(room, model_max) if model_max else room
 
     def _context_exceeded(self, model: str, error: Exception, sent: int) -> ContextExceeded:
         """What the server's refusal teaches: the window it names, else what a probe finds, else
         three quarters of what was sent."""
         assumed = self.context_window()
         body = getattr(getattr(error, "response", None), "text", None)
-        told = window_in_error(f"{error} {body[:10_000] if isinstance(body, str) else ''}")
+        told = model_facts.window_in_error(f"{error} {body[:10_000] if isinstance(body, str) else ''}")
         if told is None and self.config.api_base:
-            told = probe_window(self.config.api_base, model, self._probe_key())
+            told = model_facts.probe_window(self.config.api_base, model, model_facts.probe_key())
         if told is None or told >= assumed:
             told = min(assumed, sent) * 3 // 4
         self.learn_window(told)
@@ -778,55 +777,20 @@ class ModelClient:
         candidates = [self.config.max_output_tokens_per_call, self.budget.output_tokens_left()]
         if requested is not None:
             candidates.append(requested)
-        info = self._model_info(model)
-        model_max = info and (info.get("max_output_tokens") or info.get("max_tokens"))
+        model_max = self.facts(model).max_output_tokens
         if model_max:
-            candidates.append(int(model_max))
+            candidates.append(model_max)
         return min(candidates)
 
     def _count(
         self, model: str, *, text: str | None = None, messages: Sequence[Mapping[str, str]] = ()
     ) -> int:
-        """A local, offline token count; a rough len/3 when litellm cannot count for this model."""
-        try:
-            if text is not None:
-                return int(_litellm().token_counter(model=model, text=text))
-            return int(_litellm().token_counter(model=model, messages=list(messages)))
-        except Exception:
-            chars = len(text) if text is not None else sum(len(m.get("content") or "") for m in messages)
-            return chars // 3
-
-    def _model_info(self, model: str) -> Mapping[str, Any] | None:
-        with self._lock:
-            if model in self._info:
-                return self._info[model]
-        try:
-            info: Mapping[str, Any] | None = dict(_litellm().get_model_info(model=model))
-        except Exception:
-            info = None
-        with self._lock:
-            self._info[model] = info
-        return info
-
-    def _missing_keys(self, model: str) -> list[str]:
-        with self._lock:
-            if model in self._keys_missing:
-                return list(self._keys_missing[model])
-        missing = _missing_provider_keys(_litellm(), model)
-        with self._lock:
-            self._keys_missing[model] = missing
-        return list(missing)
+        return model_facts.count(_litellm(), model, text=text, messages=messages)
 
     def sends_schema(self) -> bool:
         """Whether every model of the chain gets the response schema as `response_format`, so a
         prompt can leave the answer's shape to it (a fallback without it needs the long format)."""
-        return all(self._supports_schema(model) for model in self.models)
-
-    def _supports_schema(self, model: str) -> bool:
-        try:
-            return bool(_litellm().supports_response_schema(model=model))
-        except Exception:
-            return False
+        return all(self.facts(model).supports_schema for model in self.models)
 
     def _warn_once(self, key: str, message: str) -> None:
         with self._lock:
@@ -856,21 +820,6 @@ def alternating(messages: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
         raise ValueError("a conversation must start with a user turn after the system message")
     head = [{"role": "system", "content": "\n\n".join(system)}] if system else []
     return head + turns
-
-
-def _missing_provider_keys(litellm: ModuleType, model: str) -> list[str]:
-    """The variables `model`'s provider needs and lacks, an empty value counting as lacking (litellm
-    only asks whether the name is set, and a missing Action secret is set to "")."""
-    with _ENV_LOCK:
-        blank = {name: value for name, value in os.environ.items() if not value.strip()}
-        for name in blank:
-            del os.environ[name]
-        try:
-            return list(litellm.validate_environment(model=model).get("missing_keys") or [])
-        except Exception:
-            return []
-        finally:
-            os.environ.update(blank)
 
 
 def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> tuple[int, bool]:
@@ -946,72 +895,6 @@ def _retry_after(error: Exception) -> float | None:
 def _short(error: BaseException, limit: int = 300) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def window_in_error(message: str) -> int | None:
-    """The context window a server names in its refusal (vLLM/OpenAI: "maximum context length is
-    N tokens"; llama.cpp: `n_ctx`), or None."""
-    for pattern in _WINDOW_IN_ERROR:
-        match = pattern.search(message)
-        if match:
-            return int(match.group(1))
-    return None
-
-
-def probe_window(api_base: str, model: str, api_key: str | None = None) -> int | None:
-    """Ask an OpenAI-compatible server its context window: `GET /v1/models` (vLLM's
-    `max_model_len`, or `context_length` as LM Studio and others say) for this model (or the only
-    one served), then llama.cpp's `GET /props` (`default_generation_settings.n_ctx`, or `n_ctx`).
-    None when neither answers; never raises."""
-    root = api_base.rstrip("/")
-    bare = root[: -len("/v1")] if root.endswith("/v1") else root
-    name = model.split("/", 1)[1] if "/" in model else model
-    models = _get_json(f"{bare}/v1/models", api_key)
-    entries = models.get("data") if isinstance(models, dict) else None
-    if isinstance(entries, list):
-        dicts = [e for e in entries if isinstance(e, dict)]
-        chosen = [e for e in dicts if e.get("id") in (name, model)] or (dicts if len(dicts) == 1 else [])
-        for entry in chosen:
-            for key in ("max_model_len", "context_length", "max_context_length"):
-                value = entry.get(key)
-                if isinstance(value, int) and value > 0:
-                    return value
-    props = _get_json(f"{bare}/props", api_key)
-    if isinstance(props, dict):
-        settings = props.get("default_generation_settings")
-        for value in (settings.get("n_ctx") if isinstance(settings, dict) else None, props.get("n_ctx")):
-            if isinstance(value, int) and value > 0:
-                return value
-    return None
-
-
-def _get_json(url: str, api_key: str | None) -> Any:
-    headers = {"Accept": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    try:
-        with urllib.request.urlopen(
-            urllib.request.Request(url, headers=headers), timeout=PROBE_TIMEOUT_SECONDS
-        ) as response:
-            return json.loads(response.read(1_000_000))
-    except Exception:
-        return None
-
-
-def _exact_tokenizer(model: str) -> bool:
-    """True when litellm counts this model with its own tokenizer (tiktoken knows OpenAI models)."""
-    try:
-        litellm = _litellm()
-        name, provider, _, _ = litellm.get_llm_provider(model)
-        if provider not in ("openai", "azure"):
-            return False
-        litellm.token_counter(model=model, text="")  # points tiktoken at litellm's bundled files (offline)
-        import tiktoken
-
-        tiktoken.encoding_for_model(name)
-        return True
-    except Exception:
-        return False
 
 
 def failure_kind(error: BaseException) -> str:

@@ -25,7 +25,7 @@ from reviewer.budget import (
 )
 from reviewer.diff import DiffFile, Hunk
 from reviewer.policy import category, opens_definition, sensitive, skip_reason
-from reviewer.report import Coverage, CoverageStatus, FileCoverage, SliceCoverage
+from reviewer.report import Coverage, CoverageStatus, FileCoverage, Side, SliceCoverage
 
 LEGEND = (
     'Each file starts with "## File: <path> (<status>)", then its hunks. Each hunk has an "@@" header '
@@ -120,10 +120,18 @@ class Plan:
     lines_changed: int
     no_patch: tuple[str, ...]
     unplaced: tuple[Unplaced, ...] = ()
+    context_displaced_lines: int = 0
+    """Changed lines the repository context would have pushed out of the plan: above 0, the plan
+    carries no context (the diff before the context, `make_plan`)."""
 
     @property
     def input_tokens(self) -> int:
         return sum(u.input_tokens for u in self.units)
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens of repository context in the planned calls."""
+        return sum(u.context_tokens for u in self.units)
 
 
 def hunk_risk(path: str, hunk: Hunk) -> float:
@@ -701,8 +709,32 @@ def make_plan(
             unplaced += _fill(packer, _Piece(risk, f, hunk, 0, len(hunk.lines)), count_tokens, redact)
     unplaced += [Unplaced(f.path, hunk.index, WHOLE_HUNK, "time") for _, f, hunk in uncounted]
 
-    shown = _Context(wanted, count_tokens, redact, packer.context_frame)
+    barred = frozenset(x.path for x in unplaced)
+    shown = _Context(wanted, count_tokens, redact, packer.context_frame, barred)
     units = _finish(packer, measure, unplaced, shown, keep_text=text_free is None)
+    if share and any(u.context_tokens for u in units) and _unsent_lines(units, reviewable, only):
+        # the diff before the context: context is bought only when it displaces no diff
+        diff_only = make_plan(
+            files,
+            include=include,
+            exclude=exclude,
+            unit_tokens=unit_tokens,
+            count_tokens=count_tokens,
+            read_file=read_file,
+            redact=redact,
+            allowance=allowance,
+            nonce=nonce,
+            overhead=overhead,
+            measure=measure,
+            only=only,
+            first=first,
+            first_id=first_id,
+            text_free=text_free,
+            deadline=deadline,
+        )
+        displaced = _unsent_lines(units, reviewable, only) - _unsent_lines(diff_only.units, reviewable, only)
+        if displaced > 0:
+            return dataclasses.replace(diff_only, context_displaced_lines=displaced)
     file_risk = {f.path: max((risks[(f.path, h.index)] for h in f.hunks), default=-1.0) for f in reviewable}
     return Plan(
         units=units,
@@ -712,6 +744,25 @@ def make_plan(
         lines_changed=sum(f.additions + f.deletions for f in files),
         no_patch=tuple(sorted(no_patch)),
         unplaced=tuple(unplaced),
+    )
+
+
+def _unsent_lines(
+    units: Sequence[Unit], files: Sequence[DiffFile], only: Collection[tuple[str, int]] | None
+) -> int:
+    """Changed lines of the planned hunks that no unit carries."""
+    carried: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for u in units:
+        for p in u.parts:
+            carried.setdefault((p.path, p.hunk_index), []).append(p.lines or WHOLE_HUNK)
+    return sum(
+        1
+        for f in files
+        for h in f.hunks
+        if only is None or (f.path, h.index) in only
+        for i, line in enumerate(h.lines)
+        if line.kind != " "
+        and not any(start <= i < stop for start, stop in carried.get((f.path, h.index), ()))
     )
 
 
@@ -812,11 +863,20 @@ class _Written:
 
 
 def _span(hunk: Hunk, start: int, stop: int) -> tuple[int, int]:
-    def number(i: int) -> int:
-        line = hunk.lines[i]
-        return line.new if line.new is not None else (line.old or 0)
+    """The file line range of lines [start, stop) of a hunk, on one side: new-file numbers (side
+    RIGHT) of its added and unchanged lines, or, when it holds only removed lines, their old-file
+    numbers (side LEFT, `_side`). Never starts after it ends."""
+    lines = hunk.lines[start:stop]
+    right = [line.new for line in lines if line.kind != "-" and line.new is not None]
+    numbers = right or [line.old for line in lines if line.old is not None] or [0]
+    return min(numbers), max(numbers)
 
-    return number(start), number(stop - 1)
+
+def _side(hunk: Hunk, start: int, stop: int) -> Side:
+    """RIGHT unless lines [start, stop) of the hunk are all removed lines."""
+    lines = hunk.lines[start:stop]
+    removed_only = bool(lines) and all(line.kind == "-" or line.new is None for line in lines)
+    return "LEFT" if removed_only else "RIGHT"
 
 
 def _largest_slice(
@@ -932,6 +992,8 @@ class _Context:
     count_tokens: Callable[[str], int]
     redact: Callable[[str], str]
     frame: int = 0
+    barred: frozenset[str] = frozenset()
+    """Files of the PR with diff lines no call carries: never context while their diff goes unsent."""
 
     def choose(self, parts: Sequence[UnitPart], room: int) -> tuple[tuple[ctx.Snippet, ...], str, int]:
         """The best-ranked snippets for these parts that fit `room` tokens with the block's frame:
@@ -939,7 +1001,10 @@ class _Context:
         room -= self.frame
         if room <= 0:
             return (), "", 0
-        groups = [self.wanted.get((p.path, p.hunk_index), ()) for p in parts]
+        groups = [
+            [s for s in self.wanted.get((p.path, p.hunk_index), ()) if s.path not in self.barred]
+            for p in parts
+        ]
         chosen = list(ctx.select(ctx.merge(groups), room, self.count_tokens, self.redact))
         while chosen:
             text = ctx.render(chosen, self.redact)
@@ -1080,6 +1145,9 @@ def coverage(
     def span(path: str, index: int, lines: tuple[int, int]) -> tuple[int, int]:
         return _span(by_path[path].hunks[index], lines[0], lines[1])
 
+    def side(path: str, index: int, lines: tuple[int, int]) -> Side:
+        return _side(by_path[path].hunks[index], lines[0], lines[1])
+
     for u in plan.units:
         done = u.id in reviewed_units
         for p in u.parts:
@@ -1095,7 +1163,8 @@ def coverage(
                     reasons_by_line(key).update(dict.fromkeys(rng, reason))
             if p.lines is not None and rng:
                 start, end = p.span or span(p.path, p.hunk_index, (rng.start, rng.stop))
-                sliced.setdefault(p.path, []).append(SliceCoverage(p.hunk_index, start, end, done))
+                on = side(p.path, p.hunk_index, (rng.start, rng.stop))
+                sliced.setdefault(p.path, []).append(SliceCoverage(p.hunk_index, start, end, done, on))
     for path, index in carried:
         covered.setdefault((path, index), set()).update(positions(path, index, None))
     for x in plan.unplaced:
@@ -1107,7 +1176,8 @@ def coverage(
                 reasons.setdefault(i, x.reason)
         if x.lines != WHOLE_HUNK and rng:
             start, end = span(x.path, x.hunk_index, (rng.start, rng.stop))
-            sliced.setdefault(x.path, []).append(SliceCoverage(x.hunk_index, start, end, False))
+            on = side(x.path, x.hunk_index, (rng.start, rng.stop))
+            sliced.setdefault(x.path, []).append(SliceCoverage(x.hunk_index, start, end, False, on))
 
     skipped = {s.path: s.reason for s in plan.skipped}
     reviewable = set(plan.reviewable)

@@ -130,12 +130,15 @@ class Gap:
 
 @dataclass(frozen=True)
 class SliceCoverage:
-    """A piece of a hunk sent on its own: its line range and whether its answer was used."""
+    """A piece of a hunk sent on its own: its line range and whether its answer was used. The range
+    is in new-file numbers (`side` RIGHT) unless the slice holds only removed lines (LEFT: old-file
+    numbers); `start` <= `end`."""
 
     hunk: int
     start: int
     end: int
     reviewed: bool
+    side: Side = "RIGHT"
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,8 @@ class Usage:
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One request in the ledger: our estimate and reservation beside what the provider reported."""
+    """One request in the ledger: our estimate (local, then calibrated) and reservation beside what
+    the provider reported (`input_tokens`)."""
 
     phase: str
     estimated_input_tokens: int
@@ -176,6 +180,9 @@ class CallRecord:
     input_tokens: int
     max_output_tokens: int
     output_tokens: int
+    calibrated_input_tokens: int = 0
+    """The local estimate scaled by the provider's counts of earlier answers (`estimated_input_tokens`
+    itself while none has come, or when litellm counts with the model's own tokenizer)."""
 
 
 @dataclass(frozen=True)
@@ -257,6 +264,10 @@ class PlanSummary:
     window_assumed: int | None = None
     context_files: tuple[str, ...] = ()
     """Files of the repository shown as context (definitions used, call sites) in answered calls."""
+    context_tokens: int = 0
+    """Tokens of repository context in the planned calls."""
+    context_displaced_lines: int = 0
+    """Changed lines the context would have pushed out of the plan: above 0, none was bought."""
 
 
 @dataclass(frozen=True)

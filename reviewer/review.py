@@ -20,7 +20,7 @@ from reviewer import context as ctx
 from reviewer import findings as fnd
 from reviewer import gate, incremental, progress, rules, verify
 from reviewer.answer_size import answer_reservation
-from reviewer.budget import PLAN_SECONDS_SHARE, Budget, held_cost_usd
+from reviewer.budget import PLAN_SECONDS_SHARE, Budget, Limits, Price, held_cost_usd, held_tokens
 from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
 from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
@@ -308,8 +308,6 @@ def _plan(run: _Run, model: _Model, corpus: Callable[[], ctx.Corpus | None] | No
             only=increment.resend if increment is not None else None,
             first=increment.first if increment is not None else (),
         )
-    if client is not None and any(x.reason == "budget" for x in plan.unplaced):
-        run.budget.mark_exhausted()
     return planner, plan
 
 
@@ -337,12 +335,17 @@ class _Reviewed:
 def _review(run: _Run, model: _Model, planner: _Planner, plan: Plan) -> _Reviewed:
     """One model call per unit; the failures become gaps, the parts of answers dropped warnings."""
     client = model.client
-    if client is None or not plan.units:
+    if client is None:
         return _Reviewed(plan, (), planner.window)
-    with progress.current().stage(f"model review ({len(plan.units)} units)"):
-        plan, outcomes, window = _review_all(
-            client, plan, planner, run.config, run.renderer, run.change, run.budget, run.warnings
-        )
+    outcomes: list[UnitOutcome] = []
+    window = planner.window
+    if plan.units:
+        with progress.current().stage(f"model review ({len(plan.units)} units)"):
+            plan, outcomes, window = _review_all(
+                client, plan, planner, run.config, run.renderer, run.change, run.budget, run.warnings
+            )
+    if any(x.reason == "budget" for x in plan.unplaced):  # after calibration's re-plan: what is still cut
+        run.budget.mark_exhausted()
     gaps = [
         *_failure_gaps(outcomes, run.renderer, run.warnings),
         *_truncated_gaps(outcomes, plan, run.renderer),
@@ -525,6 +528,8 @@ def _plan_summary(run: _Run, model: _Model, planner: _Planner, reviewed: _Review
         input_tokens_available=run.budget.limits.input_tokens,
         window_assumed=client.assumed_window if client is not None else None,
         context_files=tuple(dict.fromkeys(s.path for u in plan.units if u.id in ok for s in u.context)),
+        context_tokens=plan.context_tokens,
+        context_displaced_lines=plan.context_displaced_lines,
     )
 
 
@@ -672,8 +677,10 @@ class _Planner:
         only: Collection[tuple[str, int]] | None = None,
         first: Collection[tuple[str, int]] = (),
         first_id: int = 0,
+        held: Sequence[Unit] = (),
     ) -> Plan:
-        """The whole plan for what `budget` has left; without a model, only coverage matters."""
+        """The whole plan for what `budget` has left, less what the `held` units (planned, not sent
+        yet) will reserve; without a model, only coverage matters."""
         client, config = self.client, self.config
         common: dict[str, Any] = {
             "include": config.include,
@@ -694,17 +701,19 @@ class _Planner:
                 **common,
             )
         self.window, self.window_source = client.window()
+        price, margin = client.price(client.models[0]), client.margin_percent()
         allowance = budget.allowance(
-            price=client.price(client.models[0]),
+            price=price,
             window=self.window,
-            margin_percent=client.margin_percent(),
+            margin_percent=margin,
             max_answer_tokens=client.answer_cap(),
             answer_tokens=self.answer_tokens(),
+            held=_held_limits(held, client, price, margin) if held else None,
         )
         return make_plan(
             self.files,
             unit_tokens=self.window,
-            count_tokens=client.count_tokens,
+            count_tokens=client.count_tokens_calibrated,
             allowance=allowance,
             nonce=lambda i: unit_nonce(),
             overhead=lambda nonce: self.measure(nonce, ""),
@@ -714,6 +723,24 @@ class _Planner:
             deadline=budget.deadline(PLAN_SECONDS_SHARE),
             **common,
         )
+
+
+def _held_limits(held: Sequence[Unit], client: ModelClient, price: Price | None, margin: int) -> Limits:
+    """What the planned, unsent `held` units will reserve when they are sent, counted calibrated."""
+    calibration = client.calibration(client.models[0])
+    inputs = [calibration.apply(u.input_tokens) + REQUEST_SLACK_TOKENS for u in held]
+    answers = [u.answer_tokens for u in held]
+    cost = 0.0
+    if price is not None:
+        pairs = zip(inputs, answers, strict=True)
+        cost = sum(held_cost_usd(i * price[0] + a * price[1], a * price[1], margin) for i, a in pairs)
+    return Limits(
+        input_tokens=sum(held_tokens(i, margin) for i in inputs),
+        output_tokens=sum(answers),
+        cost_usd=cost,
+        seconds=0.0,
+        calls=len(held),
+    )
 
 
 def _system_prompt(renderer: Renderer, config: Config) -> str:
@@ -807,7 +834,7 @@ def _review_all(
 ) -> tuple[Plan, list[UnitOutcome], int]:
     """Send the planned units; when the server says a request was longer than its window, re-plan
     what was not answered for the window it told us, within what the budget has left."""
-    outcomes = _review_units(client, plan.units, config, renderer, change, planner)
+    plan, outcomes = _calibrated_review(client, plan, planner, config, renderer, change, budget)
     for _ in range(MAX_REPLANS):
         redo = {o.unit_id for o in outcomes if o.status == "replan"}
         if not redo:
@@ -841,6 +868,40 @@ def _replanned(
     if assumed is not None:
         warn(renderer.translate("warning.window_learned", assumed=assumed, window=str(planner.window)))
     return dataclasses.replace(plan, units=kept + fresh.units, unplaced=plan.unplaced + fresh.unplaced), fresh
+
+
+def _calibrated_review(
+    client: ModelClient,
+    plan: Plan,
+    planner: _Planner,
+    config: Config,
+    renderer: Renderer,
+    change: Change,
+    budget: Budget,
+) -> tuple[Plan, list[UnitOutcome]]:
+    """Send the planned units. While the model's count is an uncalibrated stand-in and the plan has
+    more than one call or leaves diff unsent, the first unit goes alone: the provider's count of its
+    prompt calibrates every later count (`ModelClient.calibration`), and what is left is re-planned
+    with it within what the budget has left; units holding a slice of a hunk the first one
+    carried keep their place (their need is held out of the re-plan)."""
+    cut = any(x.reason == "budget" for x in plan.unplaced)
+    if not client.needs_calibration() or not (len(plan.units) > 1 or cut):
+        return plan, _review_units(client, plan.units, config, renderer, change, planner)
+    first, rest = plan.units[0], plan.units[1:]
+    outcomes = _review_units(client, [first], config, renderer, change, planner)
+    if outcomes[0].status == "replan":
+        return plan, outcomes + [UnitOutcome(u.id, "replan") for u in rest]
+    sent = {(p.path, p.hunk_index) for p in first.parts}
+    kept = tuple(u for u in rest if any((p.path, p.hunk_index) in sent for p in u.parts))
+    held = sent | {(p.path, p.hunk_index) for u in kept for p in u.parts}
+    redo = {(p.path, p.hunk_index) for u in rest for p in u.parts} - held
+    redo |= {(x.path, x.hunk_index) for x in plan.unplaced if x.reason == "budget"} - held
+    if client.needs_calibration() or not redo:
+        return plan, outcomes + _review_units(client, rest, config, renderer, change, planner)
+    fresh = planner.plan(budget, only=redo, first_id=max(u.id for u in plan.units) + 1, held=kept)
+    unplaced = tuple(x for x in plan.unplaced if (x.path, x.hunk_index) not in redo) + fresh.unplaced
+    plan = dataclasses.replace(plan, units=(first, *kept, *fresh.units), unplaced=unplaced)
+    return plan, outcomes + _review_units(client, (*kept, *fresh.units), config, renderer, change, planner)
 
 
 def _review_units(

@@ -131,30 +131,66 @@ def _many_hunks(n: int) -> bytes:
     return b"".join(out)
 
 
-@pytest.mark.parametrize("share", [0.3, 0.5])
-def test_context_never_pushes_hunks_out_beyond_its_share(share: float) -> None:
+def _many_hunks_plan(share: float, *, with_context: bool, input_tokens: int | None):  # type: ignore[no-untyped-def]
     files = parse_patch(_many_hunks(60))
     snippets = _big_snippets(30, lines=6)
+    return make_plan(
+        files,
+        unit_tokens=600,
+        count_tokens=quarter,
+        allowance=Allowance(input_tokens=input_tokens),
+        measure=lambda nonce, text, context: 40 + quarter(text) + quarter(context),
+        overhead=lambda nonce: 40,
+        context=(lambda f, h: snippets) if with_context else None,
+        context_share=share,
+    )
 
-    def diff_tokens(with_context: bool) -> int:
-        plan = make_plan(
-            files,
-            unit_tokens=600,
-            count_tokens=quarter,
-            allowance=Allowance(input_tokens=1000),
-            measure=lambda nonce, text, context: 40 + quarter(text) + quarter(context),
-            overhead=lambda nonce: 40,
-            context=(lambda f, h: snippets) if with_context else None,
-            context_share=share,
-        )
-        assert plan.unplaced, "the budget must be the limit for this test to mean anything"
-        if with_context:
-            assert all(u.context_tokens <= share * 600 for u in plan.units)
-            assert sum(u.context_tokens for u in plan.units) > 0
-        return sum(u.tokens - u.context_tokens for u in plan.units)
 
-    without, with_ = diff_tokens(False), diff_tokens(True)
-    assert with_ >= (1 - share) * without - 60, (with_, without)
+@pytest.mark.parametrize("share", [0.3, 0.5])
+def test_context_is_bought_only_when_it_displaces_no_diff(share: float) -> None:
+    """A budget the diff alone overflows: repository context would have pushed changed lines out,
+    so the plan carries the diff it carries without context, no context, and says what the
+    context would have displaced. With room for the whole diff, the context is bought."""
+    tight = _many_hunks_plan(share, with_context=True, input_tokens=1000)
+    plain = _many_hunks_plan(share, with_context=False, input_tokens=1000)
+    assert plain.unplaced, "the budget must be the limit for this test to mean anything"
+    assert tight.context_tokens == 0
+    assert [p.text for u in tight.units for p in u.parts] == [p.text for u in plain.units for p in u.parts]
+    assert tight.context_displaced_lines > 0
+    roomy = _many_hunks_plan(share, with_context=True, input_tokens=None)
+    assert not roomy.unplaced and roomy.context_tokens > 0 and roomy.context_displaced_lines == 0
+    assert all(u.context_tokens <= share * 600 for u in roomy.units)
+
+
+def test_a_file_whose_diff_goes_unsent_is_never_context_for_another_unit() -> None:
+    """src/huge.py has a line no call can hold (its diff goes unsent whatever the context does):
+    its definition of `helper` is not shown as context for src/use.py, while lib/other.py's is."""
+    patch = (
+        b"diff --git a/src/huge.py b/src/huge.py\n--- a/src/huge.py\n+++ b/src/huge.py\n"
+        b"@@ -1,1 +1,62 @@\n def helper(x):\n+    return '"
+        + b"x" * 8000
+        + b"'\n"
+        + b"+    pass\n" * 60
+        + b"diff --git a/src/use.py b/src/use.py\n--- a/src/use.py\n+++ b/src/use.py\n"
+        b"@@ -1,1 +1,2 @@\n import lib\n+y = helper(other(1))\n"
+    )
+    files = parse_patch(patch)
+    offered = [
+        ctx.Snippet("src/huge.py", 1, ("def helper(x):",), "definition", "helper"),
+        ctx.Snippet("lib/other.py", 1, ("def other(x):", "    return x"), "definition", "other"),
+    ]
+    plan = make_plan(
+        files,
+        unit_tokens=1000,
+        count_tokens=quarter,
+        measure=lambda nonce, text, context: 50 + quarter(text) + quarter(context),
+        overhead=lambda nonce: 50,
+        context=lambda f, h: offered if f.path == "src/use.py" else [],
+        context_share=0.3,
+    )
+    assert any(x.path == "src/huge.py" and x.reason == "context_window" for x in plan.unplaced)
+    shown = [s.path for u in plan.units for s in u.context]
+    assert shown == ["lib/other.py"]
 
 
 def test_a_defect_whose_evidence_is_in_an_unchanged_file_reaches_the_model(

@@ -76,3 +76,42 @@ def _some_line(file) -> str:  # type: ignore[no-untyped-def]
             if diff_line.text.strip():
                 return diff_line.text
     return ""
+
+
+KINDS = st.lists(st.sampled_from(["+", "-", " "]), min_size=1, max_size=40)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kinds=KINDS, old_start=st.integers(1, 500), new_start=st.integers(1, 500), room=st.integers(4, 14))
+def test_every_slice_range_is_on_one_side_and_never_starts_after_it_ends(
+    kinds: list[str], old_start: int, new_start: int, room: int
+) -> None:
+    """A hunk cut into slices (one token per line, `room` lines a call): each slice's range is in
+    new-file numbers of its added and unchanged lines (RIGHT), or old-file numbers when it holds
+    only removed lines (LEFT), and start <= end."""
+    from reviewer.plan import coverage, make_plan
+
+    old_len, new_len = kinds.count("-") + kinds.count(" "), kinds.count("+") + kinds.count(" ")
+    body = "\n".join(f"{kind}line {i}" for i, kind in enumerate(kinds))
+    patch = f"@@ -{old_start},{old_len} +{new_start},{new_len} @@\n{body}"
+    file = parse_github_file(filename="src/a.py", status="modified", patch=patch)
+    plan = make_plan([file], unit_tokens=room, count_tokens=lambda text: len(text.splitlines()))
+    reviewed = {u.id for u in plan.units if u.id % 2 == 0}
+    (entry,) = coverage(plan, [file], reviewed_units=reviewed).files
+    hunk = file.hunks[0]
+    right = {line.new for line in hunk.lines if line.kind != "-"}
+    left = {line.old for line in hunk.lines if line.kind == "-"}
+    assert entry.slices or len(plan.units) <= 1
+    for piece in entry.slices:
+        assert piece.start <= piece.end, piece
+        assert {piece.start, piece.end} <= (right if piece.side == "RIGHT" else left), piece
+    for part in (p for u in plan.units for p in u.parts if p.lines is not None):
+        lines = hunk.lines[part.lines[0] : part.lines[1]]
+        assert part.span is not None and part.span[0] <= part.span[1]
+        if any(line.kind != "-" for line in lines):
+            assert part.span == (
+                min(line.new for line in lines if line.kind != "-"),
+                max(line.new for line in lines if line.kind != "-"),
+            )
+        else:
+            assert part.span == (min(line.old for line in lines), max(line.old for line in lines))

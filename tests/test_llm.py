@@ -315,6 +315,18 @@ def test_context_window_is_the_smallest_in_the_chain_or_the_configured_one(serve
     assert known.warnings == configured.warnings == []
 
 
+def test_a_servers_window_is_never_believed_above_what_the_model_can_take() -> None:
+    """vLLM says 1,000,000 for a model litellm's map knows at 128,000: the plan is sized for 128,000;
+    a window below the model's is the server's, as it was started with."""
+    with FakeModelServer(models_max_len=1_000_000, served_model="gpt-4o-mini") as big:
+        h = harness(big, model="openai/gpt-4o-mini")
+        assert h.client.window() == (128_000, "litellm")
+    with FakeModelServer(models_max_len=8192, served_model="gpt-4o-mini") as small:
+        assert harness(small, model="openai/gpt-4o-mini").client.window() == (8192, "server")
+    with FakeModelServer(models_max_len=1_000_000) as unknown:
+        assert harness(unknown).client.window() == (1_000_000, "server")
+
+
 def test_credentials_missing_names_the_provider_key(
     server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

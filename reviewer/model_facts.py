@@ -1,0 +1,298 @@
+"""What we know about a model, apart from calling it: window, price, tokenizer, credentials, schema.
+
+`ModelFacts` is read once per model from litellm's bundled map, the configuration and the
+environment (`read`); the window of a self-hosted server is asked of the server (`probe_window`),
+never believed above what the model can take. Token counts are local and offline (`count`): exact
+where litellm counts with the model's own tokenizer, a stand-in otherwise, which the ledger holds
+with a margin (`margin_percent`). The call loop (`reviewer.llm`) passes litellm in; nothing here
+sends a request to a model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from reviewer.budget import EXACT_MARGIN_PERCENT, UNCERTAIN_MARGIN_PERCENT
+from reviewer.config import Config
+
+ASSUMED_CONTEXT_WINDOW = 8192
+PLACEHOLDER_API_KEY = "imreview-no-key"
+PROBE_TIMEOUT_SECONDS = 3.0
+_WINDOW_IN_ERROR = (
+    re.compile(r"maximum context length is (\d+)", re.IGNORECASE),
+    re.compile(r"\bn_ctx\W{1,4}(\d+)", re.IGNORECASE),
+    re.compile(r"context (?:size|window|length)(?: of| is|:)? (\d{3,})", re.IGNORECASE),
+)
+_ENV_LOCK = threading.Lock()
+
+Probe = Callable[[str, str, "str | None"], "int | None"]
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """One model as litellm's map, the configuration and the environment describe it.
+
+    `max_input_tokens`/`max_output_tokens` are the map's (None: unknown to it); `price` is USD per
+    (input, output) token, configured prices first (None: unknown); `exact_tokenizer` is True when
+    litellm counts with the model's own tokenizer; `missing_keys` are the provider's environment
+    variables that are unset or empty."""
+
+    name: str
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    price: tuple[float, float] | None = None
+    exact_tokenizer: bool = False
+    supports_schema: bool = False
+    missing_keys: tuple[str, ...] = ()
+
+    @property
+    def margin_percent(self) -> int:
+        """The reservation margin on input counts: none with the model's own tokenizer, a small one
+        where the count is a stand-in."""
+        return EXACT_MARGIN_PERCENT if self.exact_tokenizer else UNCERTAIN_MARGIN_PERCENT
+
+
+CALIBRATED_MARGIN_PERCENT = 103
+"""The input margin once a stand-in count is calibrated by the provider's own counts: what is left
+is the spread between one prompt and the next (measured on llama.cpp: 0.87 and 0.89 on two
+prompts of one run, benchmarks/real_model.md), not the tokenizer's bias."""
+
+
+PLAUSIBLE_CALIBRATION = (0.5, 2.0)
+"""A provider count outside these multiples of ours is not a tokenizer's difference (stand-ins differ
+by well under 2x) but a broken or lying server: it calibrates nothing."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A stand-in count corrected by the provider's: over the answered requests, `estimated` tokens
+    counted locally were `reported` tokens by the provider's `usage.prompt_tokens`. Every later count
+    is scaled by their ratio, in both directions, and held with CALIBRATED_MARGIN_PERCENT."""
+
+    estimated: int = 0
+    reported: int = 0
+
+    @property
+    def calibrated(self) -> bool:
+        return self.estimated > 0 and self.reported > 0
+
+    def add(self, estimated: int, reported: int) -> Calibration:
+        """With one more answered request; an implausible count (PLAUSIBLE_CALIBRATION) is ignored."""
+        low, high = PLAUSIBLE_CALIBRATION
+        if estimated <= 0 or not low * estimated <= reported <= high * estimated:
+            return self
+        return Calibration(self.estimated + estimated, self.reported + reported)
+
+    def apply(self, tokens: int) -> int:
+        """`tokens` counted locally, as the provider will count them (rounded up)."""
+        if not self.calibrated:
+            return tokens
+        return -(-tokens * self.reported // self.estimated)
+
+
+def read(litellm: ModuleType, model: str, config: Config) -> ModelFacts:
+    """The facts of `model`, read offline (litellm's bundled map, `config.prices`, the environment)."""
+    try:
+        info: Mapping[str, Any] | None = dict(litellm.get_model_info(model=model))
+    except Exception:
+        info = None
+    window = info and (info.get("max_input_tokens") or info.get("max_tokens"))
+    answer = info and (info.get("max_output_tokens") or info.get("max_tokens"))
+    return ModelFacts(
+        name=model,
+        max_input_tokens=int(window) if window else None,
+        max_output_tokens=int(answer) if answer else None,
+        price=_price(model, config, info),
+        exact_tokenizer=_exact_tokenizer(litellm, model),
+        supports_schema=_supports_schema(litellm, model),
+        missing_keys=tuple(_missing_provider_keys(litellm, model)),
+    )
+
+
+def _price(model: str, config: Config, info: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    """(input, output) USD per token: configured prices first, then litellm's bundled map."""
+    configured = config.prices.get(model) or config.prices.get(model.partition("/")[2])
+    if configured is not None:
+        return configured.input_usd_per_mtok / 1e6, configured.output_usd_per_mtok / 1e6
+    if info is not None:
+        input_price, output_price = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+        if input_price is not None and output_price is not None:
+            return float(input_price), float(output_price)
+    return None
+
+
+def count(
+    litellm: ModuleType, model: str, *, text: str | None = None, messages: Sequence[Mapping[str, str]] = ()
+) -> int:
+    """A local, offline token count; a rough len/3 when litellm cannot count for this model."""
+    try:
+        if text is not None:
+            return int(litellm.token_counter(model=model, text=text))
+        return int(litellm.token_counter(model=model, messages=list(messages)))
+    except Exception:
+        chars = len(text) if text is not None else sum(len(m.get("content") or "") for m in messages)
+        return chars // 3
+
+
+def count_request(
+    litellm: ModuleType,
+    facts: ModelFacts,
+    messages: Sequence[Mapping[str, str]],
+    response_schema: Mapping[str, Any] | None,
+) -> int:
+    """Tokens of a request as it will be sent to this model: the messages with their framing, plus
+    the response schema when it goes out as `response_format`."""
+    tokens = count(litellm, facts.name, messages=messages)
+    if response_schema is not None and facts.supports_schema:
+        tokens += count(litellm, facts.name, text=json.dumps(dict(response_schema)))
+    return tokens
+
+
+def find_window(
+    config: Config, chain: Sequence[ModelFacts], probe: Probe | None = None
+) -> tuple[int, str, tuple[str, ...]]:
+    """(tokens, source, models assumed). A self-hosted server (`api_base`) is asked first (vLLM's
+    `/v1/models` `max_model_len`, llama.cpp's `/props` `n_ctx`), because litellm's map describes the
+    hosted model of that name, not what this server was started with; what the server says is never
+    believed above what the model can take (its map window, when the map knows it). Then config
+    `context_window` (which wins when smaller), then (without `api_base`) litellm's map, the smallest
+    of the chain, then ASSUMED_CONTEXT_WINDOW for each model the map does not know (named in the
+    third item, for a warning)."""
+    configured = config.context_window
+    if config.api_base:
+        primary = chain[0]
+        served = (probe or probe_window)(config.api_base, primary.name, probe_key())
+        if served:
+            if configured and configured < served:
+                return configured, "config", ()
+            if primary.max_input_tokens and primary.max_input_tokens < served:
+                return primary.max_input_tokens, "litellm", ()
+            return served, "server", ()
+    if configured:
+        return configured, "config", ()
+    windows: list[tuple[int, str]] = []
+    unknown: list[str] = []
+    for facts in chain:
+        if facts.max_input_tokens:
+            windows.append((facts.max_input_tokens, "litellm"))
+        else:
+            unknown.append(facts.name)
+            windows.append((ASSUMED_CONTEXT_WINDOW, "assumed"))
+    window, source = min(windows)
+    return window, source, tuple(unknown)
+
+
+def probe_key() -> str | None:
+    """The key a window probe sends to a self-hosted server, if the environment has one."""
+    for name in ("OPENAI_API_KEY", "HOSTED_VLLM_API_KEY"):
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def api_key(facts: ModelFacts, config: Config) -> str | None:
+    """The key to pass explicitly: None when the provider's variables are set (litellm reads the
+    environment), a placeholder for a self-hosted server (`api_base`) when they are unset or blank
+    (an Action input of a missing secret is ""). Raises LookupError naming the missing variables for
+    a hosted model without its key, which is never sent a request."""
+    if not facts.missing_keys:
+        return None
+    if config.api_base:
+        return PLACEHOLDER_API_KEY
+    raise LookupError(", ".join(facts.missing_keys))
+
+
+def _supports_schema(litellm: ModuleType, model: str) -> bool:
+    try:
+        return bool(litellm.supports_response_schema(model=model))
+    except Exception:
+        return False
+
+
+def _missing_provider_keys(litellm: ModuleType, model: str) -> list[str]:
+    """The variables `model`'s provider needs and lacks, an empty value counting as lacking (litellm
+    only asks whether the name is set, and a missing Action secret is set to "")."""
+    with _ENV_LOCK:
+        blank = {name: value for name, value in os.environ.items() if not value.strip()}
+        for name in blank:
+            del os.environ[name]
+        try:
+            return list(litellm.validate_environment(model=model).get("missing_keys") or [])
+        except Exception:
+            return []
+        finally:
+            os.environ.update(blank)
+
+
+def _exact_tokenizer(litellm: ModuleType, model: str) -> bool:
+    """True when litellm counts this model with its own tokenizer (tiktoken knows OpenAI models)."""
+    try:
+        name, provider, _, _ = litellm.get_llm_provider(model)
+        if provider not in ("openai", "azure"):
+            return False
+        litellm.token_counter(model=model, text="")  # points tiktoken at litellm's bundled files (offline)
+        import tiktoken
+
+        tiktoken.encoding_for_model(name)
+        return True
+    except Exception:
+        return False
+
+
+def window_in_error(message: str) -> int | None:
+    """The context window a server names in its refusal (vLLM/OpenAI: "maximum context length is
+    N tokens"; llama.cpp: `n_ctx`), or None."""
+    for pattern in _WINDOW_IN_ERROR:
+        match = pattern.search(message)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def probe_window(api_base: str, model: str, api_key: str | None = None) -> int | None:
+    """Ask an OpenAI-compatible server its context window: `GET /v1/models` (vLLM's
+    `max_model_len`, or `context_length` as LM Studio and others say) for this model (or the only
+    one served), then llama.cpp's `GET /props` (`default_generation_settings.n_ctx`, or `n_ctx`).
+    None when neither answers; never raises."""
+    root = api_base.rstrip("/")
+    bare = root[: -len("/v1")] if root.endswith("/v1") else root
+    name = model.split("/", 1)[1] if "/" in model else model
+    models = _get_json(f"{bare}/v1/models", api_key)
+    entries = models.get("data") if isinstance(models, dict) else None
+    if isinstance(entries, list):
+        dicts = [e for e in entries if isinstance(e, dict)]
+        chosen = [e for e in dicts if e.get("id") in (name, model)] or (dicts if len(dicts) == 1 else [])
+        for entry in chosen:
+            for key in ("max_model_len", "context_length", "max_context_length"):
+                value = entry.get(key)
+                if isinstance(value, int) and value > 0:
+                    return value
+    props = _get_json(f"{bare}/props", api_key)
+    if isinstance(props, dict):
+        settings = props.get("default_generation_settings")
+        for value in (settings.get("n_ctx") if isinstance(settings, dict) else None, props.get("n_ctx")):
+            if isinstance(value, int) and value > 0:
+                return value
+    return None
+
+
+def _get_json(url: str, api_key: str | None) -> Any:
+    headers = {"Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=headers), timeout=PROBE_TIMEOUT_SECONDS
+        ) as response:
+            return json.loads(response.read(1_000_000))
+    except Exception:
+        return None
