@@ -169,6 +169,50 @@ def pack_order(risk: float, path: str, tokens: int) -> tuple[bool, float, float]
     return (not first, -_CATEGORY_WEIGHT[category(path)] if adds else 0.0, -risk / max(tokens, 1))
 
 
+PACK_ORDERS = ("risk_per_token", "whole_files", "coherence", "new_first_slice", "docs_fair", "lines_per_token")
+PACK_ORDER = "risk_per_token"
+"""Internal (benchmarks/bench_defects.py compares them on real defects, benchmarks/DEFECTS.md):
+- `risk_per_token`: `pack_order` as it is;
+- `whole_files`: PR-Agent's order, whole files by category, the largest first, hunks in file order;
+- `coherence`: whole files by category, then by the file's summed risk per token;
+- `new_first_slice`: `risk_per_token`, a new file's hunk priced at most NEW_FILE_SLICE_TOKENS, so
+  its first lines go early (the rest is cut to what is left);
+- `docs_fair`: `risk_per_token` without the category tiers (docs compete on risk per token);
+- `lines_per_token`: by category, then added lines per token."""
+NEW_FILE_SLICE_TOKENS = 600
+
+
+def _order_keys(
+    order: str, items: Sequence[tuple[float, DiffFile, Hunk, int]]
+) -> dict[tuple[str, int], tuple[bool, float, float]]:
+    """Each hunk's pack-order key (ascending) under `order` (PACK_ORDERS)."""
+    if order not in PACK_ORDERS:
+        raise ValueError(f"unknown pack order {order!r}: expected one of {', '.join(PACK_ORDERS)}")
+    file_tokens: dict[str, int] = {}
+    file_risk: dict[str, float] = {}
+    for risk, f, _, tokens in items:
+        file_tokens[f.path] = file_tokens.get(f.path, 0) + tokens
+        file_risk[f.path] = file_risk.get(f.path, 0.0) + risk
+    keys: dict[tuple[str, int], tuple[bool, float, float]] = {}
+    for risk, f, h, tokens in items:
+        first, tier, per_token = pack_order(risk, f.path, tokens)
+        file_tier = -_CATEGORY_WEIGHT[category(f.path)]
+        if order == "whole_files":
+            key = (False, file_tier, -float(file_tokens[f.path]))
+        elif order == "coherence":
+            key = (False, file_tier, -file_risk[f.path] / max(file_tokens[f.path], 1))
+        elif order == "new_first_slice" and f.status == "added":
+            key = pack_order(risk, f.path, min(tokens, NEW_FILE_SLICE_TOKENS))
+        elif order == "docs_fair":
+            key = (first, -1.0 if tier else 0.0, per_token)
+        elif order == "lines_per_token":
+            key = (first, tier, -h.added / max(tokens, 1))
+        else:
+            key = (first, tier, per_token)
+        keys[(f.path, h.index)] = key
+    return keys
+
+
 def _file_header(file: DiffFile) -> str:
     details: list[str] = [file.status]
     if file.old_path and file.old_path != file.path:
@@ -651,11 +695,13 @@ def make_plan(
             continue
         header = headers.get(f.path) or headers.setdefault(f.path, _file_header(f))
         wholes[(f.path, h.index)] = _whole(f, h, header, count_tokens, redact, text_free)
+    counted = [item for item in chosen if (item[1].path, item[2].index) in wholes]
+    keys = _order_keys(PACK_ORDER, [(r, f, h, wholes[(f.path, h.index)][1]) for r, f, h in counted])
     ranked = sorted(
-        (item for item in chosen if (item[1].path, item[2].index) in wholes),
+        counted,
         key=lambda item: (
             *_rank_prefix(item, first)[:1],
-            *pack_order(item[0], item[1].path, wholes[(item[1].path, item[2].index)][1]),
+            *keys[(item[1].path, item[2].index)],
             item[1].path,
             item[2].index,
         ),
