@@ -27,6 +27,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -95,7 +96,8 @@ def checkout_hash(root: Path) -> str:
     for sub in ("reviewer", "templates"):
         for f in sorted((root / sub).rglob("*")):
             if f.is_file() and "__pycache__" not in f.parts:
-                h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+                data = re.sub(rb"\nPACK_ORDER = [^\n]*", b"", f.read_bytes())  # the default order is in the key
+                h.update(str(f.relative_to(root)).encode() + b"\0" + data)
     return h.hexdigest()[:16]
 
 
@@ -128,6 +130,16 @@ class Cache:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.data))
         tmp.replace(self.path)
+
+
+def resolved(order: str) -> str:
+    """`order` with `default` named as the order it is in the measured checkout."""
+    import reviewer.plan
+
+    name, _, flag = order.partition("+")
+    if name == "default":
+        name = f"default={getattr(reviewer.plan, 'PACK_ORDER', 'risk_per_token')}"
+    return f"{name}+{flag}" if flag else name
 
 
 def cache_i18n() -> None:
@@ -341,7 +353,7 @@ def main_bench() -> None:
                 limit = None if label == "unlimited" else theirs[(c.commit, label)]["tokens"]
                 for order in orders:
                     flag = order.partition("+")[2]
-                    okey = f"{c.commit}:{label}:{limit}:{order}"
+                    okey = f"{c.commit}:{label}:{limit}:{resolved(order)}"
                     fits = flag == "noctx" and flag in whole and (limit is None or whole[flag]["tokens"] <= limit)
                     if ours_cache.get(okey) is None and fits:
                         ours_cache.put(okey, whole[flag])  # the whole PR fits: every order sends all of it
