@@ -71,7 +71,14 @@ class Commit:
 def load() -> list[Commit]:
     data = json.loads(DATASET.read_text(encoding="utf-8"))
     return [
-        Commit(c["repo"], c["language"], c["commit"], c["parent"], c["files"], tuple((p, n) for p, n in c["labels"]))
+        Commit(
+            c["repo"],
+            c["language"],
+            c["commit"],
+            c["parent"],
+            c["files"],
+            tuple((p, n) for p, n in c["labels"]),
+        )
         for c in data["commits"]
     ]
 
@@ -96,7 +103,8 @@ def checkout_hash(root: Path) -> str:
     for sub in ("reviewer", "templates"):
         for f in sorted((root / sub).rglob("*")):
             if f.is_file() and "__pycache__" not in f.parts:
-                data = re.sub(rb"\nPACK_ORDER = [^\n]*", b"", f.read_bytes())  # the default order is in the key
+                # the default order is not hashed: `resolved` names it in each run's key
+                data = re.sub(rb"\nPACK_ORDER = [^\n]*", b"", f.read_bytes())
                 h.update(str(f.relative_to(root)).encode() + b"\0" + data)
     return h.hexdigest()[:16]
 
@@ -239,9 +247,18 @@ def imreview(repo: Path, limit: int | None, order: str, work: Path, c: Commit) -
             raise SystemExit(f"this checkout has no reviewer.plan.PACK_ORDER: cannot measure order {order!r}")
         reviewer.plan.PACK_ORDER = order  # type: ignore[attr-defined]
     with FakeModelServer(count_prompt=bp.openai_count) as server:
-        server.handler = lambda body: text(bp.EMPTY, prompt_tokens=server.count_prompt(body), completion_tokens=20)
+        server.handler = lambda body: text(
+            bp.EMPTY, prompt_tokens=server.count_prompt(body), completion_tokens=20
+        )
         args = ["review", str(repo), "--base", "main", "--head", "feature", "--json", str(work / "r.json")]
-        args += ["--summary", str(work / "s.md"), "--model", "openai/gpt-4o-mini", "--api-base", server.api_base]
+        args += [
+            "--summary",
+            str(work / "s.md"),
+            "--model",
+            "openai/gpt-4o-mini",
+            "--api-base",
+            server.api_base,
+        ]
         args += ["--max-cost-usd", "100", "--max-output-tokens", "100000000", "--max-calls", "1000"]
         args += ["--max-input-tokens", str(limit if limit is not None else 100_000_000)]
         if flag == "noctx":
@@ -254,7 +271,11 @@ def imreview(repo: Path, limit: int | None, order: str, work: Path, c: Commit) -
         used = sum(server.count_prompt(b) for b in server.requests if b not in server.refused)
         if limit is not None and used > limit:
             raise SystemExit(f"budget exceeded on {c.commit}: {used} > {limit}")
-        return {"tokens": used, "calls": len(server.requests), "hits": hits(bp.new_side_shown(server), c.labels)}
+        return {
+            "tokens": used,
+            "calls": len(server.requests),
+            "hits": hits(bp.new_side_shown(server), c.labels),
+        }
 
 
 def recall(results: list[tuple[Commit, dict[str, Any]]]) -> tuple[float, float, float]:
@@ -283,12 +304,17 @@ def report(
         t = [(c, theirs[(c.commit, label)]) for c in commits]
         cells = [" / ".join(pct(x) for x in recall(t))]
         for o in orders:
-            cells.append(" / ".join(pct(x) for x in recall([(c, ours[(c.commit, label, o)]) for c in commits])))
-        spent = f"{sum(r['tokens'] for _, r in t):,} / {sum(ours[(c.commit, label, orders[0])]['tokens'] for c in commits):,}"
+            cells.append(
+                " / ".join(pct(x) for x in recall([(c, ours[(c.commit, label, o)]) for c in commits]))
+            )
+        mine = sum(ours[(c.commit, label, orders[0])]["tokens"] for c in commits)
+        spent = f"{sum(r['tokens'] for _, r in t):,} / {mine:,}"
         out.append(f"| {label} | {' | '.join(cells)} | {spent} |")
     out += ["", "## Per language (mean recall per commit)", ""]
     langs = sorted({c.language for c in commits})
-    out += ["| language | commits | labels | budget | PR-Agent | " + " | ".join(f"`{o}`" for o in orders) + " |"]
+    out += [
+        "| language | commits | labels | budget | PR-Agent | " + " | ".join(f"`{o}`" for o in orders) + " |"
+    ]
     out += ["|---|---|---|---|---|" + "---|" * len(orders)]
     for lang in langs:
         cs = [c for c in commits if c.language == lang]
@@ -303,13 +329,17 @@ def report(
 def main_bench() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pr-agent-python", help="python of a venv with pr-agent==0.49.0 installed")
-    parser.add_argument("--repo-root", type=Path, default=HERE.parent, help="the imreview checkout to measure")
+    parser.add_argument(
+        "--repo-root", type=Path, default=HERE.parent, help="the imreview checkout to measure"
+    )
     parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"), help="where the snapshots are")
     parser.add_argument("--orders", default="default", help="comma-separated reviewer.plan.PACK_ORDER values")
     parser.add_argument("--limit", type=int, default=0, help="only the first N commits (0: all)")
     parser.add_argument("--only-pr-agent", action="store_true", help="fill PR-Agent's cache and stop")
     parser.add_argument(
-        "--skip-missing", action="store_true", help="measure imreview only where PR-Agent's results are cached"
+        "--skip-missing",
+        action="store_true",
+        help="measure imreview only where PR-Agent's results are cached",
     )
     parser.add_argument("--mine", action="store_true", help="mine the dataset again (SZZ) and stop")
     parser.add_argument("--output", type=Path, default=None, help="write the tables here (markdown)")
@@ -354,7 +384,11 @@ def main_bench() -> None:
                 for order in orders:
                     flag = order.partition("+")[2]
                     okey = f"{c.commit}:{label}:{limit}:{resolved(order)}"
-                    fits = flag == "noctx" and flag in whole and (limit is None or whole[flag]["tokens"] <= limit)
+                    fits = (
+                        flag == "noctx"
+                        and flag in whole
+                        and (limit is None or whole[flag]["tokens"] <= limit)
+                    )
                     if ours_cache.get(okey) is None and fits:
                         ours_cache.put(okey, whole[flag])  # the whole PR fits: every order sends all of it
                     if ours_cache.get(okey) is None:
@@ -363,7 +397,10 @@ def main_bench() -> None:
                     ours[(c.commit, label, order)] = ours_cache.get(okey)
                     if limit is None:
                         whole.setdefault(flag, ours[(c.commit, label, order)])
-            print(f"[{i + 1}/{len(commits)}] {c.repo} {c.commit[:10]} {time.monotonic() - started:.0f}s", flush=True)
+            print(
+                f"[{i + 1}/{len(commits)}] {c.repo} {c.commit[:10]} {time.monotonic() - started:.0f}s",
+                flush=True,
+            )
     version = subprocess.run(
         ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()

@@ -26,7 +26,7 @@ def main() -> None:
         get_settings().set("CONFIG.MAX_MODEL_TOKENS", int(job["window"]))
         try:
             cli.run(["--pr_url", "main", "review"])
-        except Exception as exc:  # noqa: BLE001 - reported to the benchmark, which stops on it
+        except Exception as exc:  # reported to the benchmark, which stops on it
             print(f"@@ERROR@@ {exc!r}", flush=True)
         print("@@DONE@@", flush=True)
 

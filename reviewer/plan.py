@@ -664,11 +664,12 @@ def make_plan(
     """Filter, rank, and decide for the whole allowance at once which hunks go into which call.
 
     Security-sensitive source first, then whole files by category and added lines per token
-    (PACK_ORDER, each file's hunks in file order), each hunk into the earliest unit with room (units fill close to the per-call
-    limit); a hunk too big for one call is cut at line boundaries into overlapping slices; context
-    back to the enclosing definition shrinks before a hunk is left out; a hunk the budget cannot
-    take whole fills what is left with its first lines, and less risky hunks only get what is left
-    after that. `unit_tokens` caps a unit's diff text; `overhead(nonce)` is what a request costs
+    (PACK_ORDER, each file's hunks in file order), each hunk into the earliest unit with room
+    (units fill close to the per-call limit); a hunk too big for one call is cut at line
+    boundaries into overlapping slices; context back to the enclosing definition shrinks before a
+    hunk is left out; a hunk the budget cannot take whole fills what is left with its first lines,
+    and hunks later in the order only get what is left after that. `unit_tokens` caps a unit's
+    diff text; `overhead(nonce)` is what a request costs
     without its diff and `measure(nonce, text, context_text)` (when given) counts the finished
     request, so the plan holds what will be sent. `only` restricts the plan to those hunks
     (re-planning after a context-exceeded answer) and `first_id` numbers its units; `first` hunks

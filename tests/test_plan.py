@@ -394,7 +394,7 @@ def test_hunks_a_push_changed_are_planned_before_riskier_ones() -> None:
     assert [[p.path for p in u.parts] for u in plan.units] == [["README.md"], ["src/auth/login.py"]]
 
 
-def test_a_tight_budget_takes_whole_files_with_the_most_added_code_per_token_first_but_sensitive_code_first() -> None:
+def test_a_tight_budget_takes_the_most_added_code_per_token_first_but_sensitive_code_first() -> None:
     """Added lines per token, file by file (the order that showed the most real defect lines,
     benchmarks/DEFECTS.md): a new 200-line module goes before six scattered two-line edits wrapped
     in unchanged lines, and is cut to fill what is left. Security-sensitive source still goes first."""
@@ -413,7 +413,7 @@ def test_a_tight_budget_takes_whole_files_with_the_most_added_code_per_token_fir
     )
     statuses = status_of(plan, files, reviewed_units={u.id for u in plan.units})
     assert statuses["src/auth/login.py"][0] == "reviewed", "sensitive source first, whatever its size"
-    assert statuses["src/big.py"][:2] == ("partial", "budget"), "the most added code per token next, cut to fit"
+    assert statuses["src/big.py"][:2] == ("partial", "budget"), "most added code per token next"
     assert statuses["src/small.py"][:2] == ("listed", "budget"), "scattered small edits after it"
     assert sum(held_tokens(u.input_tokens, 100) for u in plan.units) >= 900
 
