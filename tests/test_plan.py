@@ -395,9 +395,9 @@ def test_hunks_a_push_changed_are_planned_before_riskier_ones() -> None:
 
 
 def test_a_tight_budget_takes_the_most_added_code_per_token_first_but_sensitive_code_first() -> None:
-    """Added lines per token, file by file (the order that showed the most real defect lines,
-    benchmarks/DEFECTS.md): a new 200-line module goes before six scattered two-line edits wrapped
-    in unchanged lines, and is cut to fill what is left. Security-sensitive source still goes first."""
+    """Added lines per token (the order measured on real defects, benchmarks/DEFECTS.md): a new
+    200-line module goes before six two-line edits wrapped in unchanged lines, and is cut to fill
+    what is left. Security-sensitive source still goes first."""
     small = [hunk(10 * i + 1, f"c{i}", [f"v{i} = compute({i})", f"w{i} = v{i} + 1"]) for i in range(6)]
     patch = (
         added_file("src/big.py", [f"item_{j} = build({j}, options)" for j in range(200)])
