@@ -6,8 +6,9 @@ introduced a defect later fixed, and the lines the fix changed, blamed back to t
 line numbers). For each commit the benchmark builds a real git repository (a shared clone of the
 snapshot, `main` at the parent, `feature` at the commit) and runs:
 
-- PR-Agent 0.49's `/review` (its own venv: `--pr-agent-python`) through its local git provider with
-  its window set to 8k, 16k, 32k and 128k ("unlimited": gpt-4o-mini's window), against the
+- PR-Agent 0.49's `/review` (its own venv: `--pr-agent-python`; one process runs every review,
+  benchmarks/pr_agent_driver.py, as importing it takes longer than a review) through its local
+  git provider with its window set to 8k, 16k, 32k and 128k ("unlimited": gpt-4o-mini's window), against the
   loopback model server counting prompts as OpenAI counts gpt-4o-mini (bench_pr_agent.py);
 - imreview's CLI in-process with PR-Agent's own spend as `--max-input-tokens` (no cap for
   "unlimited"), once per packing order asked for (`--orders`, reviewer.plan.PACK_ORDER).
@@ -15,7 +16,10 @@ snapshot, `main` at the parent, `feature` at the commit) and runs:
 Defect-line recall = labelled lines that appeared numbered on the new side in some prompt. Every
 run's result is cached under benchmarks/defects/cache/ (PR-Agent's by commit and window; imreview's
 by commit, budget, order and a hash of the measured checkout's reviewer/ and templates/), so a rerun
-only measures what changed. `--repo-root` measures another imreview checkout (default: this one).
+only measures what changed. An order whose name ends in `+noctx` runs with `context_share: 0`; once
+a commit's whole diff fits a budget without context, every order's result there is that whole run.
+The i18n YAML is parsed once per process (`cache_i18n`). `--repo-root` measures another imreview
+checkout (default: this one).
 
 Usage: `python benchmarks/bench_defects.py --pr-agent-python V/bin/python [--orders a,b]
 [--repo-root PATH] [--mirrors /work/.mirror] [--mine]`.
@@ -158,7 +162,12 @@ def cache_i18n() -> None:
     import reviewer.render as render
 
     load = functools.cache(render._load_i18n)
-    render._load_i18n = lambda path: (lambda d, t: (dict(d), t))(*load(path))  # type: ignore[assignment]
+
+    def cached(path: Path) -> tuple[dict[str, str | dict[str, str]], str]:
+        messages, text = load(path)
+        return dict(messages), text
+
+    render._load_i18n = cached
 
 
 def hits(shown: dict[str, set[int]], labels: tuple[tuple[str, int], ...]) -> list[int]:
@@ -245,7 +254,7 @@ def imreview(repo: Path, limit: int | None, order: str, work: Path, c: Commit) -
     if order != "default":
         if not hasattr(reviewer.plan, "PACK_ORDER"):
             raise SystemExit(f"this checkout has no reviewer.plan.PACK_ORDER: cannot measure order {order!r}")
-        reviewer.plan.PACK_ORDER = order  # type: ignore[attr-defined]
+        reviewer.plan.PACK_ORDER = order
     with FakeModelServer(count_prompt=bp.openai_count) as server:
         server.handler = lambda body: text(
             bp.EMPTY, prompt_tokens=server.count_prompt(body), completion_tokens=20
