@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from reviewer.budget import held_tokens
 from tests.fakes import pr_shapes
 from tests.fakes.model_server import FakeModelServer
 from tests.test_planner import UNKNOWN, all_reviewed, answering, build, cl100k_count, review, served
@@ -45,13 +46,13 @@ def test_the_first_answer_calibrates_every_later_count(tmp_path: Path, factor: f
     assert len(calls) == len(server.requests) >= 3
     first, *later = calls
     assert first["calibrated_input_tokens"] == first["estimated_input_tokens"], "nothing known yet"
-    assert first["reserved_input_tokens"] == math.ceil(first["estimated_input_tokens"] * 1.10)
+    assert first["reserved_input_tokens"] == held_tokens(first["estimated_input_tokens"], 110)
     for call in calls:
         assert call["input_tokens"] == math.ceil(call["estimated_input_tokens"] * factor)
     for call in later:
         ratio = call["calibrated_input_tokens"] / call["estimated_input_tokens"]
         assert abs(ratio - factor) < 0.01, (ratio, factor)
-        assert call["reserved_input_tokens"] == math.ceil(call["calibrated_input_tokens"] * 1.03)
+        assert call["reserved_input_tokens"] == held_tokens(call["calibrated_input_tokens"], 103)
         assert call["input_tokens"] <= call["reserved_input_tokens"], "the calibrated hold covers usage"
     assert all_reviewed(report)
 
@@ -89,4 +90,4 @@ def test_an_implausible_prompt_count_calibrates_nothing(tmp_path: Path) -> None:
     report, _ = run(tmp_path, 0.1, "--max-input-tokens", "1000000")
     for call in report["budget"]["calls"]:
         assert call["calibrated_input_tokens"] == call["estimated_input_tokens"]
-        assert call["reserved_input_tokens"] == math.ceil(call["estimated_input_tokens"] * 1.10)
+        assert call["reserved_input_tokens"] == held_tokens(call["estimated_input_tokens"], 110)

@@ -394,9 +394,10 @@ def test_hunks_a_push_changed_are_planned_before_riskier_ones() -> None:
     assert [[p.path for p in u.parts] for u in plan.units] == [["README.md"], ["src/auth/login.py"]]
 
 
-def test_a_tight_budget_takes_many_small_risky_hunks_before_one_huge_one_but_sensitive_code_first() -> None:
-    """Value per token: one 200-line hunk does not eat a budget that holds six small hunks of the same
-    kind of code whole; it is cut to fill what they leave. Security-sensitive source still goes first."""
+def test_a_tight_budget_takes_the_most_added_code_per_token_first_but_sensitive_code_first() -> None:
+    """Added lines per token (the order measured on real defects, benchmarks/DEFECTS.md): a new
+    200-line module goes before six two-line edits wrapped in unchanged lines, and is cut to fill
+    what is left. Security-sensitive source still goes first."""
     small = [hunk(10 * i + 1, f"c{i}", [f"v{i} = compute({i})", f"w{i} = v{i} + 1"]) for i in range(6)]
     patch = (
         added_file("src/big.py", [f"item_{j} = build({j}, options)" for j in range(200)])
@@ -412,8 +413,8 @@ def test_a_tight_budget_takes_many_small_risky_hunks_before_one_huge_one_but_sen
     )
     statuses = status_of(plan, files, reviewed_units={u.id for u in plan.units})
     assert statuses["src/auth/login.py"][0] == "reviewed", "sensitive source first, whatever its size"
-    assert statuses["src/small.py"] == ("reviewed", None, 6, 6), "every small hunk whole"
-    assert statuses["src/big.py"][:2] == ("partial", "budget"), "the huge hunk fills what is left"
+    assert statuses["src/big.py"][:2] == ("partial", "budget"), "most added code per token next"
+    assert statuses["src/small.py"][:2] == ("listed", "budget"), "scattered small edits after it"
     assert sum(held_tokens(u.input_tokens, 100) for u in plan.units) >= 900
 
 
