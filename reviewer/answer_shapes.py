@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -226,7 +226,9 @@ def fields(item: Mapping[str, Any], shape: ListShape, notes: list[str]) -> dict[
     return out
 
 
-def finding_fields(item: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+def finding_fields(
+    item: Mapping[str, Any], notes: list[str], paths: Collection[str] | None = None
+) -> dict[str, Any]:
     """A finding's raw fields mapped and made plain: `location` "a.py:12" split, line ranges split,
     `./` and `b/` taken off paths, severity and confidence words mapped, a missing title taken from
     the first sentence of the text (or the text from the title)."""
@@ -250,7 +252,7 @@ def finding_fields(item: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
         notes.append("line_range")
         out["line"], out["end_line"] = match.group(1), match.group(2)
     if isinstance(out.get("path"), str):
-        out["path"] = clean_path(out["path"], notes)
+        out["path"] = clean_path(out["path"], notes, paths)
     out["priority"] = priority(out.get("priority"), notes)
     side = out.get("side")
     if isinstance(side, str) and side.upper() not in ("RIGHT", "LEFT"):
@@ -279,12 +281,18 @@ def first_sentence(text: str, limit: int = 200) -> str:
     return head if len(head) <= limit else head[: limit - 1].rstrip() + "…"
 
 
-def clean_path(path: str, notes: list[str]) -> str:
-    """A path as the diff names it: without `./`, `a/`/`b/` diff prefixes or a leading `/`."""
+def clean_path(path: str, notes: list[str], paths: Collection[str] | None = None) -> str:
+    """A path as the diff names it: without `./`, a `b/` diff prefix or a leading `/`.
+
+    With the PR's files known (`paths`), a `b/` is taken off only when the path without it is a PR
+    file and the path with it is not: a PR may really have a folder `b/`."""
     stripped = path.strip()
     for prefix in ("./", "b/", "/"):
         if stripped.startswith(prefix) and len(stripped) > len(prefix):
-            stripped = stripped[len(prefix) :]
+            rest = stripped[len(prefix) :]
+            if prefix == "b/" and paths is not None and (stripped in paths or rest not in paths):
+                continue
+            stripped = rest
     if stripped != path:
         notes.append("path_prefix")
     return stripped
