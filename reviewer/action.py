@@ -32,6 +32,7 @@ from reviewer.pull import (
     unreadable,
 )
 from reviewer.render import Renderer
+from reviewer.state import check_state_key
 from reviewer.report import VERDICT_RANK
 from reviewer.report_files import ReportDir, report_dir
 
@@ -194,6 +195,7 @@ def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
         if inputs.get("github-token"):
             mask(out, inputs["github-token"])
         settings = settings_from(env, inputs)
+        check_state_key(env)
         request = plan_run(
             settings.event_name,
             load_event(env.get("GITHUB_EVENT_PATH")),

@@ -58,3 +58,17 @@ def test_a_b_prefix_is_still_taken_off_a_path_that_is_not_a_pr_file(tmp_path: Pa
 
     run = _review_with_model(tmp_path, {"calc.py": B_PATCH}, answer)
     assert [f["path"] for f in run.report()["findings"] if f["source"] == "llm"] == ["calc.py"]
+
+
+def test_the_action_with_a_weak_state_key_stops_before_reading_the_pr(tmp_path: Path) -> None:
+    """A key short enough to guess from the public MACs would let the PR author sign a state saying
+    the PR was reviewed (no review) or cost nothing (no cap): the step stops with exit 2 instead."""
+    with FakeGitHub() as gh:
+        gh.add_token(e2e.TOKEN)
+        gh.add_repo(e2e.REPO)
+        e2e.add_pull(gh)
+        runner = e2e.Runner(tmp_path, gh.url, extra_env={"IMREVIEW_STATE_KEY": "hunter2hunter2"})
+        run = runner.run("pull_request", e2e.event_payload("pull_request.opened"))
+        assert run.code == 2
+        assert "IMREVIEW_STATE_KEY is too weak" in run.stdout
+        assert not gh.requests, "nothing was read or written"
