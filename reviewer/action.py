@@ -32,9 +32,9 @@ from reviewer.pull import (
     unreadable,
 )
 from reviewer.render import Renderer
-from reviewer.state import check_state_key
 from reviewer.report import VERDICT_RANK
 from reviewer.report_files import ReportDir, report_dir
+from reviewer.state import check_state_key
 
 if TYPE_CHECKING:
     from reviewer.source.github import GitHubClient

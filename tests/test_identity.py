@@ -364,7 +364,10 @@ def test_without_a_key_an_echo_that_names_its_own_id_is_never_deleted(tmp_path: 
 def test_a_placeholder_api_key_is_not_a_secret(value: str) -> None:
     """A keyless self-hosted server's dummy key is written in the public workflow file."""
     assert state_key({"OPENAI_API_KEY": value}) is None
-    assert state_key({"OPENAI_API_KEY": value, publish.STATE_KEY_ENV: "a-real-long-secret-0123456789abcdefgh"}) is not None
+    assert (
+        state_key({"OPENAI_API_KEY": value, publish.STATE_KEY_ENV: "a-real-long-secret-0123456789abcdefgh"})
+        is not None
+    )
     assert state_key({"OPENAI_API_KEY": "sk-proj-" + "a1" * 20}) is not None
 
 

@@ -41,7 +41,9 @@ def test_a_finding_on_a_pr_file_under_a_folder_named_b_stays_on_that_file(tmp_pa
     def answer(body: dict[str, Any]) -> Any:
         if '"verdicts"' in body["messages"][-1]["content"]:
             return e2e.text('{"verdicts": []}')
-        hit = e2e.finding(path="b/calc.py", line=2, priority="P2", title="Division by zero", quote="y = 1 / 0")
+        hit = e2e.finding(
+            path="b/calc.py", line=2, priority="P2", title="Division by zero", quote="y = 1 / 0"
+        )
         return e2e.text(e2e.answer(hit))
 
     run = _review_with_model(tmp_path, {"b/calc.py": B_PATCH, "calc.py": B_PATCH}, answer)
@@ -53,7 +55,9 @@ def test_a_b_prefix_is_still_taken_off_a_path_that_is_not_a_pr_file(tmp_path: Pa
     def answer(body: dict[str, Any]) -> Any:
         if '"verdicts"' in body["messages"][-1]["content"]:
             return e2e.text('{"verdicts": []}')
-        hit = e2e.finding(path="b/calc.py", line=2, priority="P2", title="Division by zero", quote="y = 1 / 0")
+        hit = e2e.finding(
+            path="b/calc.py", line=2, priority="P2", title="Division by zero", quote="y = 1 / 0"
+        )
         return e2e.text(e2e.answer(hit))
 
     run = _review_with_model(tmp_path, {"calc.py": B_PATCH}, answer)

@@ -338,7 +338,12 @@ def test_a_scan_of_500_open_prs_stays_within_20_requests_before_reviewing(
     model.handler = quiet_model
     add_open_prs(gh, 1)
     env = cli_env(
-        tmp_path, {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": gh.url, "IMREVIEW_STATE_KEY": "scan-state-key-0123456789abcdefghij"}
+        tmp_path,
+        {
+            "GITHUB_TOKEN": TOKEN,
+            "GITHUB_API_URL": gh.url,
+            "IMREVIEW_STATE_KEY": "scan-state-key-0123456789abcdefghij",
+        },
     )
     model_args = ["--model", MODEL, "--api-base", model.api_base]
     seeded = run_cli(["scan", REPO, "--review", "--post-comment", *model_args], cwd=tmp_path, env=env)
