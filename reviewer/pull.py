@@ -239,8 +239,8 @@ def review_pull(
             number=job.number, verdict="skipped", summary="", reason=refused, title=info.title, url=info.url
         )
     budget = budget_for(config) if budget_for is not None else Budget(config.limits)
-    if cap_left is not None and cap_left < budget.limits.cost_usd:
-        budget = Budget(dataclasses.replace(budget.limits, cost_usd=cap_left))
+    if cap_left is not None and cap_left < budget.limits.cost_usd:  # the same ledger: a scan reads it
+        budget.limits = dataclasses.replace(budget.limits, cost_usd=cap_left)
     reservation = None
     if cap_left is not None and config.model and budget.limits.cost_usd > 0 and job.post_comment:
         reservation = reserve_spend(

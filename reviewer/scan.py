@@ -371,28 +371,44 @@ def _review_one(
         if early:
             return ScanRow(pull.number, pull.title, pull.url, "deferred", early)
     client.wait_within(run.seconds_left())
+    handed: list[Budget] = []
+
+    def share(config: Config) -> Budget:
+        handed.append(run.share(config))
+        return handed[-1]
+
+    def spent() -> float | None:
+        """What this PR's model calls cost, also when its review failed after them."""
+        costs = [b.spent().cost_usd for b in handed]
+        return None if None in costs else sum(c or 0.0 for c in costs)
+
+    renderer = Renderer(language=str(job.overrides.get("language", "en")))
+    on_error = str(job.overrides.get("on_error", "warn"))
     try:
         outcome = review_pull(
             client,
             dataclasses.replace(job, number=pull.number),
             warn=warn,
             notices=notices,
-            budget_for=run.share,
+            budget_for=share,
             admit=admit,
         )
     except Retryable as exc:
         warn(f"imreview: #{pull.number} deferred: {exc}")
+        run.record(spent(), 0.0)  # a deferred row has no outcome to carry it
         return ScanRow(pull.number, pull.title, pull.url, "deferred", "rate_limited")
     except GitHubError as exc:
-        renderer = Renderer(language=str(job.overrides.get("language", "en")))
-        outcome = unreadable(pull.number, exc, renderer, on_error=str(job.overrides.get("on_error", "warn")))
+        outcome = dataclasses.replace(
+            unreadable(pull.number, exc, renderer, on_error=on_error), cost_usd=spent()
+        )
         return ScanRow(pull.number, pull.title, pull.url, "failed", "unreadable", outcome)
     except UsageError:
         raise
     except Exception as exc:  # unexpected, in one PR: the scan goes on with the others
         warn(f"imreview: #{pull.number} failed: {type(exc).__name__}: {exc}")
-        renderer = Renderer(language=str(job.overrides.get("language", "en")))
-        outcome = crashed(pull.number, exc, renderer, on_error=str(job.overrides.get("on_error", "warn")))
+        outcome = dataclasses.replace(
+            crashed(pull.number, exc, renderer, on_error=on_error), cost_usd=spent()
+        )
         return ScanRow(pull.number, pull.title, pull.url, "failed", "failed", outcome)
     if outcome.report is not None:
         return ScanRow(pull.number, pull.title, pull.url, "reviewed", "", outcome)
