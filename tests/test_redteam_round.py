@@ -6,12 +6,20 @@ model are the loopback servers of tests/fakes, reached through PyGithub and lite
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from reviewer.config import build_config, parse_config_text
+from reviewer.render import Renderer
+from reviewer.review import planned_cost
+from reviewer.source.github import GitHubClient, GitHubSource
 from tests import test_action_e2e as e2e
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer
+from tests.test_scan import PRICES, SCHEDULE, add_open_prs, quiet_model
 
 B_PATCH = "@@ -1,2 +1,3 @@\n x = 1\n+y = 1 / 0\n z = 2"
 
@@ -76,3 +84,77 @@ def test_the_action_with_a_weak_state_key_stops_before_reading_the_pr(tmp_path: 
         assert run.code == 2
         assert "IMREVIEW_STATE_KEY is too weak" in run.stdout
         assert not gh.requests, "nothing was read or written"
+
+
+def test_a_thousand_newer_comments_do_not_put_reviewed_prs_back_into_the_fan_out(
+    gh: FakeGitHub, model: FakeModelServer, runner: e2e.Runner
+) -> None:
+    """Anyone may comment on an issue: 1,000 comments (a dozen minutes at GitHub's 80 writes a
+    minute) pushed every sticky comment past the 10 pages the plan job reads, so every reviewed PR
+    looked new. Least recently updated first, they filled the matrix at `scan-limit` (a job each,
+    which then skipped) and the PR that needed a review was deferred on every run."""
+    add_open_prs(gh, 3)
+    model.handler = quiet_model
+    first = runner.run("schedule", SCHEDULE, **e2e.with_model(model))
+    assert first.code == 0 and all(len(gh.comments(e2e.REPO, n)) == 1 for n in (1, 2, 3))
+    add_open_prs(gh, 1, start=4)
+    for i in range(1_000):
+        gh.add_comment(e2e.REPO, 99, f"spam {i}", login="spammer", kind="User")
+    plan = runner.run("schedule", SCHEDULE, scan_matrix="true", scan_limit="2", **e2e.with_model(model))
+    assert plan.code == 0, plan.stderr
+    assert json.loads(plan.outputs["matrix"]) == {"include": [{"pr": 4}]}
+    assert "already reviewed at this head" in plan.summary
+
+
+def test_a_pr_that_fails_after_its_model_call_still_counts_against_the_run_budget(
+    gh: FakeGitHub, model: FakeModelServer, runner: e2e.Runner
+) -> None:
+    """The head re-read after PR 1's model call fails for good: the scan went on as if PR 1 had
+    cost nothing, so the run's `cost-usd` hid that call and one PR more was reviewed than
+    `max-cost-usd` pays for."""
+    add_open_prs(gh, 4)
+    gh.add_content(e2e.REPO, "main", ".github/imreview.yml", PRICES)
+    config = build_config(
+        file_layer=parse_config_text(PRICES, "imreview.yml"), env={}, overrides=e2e.with_model(model)
+    )
+    change = GitHubSource(GitHubClient(e2e.TOKEN, gh.url), e2e.REPO, 1).change()
+    needed = planned_cost(change, config, renderer=Renderer())
+    assert needed is not None
+    per_pr = 10 * 10 / 1e6 + 5 * 20 / 1e6
+    run_budget = 2 * per_pr + needed + per_pr / 2  # PR 1 (failed), then two more
+
+    def answer(body: dict[str, Any]) -> Any:
+        if "m1.py" in body["messages"][-1]["content"]:
+            gh.fail("GET", r"/pulls/1$", 404, times=5)
+        return quiet_model(body)
+
+    model.handler = answer
+    run = runner.run(
+        "schedule", SCHEDULE, max_cost_usd=f"{run_budget:.8f}", scan_limit="4", **e2e.with_model(model)
+    )
+    assert run.code == 0, run.stderr
+    assert len(model.requests) == 3, "PR 1's call, then what the rest of the budget paid for"
+    assert float(run.outputs["cost-usd"]) == pytest.approx(3 * per_pr, abs=1e-6)
+
+
+SECRET_ENV = "DATABASE_URL=postgres://app:Xk9mQ2vL8pR4wZt7@db/prod\n"
+
+
+def test_a_symlink_to_a_committed_secret_file_is_never_read_through_it(gh: FakeGitHub) -> None:
+    """The PR adds `notes.txt -> config/.env`. Git objects hold the link's target path, but the REST
+    contents API (the fallback when the GraphQL batch fails) answers a symlink to a normal file with
+    that file's content: the committed `.env` came back as the text of `notes.txt`."""
+    gh.add_pull(
+        e2e.REPO,
+        7,
+        head_sha=e2e.HEAD,
+        base_sha=e2e.BASE,
+        files=[diff_entry("notes.txt", "@@ -0,0 +1 @@\n+config/.env", status="added")],
+    )
+    gh.add_content(e2e.REPO, e2e.HEAD, "config/.env", SECRET_ENV)
+    gh.add_symlink(e2e.REPO, e2e.HEAD, "notes.txt", "config/.env")
+    gh.fail("POST", r"/graphql$", 502, times=5)
+    source = GitHubSource(GitHubClient(e2e.TOKEN, gh.url), e2e.REPO, 7)
+    source.change()
+    assert source.read_file("notes.txt", e2e.HEAD) is None
+    assert gh.requests_to("GET", r"/contents/notes\.txt"), "the contents API was asked"
