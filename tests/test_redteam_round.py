@@ -7,6 +7,7 @@ model are the loopback servers of tests/fakes, reached through PyGithub and lite
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from reviewer.config import build_config, parse_config_text
 from reviewer.render import Renderer
 from reviewer.review import planned_cost
 from reviewer.source.github import GitHubClient, GitHubSource
+from reviewer.source.local import LocalSource
 from tests import test_action_e2e as e2e
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer
@@ -158,3 +160,27 @@ def test_a_symlink_to_a_committed_secret_file_is_never_read_through_it(gh: FakeG
     source.change()
     assert source.read_file("notes.txt", e2e.HEAD) is None
     assert gh.requests_to("GET", r"/contents/notes\.txt"), "the contents API was asked"
+
+
+def test_a_path_outside_the_tree_reads_as_no_file_and_git_keeps_answering(tmp_path: Path) -> None:
+    """`git cat-file --batch` read `<sha>:../x` relative to the working directory and died on
+    "outside repository": one such path (a hostile tree entry, an answer's path) ended the review."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (repo / "app.py").write_text("x = 1\n")
+    (repo / "passwd.py").symlink_to("/etc/passwd")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    subprocess.run([*git, "checkout", "-qb", "feat"], check=True)
+    (repo / "app.py").write_text("x = 2\n")
+    subprocess.run([*git, "commit", "-qam", "change"], check=True)
+    source = LocalSource(repo, base="main", head="feat")
+    head = source.head_sha()
+    for outside in ("../x", "/etc/passwd", "./app.py", "a//b", "config/../app.py"):
+        assert source.read_file(outside, head) is None, outside
+    assert source.read_file("passwd.py", head) == "/etc/passwd", (
+        "a symlink is its target's name, never followed"
+    )
+    assert source.read_file("app.py", head) == "x = 2\n"
