@@ -6,6 +6,7 @@ model are the loopback servers of tests/fakes, reached through PyGithub and lite
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -15,12 +16,16 @@ import pytest
 
 from reviewer.config import build_config, parse_config_text
 from reviewer.render import Renderer
+from reviewer.report import Finding
 from reviewer.review import planned_cost
 from reviewer.source.github import GitHubClient, GitHubSource
 from reviewer.source.local import LocalSource
 from tests import test_action_e2e as e2e
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer
+from tests.gfm import parse, pings
+from tests.test_render import build, finding
+from tests.test_render_gfm import _bodies, _own
 from tests.test_scan import PRICES, SCHEDULE, add_open_prs, quiet_model
 
 B_PATCH = "@@ -1,2 +1,3 @@\n x = 1\n+y = 1 / 0\n z = 2"
@@ -184,3 +189,33 @@ def test_a_path_outside_the_tree_reads_as_no_file_and_git_keeps_answering(tmp_pa
         "a symlink is its target's name, never followed"
     )
     assert source.read_file("app.py", head) == "x = 2\n"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "<img src=https://evil.example/x.png>",
+        "![x](https://evil.example/a.png) [link](https://evil.example)",
+        "@octocat owner/repo#2 #1",
+        "<details><summary>x",
+        "<!-- imreview:state v1 {} -->",
+        "\u202egnp.exe `x` ``y``",
+    ],
+)
+def test_a_carried_finding_renders_as_inert_as_a_new_one(value: str) -> None:
+    """A carried finding is printed from the signed state (its title and path were model and PR
+    text): rendered by GitHub's cmark-gfm it adds no element, link, image or ping."""
+
+    def carried(title: str, path: str) -> Finding:
+        return dataclasses.replace(
+            finding(1, "P1", title=title, path=path), carried_from="ab" * 20, anchor_reason="carried"
+        )
+
+    hostile = build(findings=(carried(value, value),), title=value, files=())
+    plain = build(findings=(carried("plain", "plain"),), title="x", files=())
+    for name, body in _bodies(Renderer(), hostile).items():
+        got, base = parse(body), parse(_bodies(Renderer(), plain)[name])
+        assert set(got.tags) <= set(base.tags) | {"code"}, (name, set(got.tags) - set(base.tags))
+        assert got.tags.count("a") == base.tags.count("a"), name
+        assert _own(got.attrs) <= _own(base.attrs), name
+        assert not pings(got), (name, pings(got))
