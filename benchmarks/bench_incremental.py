@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ["IMREVIEW_STATE_KEY"] = "bench-incremental"
+os.environ["IMREVIEW_STATE_KEY"] = "bench-incremental-0123456789abcdefghij"
 
 from reviewer.config import Overrides  # noqa: E402
 from reviewer.pull import PullJob, SkipRules, review_pull  # noqa: E402

@@ -34,6 +34,7 @@ from reviewer.render import Renderer
 from reviewer.report import VERDICT_RANK
 from reviewer.report_files import ReportDir, report_dir
 from reviewer.runner_sinks import Rendered, StepOutputs, SummaryFile, echo_untrusted, escape_data, mask
+from reviewer.state import check_state_key
 
 if TYPE_CHECKING:
     from reviewer.source.github import GitHubClient
@@ -213,6 +214,7 @@ def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
         if inputs.get("github-token"):
             mask(out, inputs["github-token"])
         settings = settings_from(env, inputs)
+        check_state_key(env)
         request = plan_run(
             settings.event_name,
             load_event(env.get("GITHUB_EVENT_PATH")),

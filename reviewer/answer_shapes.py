@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,13 +240,17 @@ def fields(item: Mapping[str, Any], shape: ListShape, notes: list[str]) -> dict[
     return out
 
 
-def finding_fields(item: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+def finding_fields(
+    item: Mapping[str, Any], notes: list[str], paths: Collection[str] | None = None
+) -> dict[str, Any]:
     """A finding's raw fields mapped and made plain: `location` "a.py:12" split, line ranges split,
     `./` and `b/` taken off paths, severity and confidence words mapped, a missing title taken from
     the first sentence of the text (or the text from the title)."""
     out = fields(item, LISTS[0], notes)
     for fix in _FINDING_FIXES:
         fix(out, notes)
+    if isinstance(out.get("path"), str):
+        out["path"] = clean_path(out["path"], notes, paths)
     return out
 
 
@@ -272,11 +276,6 @@ def _split_line_range(out: dict[str, Any], notes: list[str]) -> None:
     elif isinstance(line, str) and (match := _LINE_RANGE.match(line)):
         notes.append("line_range")
         out["line"], out["end_line"] = match.group(1), match.group(2)
-
-
-def _plain_path(out: dict[str, Any], notes: list[str]) -> None:
-    if isinstance(out.get("path"), str):
-        out["path"] = clean_path(out["path"], notes)
 
 
 def _priority(out: dict[str, Any], notes: list[str]) -> None:
@@ -318,7 +317,6 @@ def _fill_empty(out: dict[str, Any], notes: list[str]) -> None:
 _FINDING_FIXES: tuple[Callable[[dict[str, Any], list[str]], None], ...] = (
     _split_location,
     _split_line_range,
-    _plain_path,
     _priority,
     _side_word,
     _confidence,
@@ -337,12 +335,18 @@ def first_sentence(text: str, limit: int = 200) -> str:
     return head if len(head) <= limit else head[: limit - 1].rstrip() + "…"
 
 
-def clean_path(path: str, notes: list[str]) -> str:
-    """A path as the diff names it: without `./`, `a/`/`b/` diff prefixes or a leading `/`."""
+def clean_path(path: str, notes: list[str], paths: Collection[str] | None = None) -> str:
+    """A path as the diff names it: without `./`, a `b/` diff prefix or a leading `/`.
+
+    With the PR's files known (`paths`), a `b/` is taken off only when the path without it is a PR
+    file and the path with it is not: a PR may really have a folder `b/`."""
     stripped = path.strip()
     for prefix in ("./", "b/", "/"):
         if stripped.startswith(prefix) and len(stripped) > len(prefix):
-            stripped = stripped[len(prefix) :]
+            rest = stripped[len(prefix) :]
+            if prefix == "b/" and paths is not None and (stripped in paths or rest not in paths):
+                continue
+            stripped = rest
     if stripped != path:
         notes.append("path_prefix")
     return stripped

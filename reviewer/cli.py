@@ -227,6 +227,9 @@ def pr(
     token = os.environ.get("GITHUB_TOKEN", "").strip()
     if not token:
         raise UsageError("GITHUB_TOKEN is not set: `imreview pr` reads the PR through the GitHub API")
+    from reviewer.state import check_state_key
+
+    check_state_key(os.environ)
     client = GitHubClient(
         token,
         os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com",
@@ -323,6 +326,9 @@ def scan(
     token = os.environ.get("GITHUB_TOKEN", "").strip()
     if not token:
         raise UsageError("GITHUB_TOKEN is not set: `imreview scan` lists the PRs through the GitHub API")
+    from reviewer.state import check_state_key
+
+    check_state_key(os.environ)
     client = GitHubClient(
         token,
         os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com",

@@ -269,13 +269,13 @@ def _number(item: Mapping[str, Any], key: str, where: str, default: float) -> fl
 Clean = Callable[[str], str]
 
 
-def _finding(raw: Any, where: str, clean: Clean, notes: list[str]) -> Finding:
+def _finding(raw: Any, where: str, clean: Clean, notes: list[str], paths: Collection[str] | None) -> Finding:
     """A finding from a model's item in any shape `answer_shapes` knows. It needs a path and a
     statement of the defect (a title or an observation); a missing trigger, fix, quote, side or
     confidence is left empty (the outputs say so) or given its default, never a reason to drop it."""
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: must be an object")
-    item = shapes.finding_fields(raw, notes)
+    item = shapes.finding_fields(raw, notes, paths)
     priority = str(item.get("priority", "")).upper().strip()
     if priority not in PRIORITIES:
         raise ValueError(f"{where}: 'priority' must be one of P1, P2, P3 (or a severity word)")
@@ -305,7 +305,9 @@ def _finding(raw: Any, where: str, clean: Clean, notes: list[str]) -> Finding:
     )
 
 
-def _exclusion(raw: Any, where: str, clean: Clean, notes: list[str]) -> Exclusion:
+def _exclusion(
+    raw: Any, where: str, clean: Clean, notes: list[str], paths: Collection[str] | None
+) -> Exclusion:
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: must be an object")
     item = shapes.fields(raw, shapes.LISTS[1], notes)
@@ -313,12 +315,12 @@ def _exclusion(raw: Any, where: str, clean: Clean, notes: list[str]) -> Exclusio
     return Exclusion(
         claim=clean(_text(item, "claim", where)),
         reason=clean(_text(item, "reason", where)),
-        path=shapes.clean_path(path, notes) if path else None,
+        path=shapes.clean_path(path, notes, paths) if path else None,
         line=_int(item, "line", where, notes),
     )
 
 
-def _signal(raw: Any, where: str, clean: Clean, notes: list[str]) -> Signal:
+def _signal(raw: Any, where: str, clean: Clean, notes: list[str], paths: Collection[str] | None) -> Signal:
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: must be an object")
     item = shapes.fields(raw, shapes.LISTS[2], notes)
@@ -338,7 +340,7 @@ class _ListReader:
     """How one list of the answer is read: its item builder (raises ValueError for a malformed
     item) and the fields of a built item checked for echoes of the prompt's example (prose, code)."""
 
-    build: Callable[[Any, str, Clean, list[str]], Any]
+    build: Callable[[Any, str, Clean, list[str], Collection[str] | None], Any]
     echo_fields: Callable[[Any], tuple[tuple[str, ...], tuple[str, ...]]]
 
 
@@ -437,7 +439,7 @@ def _read_item(
     if id(raw) in read.cut_items:
         return Dropped(where, "truncated", f"{where}: the answer ended inside it")
     try:
-        item = reader.build(raw, where, clean, notes)
+        item = reader.build(raw, where, clean, notes, pr_paths)
     except ValueError as exc:
         return Dropped(where, "malformed", str(exc))
     prose, code = reader.echo_fields(item)

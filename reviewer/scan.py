@@ -28,7 +28,7 @@ from reviewer.budget import Budget, Limits, Price, minimal_call_cost
 from reviewer.config import Config, build_config, config_hash, env_layer, load_config_file, parse_config_text
 from reviewer.errors import GitHubError, Retryable, UsageError
 from reviewer.events import is_bot
-from reviewer.publish import stickies_by_pull
+from reviewer.publish import find_sticky, stickies_by_pull
 from reviewer.pull import (
     PrOutcome,
     PullJob,
@@ -51,7 +51,7 @@ MATRIX_MAX = 256
 """GitHub runs at most 256 jobs from one matrix."""
 COMMENT_PAGES = 10
 """Repository-wide comment pages read for sticky states (1,000 comments); past that, a PR's own
-comments are read when it comes up for review."""
+comments are read when it comes up for review (by a plan job, while its matrix has room)."""
 Status = Literal["reviewed", "skipped", "deferred", "failed", "planned"]
 
 
@@ -144,11 +144,13 @@ def scan(
         else:
             candidates.append(pull)
 
-    states = _sticky_states(client, settings.repo, candidates) if candidates else {}
+    states, listed_all = _sticky_states(client, settings.repo, candidates) if candidates else ({}, True)
     to_review: list[PullInfo] = []
     cap = job.max_pr_cost_usd
     for pull in candidates:
         state = states.get(pull.number)
+        if state is None and not listed_all and settings.plan_only and len(to_review) < settings.limit:
+            state = _own_state(client, settings.repo, pull.number)
         if is_same_review(state, head_sha=pull.head_sha, config_digest=digest):
             rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "skipped", "already_reviewed")
         elif cap > 0 and state is not None and (state.total_cost_usd or 0.0) >= cap:
@@ -268,17 +270,32 @@ def _triage(pull: PullInfo, settings: ScanSettings) -> str:
     return ""
 
 
-def _sticky_states(client: GitHubClient, repo: str, pulls: Sequence[PullInfo]) -> dict[int, StickyState]:
-    """The sticky state of each PR from one repository-wide listing; a sticky is never older than
-    its PR, so comments last updated before the oldest PR was opened are not read."""
+def _sticky_states(
+    client: GitHubClient, repo: str, pulls: Sequence[PullInfo]
+) -> tuple[dict[int, StickyState], bool]:
+    """The sticky state of each PR from one repository-wide listing, and whether that listing was
+    complete; a sticky is never older than its PR, so comments last updated before the oldest PR
+    was opened are not read."""
     login = viewer_login(client)
     opened = [when for when in (_when(p.created_at) for p in pulls) if when is not None]
     since = min(opened) if len(opened) == len(pulls) and opened else None
-    comments, _ = client.repo_issue_comments(repo, since=since, max_pages=COMMENT_PAGES)
+    comments, complete = client.repo_issue_comments(repo, since=since, max_pages=COMMENT_PAGES)
     wanted = {p.number for p in pulls}
     found = stickies_by_pull(((n, c) for n, c in comments if n in wanted), login, repo=repo)
     states = {n: StickyState.parse(c.body) for n, c in found.items()}
-    return {n: s for n, s in states.items() if s is not None}
+    return {n: s for n, s in states.items() if s is not None}, complete
+
+
+def _own_state(client: GitHubClient, repo: str, number: int) -> StickyState | None:
+    """A PR's state from its own comments, for the plan job when the repository-wide listing was cut:
+    anyone can push our stickies past its pages with newer comments (on any issue), and a reviewed
+    PR read as new would take a matrix job and a `scan-limit` slot from one that needs a review.
+    Read only while the matrix has room; None when the read fails (the review job decides then)."""
+    try:
+        found = find_sticky(client, repo, number, login=viewer_login(client))
+    except GitHubError:
+        return None
+    return StickyState.parse(found.body) if found is not None else None
 
 
 def _when(stamp: str) -> datetime | None:
@@ -314,6 +331,16 @@ def _review_one(
         if early:
             return ScanRow(pull.number, pull.title, pull.url, "deferred", early)
     client.wait_within(run.seconds_left())
+    before = run.spent().cost_usd
+
+    def spent() -> float | None:
+        """What this PR's model calls cost (its budget is a child of the run's), also when its
+        review failed after them."""
+        now = run.spent().cost_usd
+        return None if now is None or before is None else round(now - before, 6)
+
+    renderer = Renderer(language=job.overrides.language or "en")
+    on_error = job.overrides.on_error or "warn"
     try:
         outcome = review_pull(
             client,
@@ -327,15 +354,17 @@ def _review_one(
         warn(f"imreview: #{pull.number} deferred: {exc}")
         return ScanRow(pull.number, pull.title, pull.url, "deferred", "rate_limited")
     except GitHubError as exc:
-        renderer = Renderer(language=job.overrides.language or "en")
-        outcome = unreadable(pull.number, exc, renderer, on_error=job.overrides.on_error or "warn")
+        outcome = dataclasses.replace(
+            unreadable(pull.number, exc, renderer, on_error=on_error), cost_usd=spent()
+        )
         return ScanRow(pull.number, pull.title, pull.url, "failed", "unreadable", outcome)
     except UsageError:
         raise
     except Exception as exc:  # unexpected, in one PR: the scan goes on with the others
         warn(f"imreview: #{pull.number} failed: {type(exc).__name__}: {exc}")
-        renderer = Renderer(language=job.overrides.language or "en")
-        outcome = crashed(pull.number, exc, renderer, on_error=job.overrides.on_error or "warn")
+        outcome = dataclasses.replace(
+            crashed(pull.number, exc, renderer, on_error=on_error), cost_usd=spent()
+        )
         return ScanRow(pull.number, pull.title, pull.url, "failed", "failed", outcome)
     if outcome.report is not None:
         return ScanRow(pull.number, pull.title, pull.url, "reviewed", "", outcome)

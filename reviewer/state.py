@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from reviewer.errors import UsageError
 from reviewer.incremental import CarriedFinding, Prior, pack, unpack
 
 
@@ -274,6 +275,7 @@ def state_key(environ: Mapping[str, str] | None = None) -> bytes | None:
     secrets, so it cannot compute the MAC that `sign_sticky` puts in the state."""
     env = os.environ if environ is None else environ
     if (env.get(STATE_KEY_ENV) or "").strip():
+        check_state_key(env)
         parts = [(STATE_KEY_ENV, env[STATE_KEY_ENV])]
     else:
         parts = sorted(
@@ -290,6 +292,28 @@ def state_key(environ: Mapping[str, str] | None = None) -> bytes | None:
 
 
 MIN_SECRET_CHARS = 12
+
+
+MIN_STATE_KEY_CHARS = 32
+"""`IMREVIEW_STATE_KEY`'s shortest accepted length. Every MAC it makes is public (the marker sits in
+the comment beside the state it signs), so a short or human-chosen key can be found offline at
+billions of guesses a second; 32 random characters (`openssl rand -hex 16` or longer) cannot."""
+MIN_STATE_KEY_DISTINCT = 8
+
+
+def check_state_key(environ: Mapping[str, str] | None = None) -> None:
+    """Exit 2 (UsageError) before any work when `IMREVIEW_STATE_KEY` is set but too weak to keep its
+    MACs unforgeable; unset or empty is fine (the model keys, or no trusted state)."""
+    env = os.environ if environ is None else environ
+    value = (env.get(STATE_KEY_ENV) or "").strip()
+    if not value:
+        return
+    if len(value) < MIN_STATE_KEY_CHARS or len(set(value)) < MIN_STATE_KEY_DISTINCT:
+        raise UsageError(
+            f"{STATE_KEY_ENV} is too weak to sign the sticky state ({len(value)} characters, "
+            f"{len(set(value))} different): use at least {MIN_STATE_KEY_CHARS} random characters, "
+            "e.g. the output of `openssl rand -hex 32`, stored as a secret"
+        )
 
 
 _PLACEHOLDERS = frozenset(
@@ -312,7 +336,7 @@ _PLACEHOLDERS = frozenset(
 def _secret_enough(value: str) -> bool:
     """A model key a forger cannot guess: a keyless server's `OPENAI_API_KEY: none` (or another
     well-known placeholder) is written in the public workflow file, so a MAC under it proves nothing.
-    `IMREVIEW_STATE_KEY` is taken as given: it exists only to be that secret."""
+    `IMREVIEW_STATE_KEY` is checked by `check_state_key` instead: too weak a one stops the run."""
     text = value.strip()
     return len(text) >= MIN_SECRET_CHARS and text.casefold() not in _PLACEHOLDERS
 

@@ -157,7 +157,7 @@ class Runner:
                 "GITHUB_API_URL": self.api_url,
                 "GITHUB_REPOSITORY": REPO,
                 "GITHUB_RUN_ID": "4242",
-                "IMREVIEW_STATE_KEY": "e2e-state-key",
+                "IMREVIEW_STATE_KEY": "e2e-state-key-0123456789abcdefghij",
                 "RUNNER_TEMP": str(self.runner_temp),
                 **{f"INPUT_{name.upper()}": value for name, value in values.items()},
                 **self.extra_env,

@@ -57,7 +57,12 @@ def model() -> Iterator[FakeModelServer]:
 
 def pr(tmp_path: Path, gh: FakeGitHub, model: FakeModelServer | None, *args: str):
     env = cli_env(
-        tmp_path, {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": gh.url, "IMREVIEW_STATE_KEY": "cli-pr-state-key"}
+        tmp_path,
+        {
+            "GITHUB_TOKEN": TOKEN,
+            "GITHUB_API_URL": gh.url,
+            "IMREVIEW_STATE_KEY": "cli-pr-state-key-0123456789abcdefghij",
+        },
     )
     model_args = ["--model", MODEL, "--api-base", model.api_base] if model else []
     return run_cli(["pr", f"{REPO}#7", *model_args, *args], cwd=tmp_path, env=env)

@@ -29,7 +29,10 @@ from tests.test_scan import (
 )
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fan-out.yml"
-SECRETS = {"OPENAI_API_KEY": "sk-fan-out-test-0123456789", "IMREVIEW_STATE_KEY": "fan-out-state-secret"}
+SECRETS = {
+    "OPENAI_API_KEY": "sk-fan-out-test-0123456789",
+    "IMREVIEW_STATE_KEY": "fan-out-state-secret-0123456789abcdef",
+}
 _EXPRESSION = re.compile(r"\$\{\{\s*(secrets|matrix)\.([A-Za-z_]+)\s*\}\}")
 
 

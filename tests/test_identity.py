@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from reviewer import publish
+from reviewer.errors import UsageError
 from reviewer.publish import find_sticky, post_inline_review, sign_sticky, state_key, upsert_sticky
 from tests import test_action_e2e as e2e
 from tests.factories import HEAD, REPO, add_two_file_pull, fake_github, github_client, line_index
@@ -29,7 +30,7 @@ OTHER_WORKFLOW = "other-workflow-token"
 
 @pytest.fixture
 def secret(monkeypatch: pytest.MonkeyPatch) -> bytes:
-    monkeypatch.setenv(publish.STATE_KEY_ENV, "the-workflow-secret")
+    monkeypatch.setenv(publish.STATE_KEY_ENV, "the-workflow-secret-0123456789abcdef")
     key = state_key()
     assert key is not None
     return key
@@ -363,6 +364,16 @@ def test_without_a_key_an_echo_that_names_its_own_id_is_never_deleted(tmp_path: 
 def test_a_placeholder_api_key_is_not_a_secret(value: str) -> None:
     """A keyless self-hosted server's dummy key is written in the public workflow file."""
     assert state_key({"OPENAI_API_KEY": value}) is None
-    assert state_key({"OPENAI_API_KEY": value, publish.STATE_KEY_ENV: "a-real-long-secret"}) is not None
+    assert (
+        state_key({"OPENAI_API_KEY": value, publish.STATE_KEY_ENV: "a-real-long-secret-0123456789abcdefgh"})
+        is not None
+    )
     assert state_key({"OPENAI_API_KEY": "sk-proj-" + "a1" * 20}) is not None
-    assert state_key({publish.STATE_KEY_ENV: "s3cret-pw"}) is not None, "the state key is taken as given"
+
+
+@pytest.mark.parametrize("value", ["s3cret-pw", "x" * 40, "0123456789abcdef" + "0123456789abcde"])
+def test_a_weak_state_key_stops_the_run_naming_the_variable(value: str) -> None:
+    """Its MACs are public beside the state they sign: a short or one-letter key is found offline."""
+    with pytest.raises(UsageError, match=r"IMREVIEW_STATE_KEY is too weak .* at least 32 random characters"):
+        state_key({publish.STATE_KEY_ENV: value})
+    assert state_key({publish.STATE_KEY_ENV: "0123456789abcdef" * 2}) is not None, "32 characters is enough"

@@ -104,7 +104,7 @@ class Pr:
 
 @pytest.fixture
 def gh(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
-    monkeypatch.setenv("IMREVIEW_STATE_KEY", "incremental-test-key")
+    monkeypatch.setenv("IMREVIEW_STATE_KEY", "incremental-test-key-0123456789abcdef")
     with FakeGitHub() as server:
         server.add_token(TOKEN, login="alice")
         server.add_repo(REPO)

@@ -352,7 +352,7 @@ def writes(gh: FakeGitHub) -> list[str]:
 @pytest.fixture(autouse=True)
 def state_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     """The workflow's secret that signs our state marker (a model API key or IMREVIEW_STATE_KEY)."""
-    monkeypatch.setenv(publish.STATE_KEY_ENV, "test-state-secret")
+    monkeypatch.setenv(publish.STATE_KEY_ENV, "test-state-secret-0123456789abcdefgh")
 
 
 def sticky_body(text: str, **state: Any) -> str:

@@ -69,7 +69,7 @@ def cli_environment(tmp_path: Path, gh: FakeGitHub, *, key: bool = True) -> dict
         {
             "GITHUB_TOKEN": TOKEN,
             "GITHUB_API_URL": gh.url,
-            "IMREVIEW_STATE_KEY": "counts-state-key" if key else "",
+            "IMREVIEW_STATE_KEY": "counts-state-key-0123456789abcdefghij" if key else "",
         },
     )
 

@@ -142,7 +142,7 @@ def test_two_scans_of_300_prs_in_mixed_states_leave_unchanged_prs_alone(
     seeded = runner.run("schedule", SCHEDULE, **label, **with_model(model))
     assert seeded.code == 0, seeded.stderr
     state = marker_state(gh.comments(REPO, 1)[0]["body"])
-    key = state_key({"IMREVIEW_STATE_KEY": "e2e-state-key"})
+    key = state_key({"IMREVIEW_STATE_KEY": "e2e-state-key-0123456789abcdefghij"})
     expected: set[int] = set()
     for n in range(2, 301):
         kind = n % 10
@@ -338,7 +338,12 @@ def test_a_scan_of_500_open_prs_stays_within_20_requests_before_reviewing(
     model.handler = quiet_model
     add_open_prs(gh, 1)
     env = cli_env(
-        tmp_path, {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": gh.url, "IMREVIEW_STATE_KEY": "scan-state-key"}
+        tmp_path,
+        {
+            "GITHUB_TOKEN": TOKEN,
+            "GITHUB_API_URL": gh.url,
+            "IMREVIEW_STATE_KEY": "scan-state-key-0123456789abcdefghij",
+        },
     )
     model_args = ["--model", MODEL, "--api-base", model.api_base]
     seeded = run_cli(["scan", REPO, "--review", "--post-comment", *model_args], cwd=tmp_path, env=env)

@@ -423,7 +423,9 @@ class GitHubClient:
 
     def file_text(self, repo: str, path: str, ref: str | None) -> str | None:
         """A file at `ref` (None: the default branch): from an earlier `file_texts` batch when it
-        asked for it, else through the contents API; None when absent, a directory, binary or over 1 MB."""
+        asked for it, else through the contents API; None when absent, a directory, binary, over 1 MB
+        or a symlink (the contents API answers one with its target's file: a PR's `notes.txt -> .env`
+        would read the committed `.env` under an innocent name)."""
         if ref is not None and (repo, ref, path) in self._texts:
             return self._texts[(repo, ref, path)]
         text: str | None = None
@@ -431,7 +433,12 @@ class GitHubClient:
             with _translated(f"read {path} at {ref or 'the default branch'} in {repo}"):
                 gh_repo = self._repo(repo)
                 content = gh_repo.get_contents(path, ref=ref) if ref else gh_repo.get_contents(path)
-                if not isinstance(content, list) and content.type == "file" and content.encoding == "base64":
+                if (
+                    not isinstance(content, list)
+                    and content.type == "file"
+                    and content.encoding == "base64"
+                    and content.path == path.strip("/")  # a symlink is answered with its target's file
+                ):
                     text = content.decoded_content.decode("utf-8", errors="replace")
         except GitHubError as exc:
             if exc.status != 404:

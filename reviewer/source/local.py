@@ -89,7 +89,11 @@ class BlobReader:
         return proc
 
     def read(self, path: str, sha: str) -> bytes | None:
-        """The blob at `sha:path`; None when absent or not a file (a directory, a submodule)."""
+        """The blob at `sha:path`; None when absent or not a file (a directory, a submodule), and for
+        a path that is not a plain path inside the tree: git reads `sha:../x` relative to the working
+        directory, and its "outside repository" error ends the batch process (the review with it)."""
+        if not path or path.startswith("/") or any(part in ("", ".", "..") for part in path.split("/")):
+            return None
         if "\n" in path or "\r" in path:
             proc = self.git.run("cat-file", "blob", f"{sha}:{path}", check=False)
             return proc.stdout if proc.returncode == 0 else None

@@ -385,6 +385,7 @@ class FakeGitHub:
         self._repos: dict[str, _Repo] = {}
         self._pulls: dict[tuple[str, int], _Pull] = {}
         self._contents: dict[tuple[str, str, str], str] = {}
+        self._symlinks: dict[tuple[str, str, str], str] = {}
         self._git: dict[str, Any] = {}
         self._statuses: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self._check_runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -567,6 +568,14 @@ class FakeGitHub:
     def add_content(self, repo: str, ref: str, path: str, text: str) -> None:
         with self._lock:
             self._contents[(repo, ref, path.strip("/"))] = text
+
+    def add_symlink(self, repo: str, ref: str, path: str, target: str) -> None:
+        """A committed symlink: git objects (the tree, GraphQL's Blob) hold its target path as text,
+        while the REST contents API answers with the target's content when the target is a normal
+        file of the repository (GitHub's documented behaviour), described as that file."""
+        with self._lock:
+            self._contents[(repo, ref, path.strip("/"))] = target
+            self._symlinks[(repo, ref, path.strip("/"))] = target.strip("/")
 
     def add_status(self, repo: str, sha: str, context: str, state: str) -> None:
         with self._lock:
@@ -1548,6 +1557,9 @@ class FakeGitHub:
         full = self._repo(owner, repo)
         file_path = path.strip("/")
         ref = query.get("ref") or self._repos[full].default_branch
+        target = self._symlinks.get((full, ref, file_path))
+        if target is not None and (full, ref, target) in self._contents:
+            file_path = target
         text = self._contents.get((full, ref, file_path.strip("/")))
         if text is None:
             return _Reply(404, _error(404))
