@@ -1,0 +1,279 @@
+"""A mutation audit: how much of what users rely on do the tests guard?
+
+Each row of MUTATIONS is one small, realistic change to the code (a dropped call, an inverted
+condition, an off-by-one at a limit) in a module that guards the budget, secrets, identity, the
+verdict or publishing, with what a user would suffer if it shipped and the test files that should
+notice. The audit copies the repository's working tree into a temporary directory once, then for
+each mutation: applies it, runs only that mutation's test files
+(`python -m pytest -x -q -p no:cacheprovider FILES`, with a timeout), restores the file. A mutation
+is *killed* when those tests fail, *survived* when they pass.
+
+    python scripts/mutation_audit.py                 # every mutation; a Markdown table and the score
+    python scripts/mutation_audit.py --only NAME     # one mutation (repeatable)
+    python scripts/mutation_audit.py --check         # only check the table (fast, no pytest run)
+    python scripts/mutation_audit.py --list          # the names
+
+The table must not rot silently: every `old` text must occur exactly once in its file, and every
+test file must exist; otherwise the script stops (exit 2) naming the row. tests/test_mutation_audit.py
+runs that check. Exit 0 when the score reaches TARGET, 1 when not. The last results are kept in
+docs/mutation-audit.md (`--write` rewrites it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = 0.90
+TIMEOUT_SECONDS = 900.0
+DOC = ROOT / "docs" / "mutation-audit.md"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    file: str
+    old: str
+    new: str
+    harm: str
+    tests: tuple[str, ...]
+
+
+def _m(name: str, file: str, old: str, new: str, harm: str, *tests: str) -> Mutation:
+    return Mutation(name, file, old, new, harm, tuple(f"tests/{t}" for t in tests))
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # --- secrets: what must never reach the model --------------------------------------------
+    _m(
+        "secret-rename-old-path",
+        "reviewer/policy.py",
+        "names = [file.path] + ([file.old_path] if file.old_path else [])",
+        "names = [file.path]",
+        "a secret file renamed to an innocent name (git mv .env env.txt) is sent to the model",
+        "test_secrets_sent.py",
+        "test_secrets.py",
+    ),
+    _m(
+        "enclosing-definition-not-redacted",
+        "reviewer/plan.py",
+        "rich = UnitPart(f.path, hunk.index, redact(",
+        "rich = UnitPart(f.path, hunk.index, (",
+        "a token added inside a function is sent unredacted when its enclosing definition is attached",
+        "test_secrets_sent.py",
+    ),
+    _m(
+        "repository-context-not-redacted",
+        "reviewer/plan.py",
+        "text = ctx.render(chosen, self.redact)",
+        "text = ctx.render(chosen)",
+        "a token in a helper shown as repository context is sent unredacted",
+        "test_context.py",
+    ),
+    _m(
+        "verify-context-not-redacted",
+        "reviewer/verify.py",
+        'return redact("\\n".join(f"{n + 1:>6} {lines[n]}" for n in range(lo, hi)))',
+        'return "\\n".join(f"{n + 1:>6} {lines[n]}" for n in range(lo, hi))',
+        "the code around a finding sent to the verification call is not redacted",
+        "test_secrets_sent.py",
+        "test_verify.py",
+    ),
+)
+
+
+# --------------------------------------------------------------------------- checking the table
+
+
+class TableError(Exception):
+    """A row of MUTATIONS that no longer applies to the code."""
+
+
+def problems(root: Path = ROOT, mutations: Sequence[Mutation] = MUTATIONS) -> list[str]:
+    """Every way the table does not fit the code at `root`: a duplicate name, a missing file, an
+    old text found not exactly once, an old text equal to its new text, a missing test file."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for m in mutations:
+        where = f"mutation {m.name!r} ({m.file})"
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", m.name):
+            out.append(f"{where}: the name must be lowercase letters, digits, '-' or '_'")
+        if m.name in seen:
+            out.append(f"{where}: the name is used twice")
+        seen.add(m.name)
+        if m.old == m.new:
+            out.append(f"{where}: old and new text are the same")
+        if not m.harm.strip() or "|" in m.harm:
+            out.append(f"{where}: the harm must be one line of text without '|'")
+        if not m.tests:
+            out.append(f"{where}: no test file guards it")
+        for test in m.tests:
+            if not (root / test).is_file():
+                out.append(f"{where}: test file {test} does not exist")
+        path = root / m.file
+        if not path.is_file():
+            out.append(f"{where}: the file does not exist")
+            continue
+        found = path.read_text(encoding="utf-8").count(m.old)
+        if found != 1:
+            out.append(f"{where}: old text {m.old!r} occurs {found} times, not exactly once")
+    return out
+
+
+def check(root: Path = ROOT, mutations: Sequence[Mutation] = MUTATIONS) -> None:
+    found = problems(root, mutations)
+    if found:
+        raise TableError("the mutation table does not fit the code:\n  " + "\n  ".join(found))
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class Result:
+    mutation: Mutation
+    killed: bool
+    by: str
+    """The first failing test (`file::name`), `timeout`, or the tests that passed."""
+    seconds: float
+
+
+_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
+
+
+def copy_tree(dest: Path) -> None:
+    """The working tree's tracked and untracked-but-not-ignored files (so an uncommitted edit is
+    audited as it is), copied once."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    for rel in filter(None, listed.split("\0")):
+        src = ROOT / rel
+        if not src.is_file():  # deleted in the working tree
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+
+
+def run_one(work: Path, m: Mutation, timeout: float) -> Result:
+    path = work / m.file
+    original = path.read_text(encoding="utf-8")
+    if original.count(m.old) != 1:
+        raise TableError(f"mutation {m.name!r}: old text not found exactly once in {m.file}")
+    path.write_text(original.replace(m.old, m.new, 1), encoding="utf-8")
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *m.tests],
+            cwd=work,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return Result(m, True, "timeout", time.monotonic() - started)
+    finally:
+        path.write_text(original, encoding="utf-8")
+    seconds = time.monotonic() - started
+    if done.returncode == 0:
+        return Result(m, False, "", seconds)
+    failed = _FAILED.search(done.stdout)
+    by = failed.group(1) if failed else f"pytest exit {done.returncode}"
+    return Result(m, True, by, seconds)
+
+
+def table(results: Sequence[Result]) -> str:
+    rows = [
+        "| mutation | file | what a user would suffer | result | caught by |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results:
+        status = "killed" if r.killed else "**survived**"
+        by = f"`{r.by}`" if r.by else "—"
+        rows.append(f"| `{r.mutation.name}` | {r.mutation.file} | {r.mutation.harm} | {status} | {by} |")
+    return "\n".join(rows)
+
+
+def score(results: Sequence[Result]) -> tuple[int, int]:
+    return sum(r.killed for r in results), len(results)
+
+
+def _commit() -> str:
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True)
+    return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+
+
+def document(results: Sequence[Result]) -> str:
+    killed, total = score(results)
+    today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    return (
+        "# Mutation audit\n\n"
+        "`python scripts/mutation_audit.py` applies each mutation below to a copy of the repository, "
+        "runs only the test files that guard it, and counts it killed when they fail. "
+        "`--only NAME` runs one; tests/test_mutation_audit.py checks that every mutation still applies "
+        "to the code (its old text occurs exactly once).\n\n"
+        f"Date: {today}. Commit: {_commit()}. Score: **{killed} / {total} killed "
+        f"({100 * killed / max(total, 1):.0f} %)**.\n\n" + table(results) + "\n"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--only", action="append", default=[], metavar="NAME", help="run this mutation only")
+    parser.add_argument("--check", action="store_true", help="only check that the table fits the code")
+    parser.add_argument("--list", action="store_true", help="print the mutations' names")
+    parser.add_argument("--write", action="store_true", help=f"write the results to {DOC.relative_to(ROOT)}")
+    parser.add_argument("--timeout", type=float, default=TIMEOUT_SECONDS, help="seconds per mutation")
+    args = parser.parse_args(argv)
+    try:
+        check()
+    except TableError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if args.list:
+        print("\n".join(m.name for m in MUTATIONS))
+        return 0
+    if args.check:
+        print(f"{len(MUTATIONS)} mutations, each old text found exactly once")
+        return 0
+    chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    unknown = set(args.only) - {m.name for m in MUTATIONS}
+    if unknown:
+        print(f"no mutation named {', '.join(sorted(unknown))} (see --list)", file=sys.stderr)
+        return 2
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="imreview-mutants-") as tmp:
+        work = Path(tmp)
+        copy_tree(work)
+        for m in chosen:
+            r = run_one(work, m, args.timeout)
+            results.append(r)
+            status = "killed" if r.killed else "SURVIVED"
+            print(f"{m.name}: {status} {r.by} ({r.seconds:.0f} s)", file=sys.stderr, flush=True)
+    print(table(results))
+    killed, total = score(results)
+    print(f"\nScore: {killed} / {total} killed ({100 * killed / max(total, 1):.0f} %)")
+    if args.write:
+        DOC.write_text(document(results), encoding="utf-8")
+    return 0 if killed >= TARGET * total else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
