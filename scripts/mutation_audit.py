@@ -90,6 +90,97 @@ MUTATIONS: tuple[Mutation, ...] = (
         "test_secrets_sent.py",
         "test_verify.py",
     ),
+    # --- caps: what a run, a PR and a call may spend ------------------------------------------
+    _m(
+        "scan-share-whole-limit",
+        "reviewer/scan.py",
+        "cost_usd=self.cost_left(), seconds=",
+        "cost_usd=self.cost_usd, seconds=",
+        "each PR of a scan plans against the whole run's cost limit, not what is left: the run overspends",
+        "test_caps_exact.py",
+    ),
+    _m(
+        "pr-cap-exact-pull",
+        "reviewer/pull.py",
+        "if cap_left is not None and cap_left <= 0:",
+        "if cap_left is not None and cap_left < 0:",
+        "a PR whose spend is exactly max-pr-cost-usd is reviewed again",
+        "test_pr_cost_cap.py::test_a_pr_whose_cost_is_exactly_the_cap_is_not_reviewed_again",
+    ),
+    _m(
+        "pr-cap-exact-scan",
+        "reviewer/scan.py",
+        "(state.total_cost_usd or 0.0) >= cap",
+        "(state.total_cost_usd or 0.0) > cap",
+        "a scan starts a review job for a PR whose spend is exactly max-pr-cost-usd",
+        "test_fan_out.py",
+    ),
+    _m(
+        "learned-window-grows",
+        "reviewer/llm.py",
+        "if window < current[0]:",
+        "if window != current[0]:",
+        "a server-reported window larger than what the model can take is believed: requests overflow",
+        "test_caps_exact.py",
+        "test_llm.py",
+    ),
+    _m(
+        "served-window-over-config",
+        "reviewer/llm.py",
+        "if configured and configured < served:",
+        "if configured and configured > served:",
+        "a server's window wins over a smaller configured context_window: requests overflow the model",
+        "test_caps_exact.py",
+        "test_llm.py",
+    ),
+    # --- stale or dishonest results ------------------------------------------------------------
+    _m(
+        "carried-survives-reanswer",
+        "reviewer/incremental.py",
+        "if hunk is not None and (c.path, hunk) in answered:",
+        "if hunk is None and (c.path, hunk) in answered:",
+        "a carried finding survives after its hunk was re-reviewed without it: fail-on fails on a fixed bug",
+        "test_stale_results.py",
+        "test_incremental.py",
+    ),
+    _m(
+        "compare-300-trusted",
+        "reviewer/incremental.py",
+        "if files >= COMPARE_FILES_CAP:",
+        "if files > COMPARE_FILES_CAP:",
+        "a compare listing of exactly 300 files (possibly cut off) is trusted: pushed hunks go unreviewed",
+        "test_stale_results.py",
+        "test_incremental.py",
+    ),
+    _m(
+        "partial-yields-clean",
+        "reviewer/gate.py",
+        'unreviewed = any(f.status in ("listed", "partial") for f in reviewable)',
+        'unreviewed = any(f.status in ("listed",) for f in reviewable)',
+        "a file left partial because one line did not fit the window still yields clean",
+        "test_stale_results.py",
+        "test_gate.py",
+    ),
+    # --- duplicates ------------------------------------------------------------------------------
+    _m(
+        "retry-without-lookup",
+        "reviewer/publish.py",
+        "time.sleep(wait)\n            found = landed() if",
+        "time.sleep(wait)\n            found = None if",
+        "after a rate-limited create that landed, the retry posts a second comment",
+        "test_faults.py::test_a_rate_limited_create_that_landed_is_found_before_the_retry_and_not_posted_again",
+        "test_publish.py",
+    ),
+    # --- prompt echoes ----------------------------------------------------------------------------
+    _m(
+        "placeholder-form-echo",
+        "reviewer/findings.py",
+        "v in EXAMPLE_VALUES or _PLACEHOLDER.fullmatch(v)",
+        "v in EXAMPLE_VALUES",
+        "an echoed placeholder in a form not on the exact list becomes a finding",
+        "test_findings.py",
+        "test_cli_review.py",
+    ),
 )
 
 
@@ -119,8 +210,11 @@ def problems(root: Path = ROOT, mutations: Sequence[Mutation] = MUTATIONS) -> li
         if not m.tests:
             out.append(f"{where}: no test file guards it")
         for test in m.tests:
-            if not (root / test).is_file():
-                out.append(f"{where}: test file {test} does not exist")
+            file, _, name = test.partition("::")
+            if not (root / file).is_file():
+                out.append(f"{where}: test file {file} does not exist")
+            elif name and not re.search(rf"^def {re.escape(name)}\(", (root / file).read_text(), re.M):
+                out.append(f"{where}: no test {name} in {file}")
         path = root / m.file
         if not path.is_file():
             out.append(f"{where}: the file does not exist")
