@@ -32,7 +32,9 @@ def billing_model(model: FakeModelServer) -> list[str]:
         match = re.search(r"m(\d+)\.py", prompt)
         assert match is not None
         n = match.group(1)
-        claim = model_finding(path=f"m{n}.py", line=2, priority="P1", title="Wrong product", quote=f"y = x * {n}")
+        claim = model_finding(
+            path=f"m{n}.py", line=2, priority="P1", title="Wrong product", quote=f"y = x * {n}"
+        )
         answer = {"findings": [claim], "exclusions": [], "signals": []}
         return text(json.dumps(answer), prompt_tokens=10, completion_tokens=allowed)
 

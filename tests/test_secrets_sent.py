@@ -58,7 +58,12 @@ def test_a_secret_file_renamed_to_an_innocent_name_is_never_sent(
     assert (renamed["status"], renamed["reason"]) == ("skipped", "secret_file")
 
 
-FUNCTION = ["def charge(card):", "    amount = 10", *[f"    step_{n}(card)" for n in range(6)], "    return amount"]
+FUNCTION = [
+    "def charge(card):",
+    "    amount = 10",
+    *[f"    step_{n}(card)" for n in range(6)],
+    "    return amount",
+]
 
 
 def _function_with_a_token(repo: Repo) -> None:

@@ -54,7 +54,7 @@ def test_a_carried_finding_is_dropped_when_its_hunk_is_re_reviewed_without_it(
         assert [f.title for f in first.findings] == ["eval of caller input"]
 
         # the fix guards the call: the quoted line itself is unchanged, so the finding could carry
-        guarded = "def run(cmd):\n    if cmd not in ALLOWED:\n        raise ValueError(cmd)\n    return eval(cmd)\n"
+        guarded = "def run(cmd):\n    if cmd not in ALLOWED:\n        raise ValueError(cmd)\n" + "    return eval(cmd)\n"
         pr.push(pr.git.commit({"app.py": guarded + APP_BASE}, "allow-list"))
         outcome = review(gh, model, fail_on="P1")
 
@@ -102,8 +102,10 @@ def test_a_file_with_a_line_too_long_for_the_window_is_never_clean(repo: Repo, t
     out = tmp_path / "r.json"
     with FakeModelServer(handler=lambda body: text(json.dumps(EMPTY))) as model:
         proc = run_cli(
-            ["review", str(repo.path), "--base", "main", "--model", "openai/fake-model"]
-            + ["--api-base", model.api_base, "--json", str(out), "--exclude", ".github/**"],
+            [
+                *("review", str(repo.path), "--base", "main", "--model", "openai/fake-model"),
+                *("--api-base", model.api_base, "--json", str(out), "--exclude", ".github/**"),
+            ],
             cwd=tmp_path,
             env=cli_env(tmp_path),
         )

@@ -137,8 +137,9 @@ class Recorded:
 
 
 FAULT_MODES = ("status", "reset", "slow", "truncate", "status_after")
-"""`status`: answer `status` and `body`. `status_after`: the request takes effect, then `status` and
-`body` are answered instead of its result (a create GitHub made although it answered a rate limit). `reset`: close the connection with a TCP reset, nothing
+"""`status`: answer `status` and `body`. `status_after`: the request takes effect, then `status`
+and `body` are answered instead of its result (a create GitHub made although it answered a rate
+limit). `reset`: close the connection with a TCP reset, nothing
 sent. `slow`: the real answer after `delay` seconds (longer than the client's timeout makes a
 timeout; the request has already taken effect, as on GitHub). `truncate`: the real answer's JSON
 cut in half, sent with a matching Content-Length (a proxy that cut the body)."""
