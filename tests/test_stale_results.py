@@ -54,7 +54,8 @@ def test_a_carried_finding_is_dropped_when_its_hunk_is_re_reviewed_without_it(
         assert [f.title for f in first.findings] == ["eval of caller input"]
 
         # the fix guards the call: the quoted line itself is unchanged, so the finding could carry
-        guarded = "def run(cmd):\n    if cmd not in ALLOWED:\n        raise ValueError(cmd)\n" + "    return eval(cmd)\n"
+        guard = "    if cmd not in ALLOWED:\n        raise ValueError(cmd)\n"
+        guarded = "def run(cmd):\n" + guard + "    return eval(cmd)\n"
         pr.push(pr.git.commit({"app.py": guarded + APP_BASE}, "allow-list"))
         outcome = review(gh, model, fail_on="P1")
 
