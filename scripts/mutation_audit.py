@@ -181,6 +181,226 @@ MUTATIONS: tuple[Mutation, ...] = (
         "test_findings.py",
         "test_cli_review.py",
     ),
+    # --- budget: the ledger every call reserves from ----------------------------------------------
+    _m(
+        "budget-input-one-over",
+        "reviewer/budget.py",
+        "if held_in > input_left or",
+        "if held_in > input_left + 1 or",
+        "a call one token past max-input-tokens is allowed",
+        "test_budget.py",
+    ),
+    _m(
+        "budget-output-exact-refused",
+        "reviewer/budget.py",
+        "if held_out > output_left or",
+        "if held_out >= output_left or",
+        "a call that exactly fits the output tokens left is refused: the review stops early",
+        "test_budget.py",
+    ),
+    _m(
+        "budget-calls-one-over",
+        "reviewer/budget.py",
+        "+ 1 > limits.calls:",
+        "+ 1 > limits.calls + 1:",
+        "one call more than max-calls is made",
+        "test_budget.py",
+    ),
+    _m(
+        "budget-cost-unchecked",
+        "reviewer/budget.py",
+        "over = held_cost is not None and",
+        "over = held_cost is None and",
+        "a call that costs more than the money left is made: max-cost-usd is passed",
+        "test_budget.py",
+    ),
+    _m(
+        "budget-seconds-at-limit",
+        "reviewer/budget.py",
+        "if elapsed >= limits.seconds:",
+        "if elapsed > limits.seconds:",
+        "a call is started when max-seconds is exactly used up",
+        "test_budget.py",
+    ),
+    _m(
+        "scan-limit-one-over",
+        "reviewer/scan.py",
+        "if reviewed >= settings.limit:",
+        "if reviewed > settings.limit:",
+        "a scan reviews one PR more than scan-limit",
+        "test_scan.py::test_scan_limit_labels_and_oldest_updated_first",
+    ),
+    # --- secrets ------------------------------------------------------------------------------------
+    _m(
+        "redact-generic-skipped",
+        "reviewer/rules.py",
+        "return _GENERIC.sub(_mask_generic, text) if _may_name_credential(text) else text",
+        "return text",
+        "a password assigned in the diff (SECRET_KEY = ...) is sent to the model and printed",
+        "test_secrets.py",
+    ),
+    _m(
+        "redact-key-bodies-skipped",
+        "reviewer/rules.py",
+        "text = _mask_key_bodies(text)",
+        "text = text",
+        "the body of a private key shown in the diff or as context is sent whole",
+        "test_secrets.py",
+    ),
+    _m(
+        "secret-file-searched-as-context",
+        "reviewer/policy.py",
+        "if is_secret_file(path) or any(part in _CONTEXT_SKIP_DIRS",
+        "if any(part in _CONTEXT_SKIP_DIRS",
+        "a .env file of the repository is quoted to the model as repository context",
+        "test_context.py",
+    ),
+    _m(
+        "verify-p3-rechecked",
+        "reviewer/verify.py",
+        'and f.priority in ("P1", "P2")',
+        'and f.priority in ("P1", "P2", "P3")',
+        "P3 findings are re-checked too: a verification call paid for nothing",
+        "test_verify.py",
+    ),
+    _m(
+        "verify-quote-not-checked",
+        "reviewer/verify.py",
+        "found = any(q in _norm(line)",
+        "found = True or any(q in _norm(line)",
+        "a finding quoting code that is not at head is published instead of refuted",
+        "test_verify.py",
+    ),
+    _m(
+        "echo-exact-code-kept",
+        "reviewer/findings.py",
+        "return any(v.strip() in EXAMPLE_VALUES for v in code if v.strip())",
+        "return False",
+        "a finding quoting the prompt's example code is published",
+        "test_findings.py",
+    ),
+    # --- identity: which comment and which state are ours -------------------------------------------
+    _m(
+        "state-mac-any-pr",
+        "reviewer/state.py",
+        "            str(number),",
+        '            "0",',
+        "a signed sticky copied from another PR is trusted: its review is skipped as done",
+        "test_identity.py",
+        "test_publish.py",
+    ),
+    _m(
+        "bound-to-any-id",
+        "reviewer/state.py",
+        "return isinstance(value, int) and not isinstance(value, bool) and value == comment.id",
+        "return isinstance(value, int) and not isinstance(value, bool)",
+        "without a key, a copy of our comment by another bot is taken for ours and edited",
+        "test_identity.py",
+    ),
+    _m(
+        "review-marker-any-login",
+        "reviewer/publish.py",
+        "if _same_login(user, login) and isinstance(mac, str) and hmac.compare_digest(mac, expected):",
+        "if isinstance(mac, str) and hmac.compare_digest(mac, expected):",
+        "a review by another account that carries a copied marker silences our inline comments",
+        "test_identity.py",
+        "test_publish.py",
+    ),
+    _m(
+        "landed-any-login",
+        "reviewer/publish.py",
+        "if c.body == body and _same_login(c.user, login)",
+        "if c.body == body",
+        "a copy of our comment by someone else is taken for our lost create: nothing is posted",
+        "test_faults.py",
+        "test_publish.py",
+    ),
+    _m(
+        "incomplete-counts-as-reviewed",
+        "reviewer/pull.py",
+        'and state.verdict not in ("", "incomplete")',
+        'and state.verdict not in ("",)',
+        "an incomplete review at the same head is skipped as done: the PR is never fully reviewed",
+        "test_scan.py::test_two_scans_in_a_row_review_once_and_then_only_what_changed",
+        "test_action_e2e.py",
+    ),
+    # --- verdict ------------------------------------------------------------------------------------
+    _m(
+        "moved-head-not-incomplete",
+        "reviewer/gate.py",
+        "if head_moved or model_down(",
+        "if model_down(",
+        "a review of a head that moved during the run is called findings or clean",
+        "test_gate.py",
+    ),
+    _m(
+        "nothing-reviewed-clean",
+        "reviewer/gate.py",
+        "if (reviewable and not reviewed_any) or unreviewed:",
+        "if unreviewed:",
+        "a PR none of whose files was reviewed is called clean",
+        "test_gate.py",
+    ),
+    _m(
+        "fail-on-below-threshold",
+        "reviewer/gate.py",
+        "priority_rank(f.priority) <= threshold",
+        "priority_rank(f.priority) < threshold",
+        "fail-on: P2 does not fail the job on a P2 finding",
+        "test_gate.py",
+    ),
+    _m(
+        "incomplete-never-fails",
+        "reviewer/gate.py",
+        'if verdict_ == "incomplete" and on_error == "fail":',
+        'if verdict_ == "incomplete" and on_error == "warn":',
+        "on-error: fail lets an incomplete review pass the job",
+        "test_gate.py",
+    ),
+    _m(
+        "overrun-not-blocking",
+        "reviewer/gate.py",
+        "overrun = [name for name, _, _ in over if name not in disclosed]",
+        "overrun = []",
+        "an undisclosed overrun of a limit is published as respected",
+        "test_gate.py",
+    ),
+    _m(
+        "include-unmatched-clean",
+        "reviewer/gate.py",
+        'if any(g.why == "include_unmatched" for g in gaps):',
+        "if False:",
+        "an include pattern that matched no file yields clean: nothing was reviewed",
+        "test_gate.py",
+        "test_cli_review.py",
+    ),
+    _m(
+        "unanswered-units-pass-gate",
+        "reviewer/gate.py",
+        "answers_parsed + answers_gapped >= answers_expected",
+        "answers_parsed + answers_gapped + 1 >= answers_expected",
+        "a review with one model answer missing and not reported as a gap is published as complete",
+        "test_gate.py",
+    ),
+    # --- incremental ----------------------------------------------------------------------------------
+    _m(
+        "force-push-trusted",
+        "reviewer/incremental.py",
+        'if status != "ahead":',
+        'if status not in ("ahead", "diverged"):',
+        "after a force-push only part of the PR is re-reviewed; the rest keeps a review of other code",
+        "test_stale_results.py",
+        "test_incremental.py::test_a_force_push_is_a_full_review_and_says_why",
+    ),
+    # --- publishing -----------------------------------------------------------------------------------
+    _m(
+        "carried-posted-inline",
+        "reviewer/pull.py",
+        "if f.anchored and f.carried_from is None]",
+        "if f.anchored]",
+        "a carried finding is posted inline again on every push",
+        "test_incremental.py::test_a_push_touching_one_file_sends_only_its_new_hunk_and_carries_the_rest",
+    ),
 )
 
 
@@ -334,6 +554,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only check that the table fits the code")
     parser.add_argument("--list", action="store_true", help="print the mutations' names")
     parser.add_argument("--write", action="store_true", help=f"write the results to {DOC.relative_to(ROOT)}")
+    parser.add_argument(
+        "--part", default="", metavar="K/N", help="run every Nth mutation from the Kth (0-based)"
+    )
     parser.add_argument("--timeout", type=float, default=TIMEOUT_SECONDS, help="seconds per mutation")
     args = parser.parse_args(argv)
     try:
@@ -348,6 +571,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{len(MUTATIONS)} mutations, each old text found exactly once")
         return 0
     chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    if args.part:
+        k, n = (int(v) for v in args.part.split("/"))
+        chosen = chosen[k::n]
     unknown = set(args.only) - {m.name for m in MUTATIONS}
     if unknown:
         print(f"no mutation named {', '.join(sorted(unknown))} (see --list)", file=sys.stderr)

@@ -79,6 +79,8 @@ def test_a_carried_finding_is_dropped_when_its_hunk_is_re_reviewed_without_it(
 def test_a_compare_listing_of_300_files_is_not_trusted_as_complete(files: int, reason: str | None) -> None:
     assert COMPARE_FILES_CAP == 300
     assert compare_reason("ahead", files) == reason
+    for status in ("diverged", "behind", "identical"):  # not a plain push: a force-push or a rebase
+        assert compare_reason(status, files) == "force_push"
 
 
 def test_a_push_of_exactly_300_files_is_a_full_review(tmp_path: Path, gh: FakeGitHub) -> None:
