@@ -394,6 +394,15 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     # --- publishing -----------------------------------------------------------------------------------
     _m(
+        "max-findings-one-over",
+        "templates/comment.md.j2",
+        "{% set shown = findings[:max_findings] %}",
+        "{% set shown = findings[:max_findings + 1] %}",
+        "the sticky comment shows one finding more than max-findings",
+        "test_caps_exact.py::test_max_findings_at_one_below_and_one_above",
+        "test_render.py",
+    ),
+    _m(
         "carried-posted-inline",
         "reviewer/pull.py",
         "if f.anchored and f.carried_from is None]",

@@ -4,10 +4,14 @@ limits users set are tested AT their boundary (at, one below, one above), not on
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
 
+import pytest
+
+from reviewer.budget import EXACT_MARGIN_PERCENT, Budget, BudgetExhausted, Limits
 from tests.factories import model_finding
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
@@ -81,3 +85,70 @@ def test_a_window_a_server_reports_never_grows_the_one_already_learned() -> None
         assert client.context_window() == 4000
         client.learn_window(3999)
         assert client.context_window() == 3999
+
+
+# --------------------------------------------------------------------------- limits at their boundary
+
+
+@pytest.mark.parametrize(("asked", "allowed"), [(999, True), (1000, True), (1001, False)])
+def test_max_input_tokens_at_one_below_and_one_above(asked: int, allowed: bool) -> None:
+    budget = Budget(Limits(input_tokens=1000))
+    reserve = functools.partial(
+        budget.reserve,
+        phase="review",
+        max_output_tokens=10,
+        cost_usd=0.0,
+        margin_percent=EXACT_MARGIN_PERCENT,
+    )
+    if allowed:
+        reserve(input_tokens=asked)
+    else:
+        with pytest.raises(BudgetExhausted, match=r"input_tokens \(needs 1001 with margin, 1000 left\)"):
+            reserve(input_tokens=asked)
+
+
+@pytest.mark.parametrize(("calls", "made"), [(2, 2), (3, 3), (4, 3)])
+def test_max_calls_at_one_below_and_one_above(calls: int, made: int) -> None:
+    """Three calls wanted: a limit of 2 makes 2, of 3 (exactly) makes 3, of 4 still makes 3."""
+    budget = Budget(Limits(calls=calls))
+    done = 0
+    for _ in range(3):
+        try:
+            r = budget.reserve(phase="review", input_tokens=10, max_output_tokens=10, cost_usd=0.0)
+        except BudgetExhausted as refused:
+            assert refused.limit == "calls"
+            break
+        budget.settle(r, input_tokens=10, output_tokens=10, cost_usd=0.0)
+        done += 1
+    assert done == made
+
+
+@pytest.mark.parametrize(
+    ("max_findings", "shown", "more"), [(4, 4, "…and 1 more finding"), (5, 5, ""), (6, 5, "")]
+)
+def test_max_findings_at_one_below_and_one_above(max_findings: int, shown: int, more: str) -> None:
+    """Five findings under max-findings 4, exactly 5, and 6."""
+    from reviewer.render import Renderer
+    from tests.test_render import build, finding
+
+    report = build(findings=tuple(finding(n, "P2") for n in range(1, 6)))
+    comment = Renderer().comment(report, max_findings=max_findings)
+    assert len(re.findall(r"\*\*\[P2\] Title \d", comment)) == shown
+    assert ("more finding" in comment) == bool(more)
+    if more:
+        assert more in comment
+
+
+@pytest.mark.parametrize(("limit", "reviewed"), [(2, 2), (3, 3), (4, 3)])
+def test_scan_limit_at_one_below_and_one_above(
+    gh: FakeGitHub, model: FakeModelServer, runner: Runner, limit: int, reviewed: int
+) -> None:
+    """Three open PRs under scan-limit 2, exactly 3, and 4."""
+    from tests.test_scan import add_open_prs, quiet_model, reviewed_numbers
+
+    add_open_prs(gh, 3)
+    model.handler = quiet_model
+    run = runner.run("schedule", SCHEDULE, scan_limit=str(limit), **with_model(model))
+    assert run.code == 0, run.stderr
+    assert len(reviewed_numbers(gh)) == reviewed
+    assert ("past scan-limit" in run.summary) == (limit < 3)
