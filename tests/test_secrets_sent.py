@@ -14,7 +14,7 @@ from tests.fakes.model_server import FakeModelServer, text
 
 GH_TOKEN = "ghp_" + "Zx8Cv7Bn6Mm5Ll4Kk3Jj2Hh1Gg0Ff9Dd8Ss7A"
 HOOK = "hk-9f8e7d6c5b4a3928"  # a value no secret pattern knows: only the file's name says it is one
-EMPTY = {"findings": [], "exclusions": [], "signals": []}
+EMPTY: dict[str, list[Any]] = {"findings": [], "exclusions": [], "signals": []}
 
 
 def _review(repo: Repo, model: FakeModelServer, tmp_path: Path) -> dict[str, Any]:

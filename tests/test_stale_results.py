@@ -17,7 +17,7 @@ from tests.fakes.github_server import FakeGitHub
 from tests.fakes.model_server import FakeModelServer, Reply, text
 from tests.test_incremental import APP_BASE, EVAL, FINDINGS, REPO, TOKEN, UTIL_BASE, Pr, report_of, review
 
-EMPTY = {"findings": [], "exclusions": [], "signals": []}
+EMPTY: dict[str, list[Any]] = {"findings": [], "exclusions": [], "signals": []}
 
 
 @pytest.fixture
