@@ -277,6 +277,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return any(v.strip() in EXAMPLE_VALUES for v in code if v.strip())",
         "return False",
         "a finding quoting the prompt's example code is published",
+        "test_findings.py::test_a_finding_quoting_the_example_code_is_an_echo_even_with_a_real_title",
         "test_findings.py",
     ),
     # --- identity: which comment and which state are ours -------------------------------------------
@@ -380,6 +381,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "answers_parsed + answers_gapped >= answers_expected",
         "answers_parsed + answers_gapped + 1 >= answers_expected",
         "a review with one model answer missing and not reported as a gap is published as complete",
+        "test_stale_results.py::test_every_model_answer_is_parsed_or_reported_as_a_gap_before_publishing",
         "test_gate.py",
     ),
     # --- incremental ----------------------------------------------------------------------------------

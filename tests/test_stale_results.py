@@ -118,3 +118,27 @@ def test_a_file_with_a_line_too_long_for_the_window_is_never_clean(repo: Repo, t
     (app,) = [f for f in report["coverage"]["files"] if f["path"] == "app.py"]
     assert (app["status"], app["reason"]) == ("partial", "context_window")
     assert report["verdict"] == "incomplete"
+
+
+@pytest.mark.parametrize(
+    ("parsed", "gapped", "ready"),
+    [(3, 0, True), (2, 1, True), (2, 0, False), (1, 1, False)],
+)
+def test_every_model_answer_is_parsed_or_reported_as_a_gap_before_publishing(
+    parsed: int, gapped: int, ready: bool
+) -> None:
+    """Three answers expected: one missing and not reported as a gap blocks publishing."""
+    from reviewer.gate import evaluate
+    from tests.test_gate import _budget, _cov
+
+    gate = evaluate(
+        pinned_head="a" * 40,
+        current_head="a" * 40,
+        coverage=_cov(("reviewed", None)),
+        answers_expected=3,
+        answers_parsed=parsed,
+        answers_gapped=gapped,
+        budget=_budget(calls=3),
+    )
+    (check,) = [c for c in gate.checks if c.name == "answers_parsed"]
+    assert check.ok == ready
