@@ -322,8 +322,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         'and state.verdict not in ("", "incomplete")',
         'and state.verdict not in ("",)',
         "an incomplete review at the same head is skipped as done: the PR is never fully reviewed",
+        "test_stale_results.py::test_an_incomplete_review_at_the_same_head_is_reviewed_again",
         "test_scan.py::test_two_scans_in_a_row_review_once_and_then_only_what_changed",
-        "test_action_e2e.py",
     ),
     # --- verdict ------------------------------------------------------------------------------------
     _m(

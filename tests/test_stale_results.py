@@ -142,3 +142,31 @@ def test_every_model_answer_is_parsed_or_reported_as_a_gap_before_publishing(
     )
     (check,) = [c for c in gate.checks if c.name == "answers_parsed"]
     assert check.ok == ready
+
+
+def test_an_incomplete_review_at_the_same_head_is_reviewed_again(tmp_path: Path, gh: FakeGitHub) -> None:
+    """The model was down for the first run (incomplete): a rerun at the same head, with skips of
+    reviewed heads on, reviews it instead of calling it done."""
+    from reviewer.pull import PullJob, SkipRules, review_pull
+    from reviewer.source.github import GitHubClient
+    from tests.fakes.model_server import status
+
+    pr = Pr(tmp_path, gh)
+    pr.open(pr.git.commit({"util.py": UTIL_BASE + "# one\n"}, "feature"))
+    answers: list[Reply] = [status(401, message="invalid api key")]
+    with FakeModelServer(handler=lambda body: answers[0]) as model:
+        job = PullJob(
+            repo=REPO,
+            number=7,
+            overrides={"model": "openai/fake-model", "api_base": model.api_base},
+            skip=SkipRules(reviewed=True),
+            post_comment=True,
+        )
+        client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+        first = review_pull(client, job, warn=lambda message: None)
+        assert first.verdict == "incomplete"
+        answers[0] = text(json.dumps(EMPTY))
+        called = len(model.requests)
+        again = review_pull(client, job, warn=lambda message: None)
+        assert len(model.requests) > called, "the rerun called the model"
+    assert again.verdict == "clean"
