@@ -410,6 +410,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "if f.anchored and f.carried_from is None]",
         "if f.anchored]",
         "a carried finding is posted inline again on every push",
+        "test_stale_results.py::test_a_carried_finding_is_never_posted_inline_even_when_inline_comments_were_off_before",
         "test_incremental.py::test_a_push_touching_one_file_sends_only_its_new_hunk_and_carries_the_rest",
     ),
 )

@@ -170,3 +170,39 @@ def test_an_incomplete_review_at_the_same_head_is_reviewed_again(tmp_path: Path,
         again = review_pull(client, job, warn=lambda message: None)
         assert len(model.requests) > called, "the rerun called the model"
     assert again.verdict == "clean"
+
+
+def test_a_carried_finding_is_never_posted_inline_even_when_inline_comments_were_off_before(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    """Inline comments turned on between two runs: the push's review posts inline only what it
+    found now; the finding carried from the earlier run stays in the comment, not in a new review."""
+    from reviewer.pull import PullJob, SkipRules, review_pull
+    from reviewer.source.github import GitHubClient
+    from tests.test_incremental import consistent_reviewer
+
+    pr = Pr(tmp_path, gh)
+    with FakeModelServer(handler=consistent_reviewer) as model:
+
+        def run(inline: bool) -> Any:
+            job = PullJob(
+                repo=REPO,
+                number=7,
+                overrides={"model": "openai/fake-model", "api_base": model.api_base},
+                skip=SkipRules(),
+                post_comment=True,
+                inline_comments=inline,
+            )
+            client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+            return report_of(review_pull(client, job, warn=lambda message: None))
+
+        pr.open(pr.git.commit({"app.py": EVAL + APP_BASE}, "feature"))
+        first = run(inline=False)
+        assert [f.title for f in first.findings] == ["eval of caller input"] and gh.reviews(REPO, 7) == []
+        pr.push(pr.git.commit({"app.py": EVAL + APP_BASE + "def late(x):\n    return x * 99\n"}, "push"))
+        second = run(inline=True)
+    assert second.incremental is not None and second.incremental.mode == "incremental"
+    assert [f.carried_from for f in second.findings] == [first.snapshot.head.sha]
+    assert [r["comments"] for r in gh.reviews(REPO, 7)] in ([], [[]]), (
+        "the carried finding is not posted inline"
+    )
