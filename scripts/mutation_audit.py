@@ -416,6 +416,20 @@ MUTATIONS: tuple[Mutation, ...] = (
 )
 
 
+EQUIVALENT: dict[str, str] = {
+    "nothing-reviewed-clean": "a reviewable file is `reviewed`, `partial` or `listed`; when none is reviewed "
+    "or partial, one is listed, so `unreviewed` already makes the verdict incomplete",
+    "include-unmatched-clean": "`include_unmatched` is also in UNREVIEWED_WHYS, so the verdict is incomplete "
+    "anyway; it could only differ with findings, and no file (so no rule) is reviewed then",
+    "review-marker-any-login": "the marker's MAC covers repo, PR, head and ids: another account can only "
+    "copy a marker of ours, whose ids our own review already posted (GitHub does not let anyone delete a "
+    "submitted review)",
+    "landed-any-login": "the body looked for is the exact body this run sent, signed and stamped with this "
+    "run's head and cost: no one else can have posted it before the create was lost",
+}
+"""Survivors that no test can kill, and why: the behaviour a user sees does not change."""
+
+
 # --------------------------------------------------------------------------- checking the table
 
 
@@ -475,7 +489,7 @@ class Result:
     seconds: float
 
 
-_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
+_FAILED = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", re.M)
 
 
 def copy_tree(dest: Path) -> None:
@@ -556,8 +570,19 @@ def document(results: Sequence[Result]) -> str:
         "`--only NAME` runs one; tests/test_mutation_audit.py checks that every mutation still applies "
         "to the code (its old text occurs exactly once).\n\n"
         f"Date: {today}. Commit: {_commit()}. Score: **{killed} / {total} killed "
-        f"({100 * killed / max(total, 1):.0f} %)**.\n\n" + table(results) + "\n"
+        f"({100 * killed / max(total, 1):.0f} %)**.\n\n" + table(results) + "\n" + _survivors(results)
     )
+
+
+def _survivors(results: Sequence[Result]) -> str:
+    left = [r for r in results if not r.killed]
+    if not left:
+        return ""
+    lines = ["", "## Survivors", ""]
+    for r in left:
+        why = EQUIVALENT.get(r.mutation.name, "no test catches it yet")
+        lines.append(f"- `{r.mutation.name}`: {why}.")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
