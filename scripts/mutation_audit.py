@@ -12,6 +12,11 @@ is *killed* when those tests fail, *survived* when they pass.
     python scripts/mutation_audit.py --only NAME     # one mutation (repeatable)
     python scripts/mutation_audit.py --check         # only check the table (fast, no pytest run)
     python scripts/mutation_audit.py --list          # the names
+    python scripts/mutation_audit.py --part 0/2      # every 2nd mutation from the first (split a run)
+    python scripts/mutation_audit.py --baseline      # first run each test list on the unmutated copy
+
+A kill means something only when the same tests pass on the unmutated code: `--baseline` checks
+that first (and stops, exit 2, naming the tests that fail without any mutation).
 
 The table must not rot silently: every `old` text must occur exactly once in its file, and every
 test file must exist; otherwise the script stops (exit 2) naming the row. tests/test_mutation_audit.py
@@ -485,7 +490,7 @@ class Result:
     mutation: Mutation
     killed: bool
     by: str
-    """The first failing test (`file::name`), `timeout`, or the tests that passed."""
+    """The first failing test (`file::name`), `timeout` (counted as killed), or "" when it survived."""
     seconds: float
 
 
@@ -536,6 +541,22 @@ def run_one(work: Path, m: Mutation, timeout: float) -> Result:
     failed = _FAILED.search(done.stdout)
     by = failed.group(1) if failed else f"pytest exit {done.returncode}"
     return Result(m, True, by, seconds)
+
+
+def baseline(work: Path, mutations: Sequence[Mutation], timeout: float) -> list[str]:
+    """The test lists of `mutations` that fail on the unmutated copy (each distinct list run once)."""
+    failing: list[str] = []
+    for tests in dict.fromkeys(m.tests for m in mutations):
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if done.returncode != 0:
+            failing.append(" ".join(tests))
+    return failing
 
 
 def table(results: Sequence[Result]) -> str:
@@ -594,6 +615,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--part", default="", metavar="K/N", help="run every Nth mutation from the Kth (0-based)"
     )
+    parser.add_argument("--baseline", action="store_true", help="check the tests pass unmutated first")
     parser.add_argument("--timeout", type=float, default=TIMEOUT_SECONDS, help="seconds per mutation")
     args = parser.parse_args(argv)
     try:
@@ -619,6 +641,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="imreview-mutants-") as tmp:
         work = Path(tmp)
         copy_tree(work)
+        if args.baseline:
+            failing = baseline(work, chosen, args.timeout)
+            if failing:
+                print("tests that fail without any mutation:\n  " + "\n  ".join(failing), file=sys.stderr)
+                return 2
         for m in chosen:
             r = run_one(work, m, args.timeout)
             results.append(r)
