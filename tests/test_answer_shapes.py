@@ -132,9 +132,9 @@ def test_a_cut_in_the_exclusions_leaves_the_findings_complete() -> None:
 
 def test_an_answer_cut_inside_its_first_finding_is_not_a_clean_answer() -> None:
     full = _answer(_finding(1))
-    with pytest.raises(NothingUsable):
+    with pytest.raises(NothingUsable, match="finding"):
         parse_answer(full[:40])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="before its first finding was complete"):
         parse_answer('{"findings": [')
 
 

@@ -112,7 +112,7 @@ def test_yaml_aliases_and_merge_keys_are_bounded_with_file_and_line() -> None:
     for text in ("\n".join(lines) + "\n", merges, "a: &a [*a]\n"):
         tracemalloc.start()
         try:
-            with pytest.raises(ConfigError) as caught:
+            with pytest.raises(ConfigError, match=r"imreview\.yml") as caught:
                 parse_config_text(text, ".github/imreview.yml")
             peak = tracemalloc.get_traced_memory()[1]
         finally:

@@ -34,7 +34,7 @@ def reserve(
 def test_input_tokens_limit_refuses_an_estimate_that_would_overrun_with_the_margin() -> None:
     budget = Budget(limits(input_tokens=1000))
     reserve(budget, inp=800)  # 920 held with the 15 % margin
-    with pytest.raises(BudgetExhausted) as refused:
+    with pytest.raises(BudgetExhausted, match="input_tokens") as refused:
         reserve(budget, inp=70)  # 81 more would make 1001
     assert refused.value.limit == "input_tokens"
     assert budget.report().exhausted
@@ -45,7 +45,7 @@ def test_output_tokens_limit_refuses_a_max_tokens_that_would_overrun() -> None:
     r = reserve(budget, out=1000)
     budget.settle(r, input_tokens=10, output_tokens=1000, cost_usd=0.0)
     reserve(budget, out=600)  # max_tokens is a hard cap: held as is, no margin
-    with pytest.raises(BudgetExhausted) as refused:
+    with pytest.raises(BudgetExhausted, match="output_tokens") as refused:
         reserve(budget, out=401)  # 1000 + 600 + 401 > 2000
     assert refused.value.limit == "output_tokens"
 
@@ -54,7 +54,7 @@ def test_cost_limit_refuses_a_call_whose_priced_estimate_would_overrun() -> None
     budget = Budget(limits(cost_usd=0.10))
     r = reserve(budget, cost=0.05)
     budget.settle(r, input_tokens=10, output_tokens=10, cost_usd=0.06)
-    with pytest.raises(BudgetExhausted) as refused:
+    with pytest.raises(BudgetExhausted, match="cost_usd") as refused:
         reserve(budget, cost=0.04)  # 0.046 with margin > 0.04 left
     assert refused.value.limit == "cost_usd"
     reserve(budget, cost=0.03)
@@ -68,7 +68,7 @@ def test_seconds_limit_refuses_once_the_wall_time_is_spent() -> None:
     assert budget.seconds_left() == pytest.approx(0.1)
     reserve(budget)
     clock.now += 0.1
-    with pytest.raises(BudgetExhausted) as refused:
+    with pytest.raises(BudgetExhausted, match="seconds") as refused:
         reserve(budget)
     assert refused.value.limit == "seconds"
     assert budget.seconds_left() == 0.0
@@ -79,7 +79,7 @@ def test_calls_limit_counts_settled_and_in_flight_calls() -> None:
     first = reserve(budget)
     budget.settle(first, input_tokens=1, output_tokens=1, cost_usd=0.0)
     reserve(budget)  # in flight, not settled yet
-    with pytest.raises(BudgetExhausted) as refused:
+    with pytest.raises(BudgetExhausted, match="calls") as refused:
         reserve(budget)
     assert refused.value.limit == "calls"
 
@@ -87,7 +87,7 @@ def test_calls_limit_counts_settled_and_in_flight_calls() -> None:
 @pytest.mark.parametrize("name", ["input_tokens", "output_tokens", "cost_usd", "seconds", "calls"])
 def test_a_limit_of_zero_means_no_model_calls(name: str) -> None:
     budget = Budget(limits(**{name: 0}))
-    with pytest.raises(BudgetExhausted) as refused:
+    with pytest.raises(BudgetExhausted, match=f"^budget exhausted: {name}") as refused:
         reserve(budget, inp=0, out=0, cost=0.0)
     assert refused.value.limit == name
     assert budget.report().used.calls == 0
@@ -96,7 +96,7 @@ def test_a_limit_of_zero_means_no_model_calls(name: str) -> None:
 def test_settle_replaces_the_reservation_by_real_usage_and_cancel_releases_it() -> None:
     budget = Budget(limits(input_tokens=1000, calls=3))
     big = reserve(budget, inp=800)
-    with pytest.raises(BudgetExhausted):
+    with pytest.raises(BudgetExhausted, match="input_tokens"):
         reserve(budget, inp=200)
     budget.settle(big, input_tokens=300, output_tokens=20, cost_usd=0.002)
     never_sent = reserve(budget, inp=500)
@@ -126,7 +126,7 @@ def test_output_tokens_left_is_the_largest_max_tokens_that_is_accepted() -> None
     budget = Budget(limits(output_tokens=1000))
     left = budget.output_tokens_left()
     assert left == 1000
-    with pytest.raises(BudgetExhausted):
+    with pytest.raises(BudgetExhausted, match="output_tokens"):
         reserve(budget, out=left + 1)
     reserve(budget, out=left)
     assert budget.output_tokens_left() == 0
@@ -136,12 +136,12 @@ def test_unknown_cost_makes_the_run_cost_unknown_but_token_and_call_limits_hold(
     budget = Budget(limits(input_tokens=1000, calls=2))
     r = reserve(budget, inp=100, cost=None)
     budget.settle(r, input_tokens=100, output_tokens=5, cost_usd=None)
-    with pytest.raises(BudgetExhausted) as refused:
+    with pytest.raises(BudgetExhausted, match="input_tokens") as refused:
         reserve(budget, inp=900, cost=None)
     assert refused.value.limit == "input_tokens"
     r = reserve(budget, phase="verify", cost=0.01)
     budget.settle(r, input_tokens=1, output_tokens=1, cost_usd=0.01)
-    with pytest.raises(BudgetExhausted) as refused:
+    with pytest.raises(BudgetExhausted, match="calls") as refused:
         reserve(budget, cost=None)
     assert refused.value.limit == "calls"
     report = budget.report()
@@ -155,7 +155,7 @@ def test_unknown_cost_is_refused_once_the_known_spend_reached_the_cost_limit() -
     budget = Budget(limits(cost_usd=0.01))
     r = reserve(budget, cost=0.005)
     budget.settle(r, input_tokens=1, output_tokens=1, cost_usd=0.01)
-    with pytest.raises(BudgetExhausted) as refused:
+    with pytest.raises(BudgetExhausted, match="cost_usd") as refused:
         reserve(budget, cost=None)
     assert refused.value.limit == "cost_usd"
 

@@ -38,7 +38,7 @@ def parse(text: str) -> dict[str, object]:
 
 
 def error_of(text: str) -> str:
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigError, match=re.escape(NAME)) as info:
         parse(text)
     return str(info.value)
 
@@ -326,7 +326,7 @@ def test_missing_file_is_empty_unless_required(tmp_path: Path) -> None:
 def test_unreadable_or_undecodable_file_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "imreview.yml"
     path.write_bytes(b"model: x\nlanguage: \xff\xfe\n")
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigError, match="UTF-8") as info:
         load_config_file(path)
     assert str(info.value).startswith(f"{path}:2: ") and "UTF-8" in str(info.value)
     with pytest.raises(ConfigError, match="cannot read"):
@@ -336,7 +336,7 @@ def test_unreadable_or_undecodable_file_is_a_config_error(tmp_path: Path) -> Non
 def test_errors_from_a_file_on_disk_carry_its_path(tmp_path: Path) -> None:
     path = tmp_path / "imreview.yml"
     path.write_text("\ufeffmodel: x\nmax_calls: -3\n", encoding="utf-8")
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigError, match=re.escape(f"{path}:2")) as info:
         load_config_file(path)
     assert info.value.location == f"{path}:2"
     assert isinstance(info.value, UsageError)
@@ -379,7 +379,7 @@ def test_input_values_are_typed() -> None:
 )
 def test_bad_input_values_name_the_input(key: str, raw: str, expected: str) -> None:
     origin = f"input '{key.replace('_', '-')}'"
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigError, match="^" + re.escape(expected)) as info:
         parse_input_value(key, raw, origin)
     assert str(info.value).startswith(expected)
 
@@ -391,7 +391,7 @@ def test_booleans_accept_true_and_false_in_any_case(raw: str, expected: bool) ->
 
 @pytest.mark.parametrize("raw", ["yes", "1", "on", "", "truee"])
 def test_other_booleans_are_an_error_naming_the_input(raw: str) -> None:
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigError, match="expected true or false") as info:
         parse_bool(raw, "input 'post-comment'")
     assert str(info.value).startswith("input 'post-comment': expected true or false")
 
@@ -408,7 +408,7 @@ def test_other_booleans_are_an_error_naming_the_input(raw: str) -> None:
     ],
 )
 def test_bad_overrides_name_the_flag(overrides: dict[str, object], flag: str) -> None:
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigError, match="^" + re.escape(flag + ": ")) as info:
         build_config(overrides=overrides)
     assert str(info.value).startswith(flag + ": ")
 

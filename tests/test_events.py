@@ -105,7 +105,7 @@ def test_dispatch_falls_back_to_the_events_own_pr_number_input() -> None:
 
 
 def test_dispatch_with_a_bad_pr_number_names_the_input_and_token() -> None:
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(UsageError, match="pr-number") as err:
         plan("workflow_dispatch", "workflow_dispatch.json", **{"pr-number": "4, owner/repo#5"})
     assert "pr-number" in str(err.value)
     assert "owner/repo#5" in str(err.value)
@@ -143,7 +143,7 @@ def test_mode_pr_on_a_pull_request_event_reviews_it_even_for_other_actions() -> 
 
 
 def test_bad_mode_names_the_input() -> None:
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(UsageError, match="everything") as err:
         plan("pull_request", "pull_request.opened.json", mode="everything")
     assert "'mode'" in str(err.value)
     assert "everything" in str(err.value)
@@ -177,7 +177,7 @@ def test_parse_pr_numbers(raw: str, expected: tuple[int, ...]) -> None:
 
 @pytest.mark.parametrize("bad", ["abc", "#", "0", "-3", "1.5", "١٢", "##2"])
 def test_parse_pr_numbers_rejects(bad: str) -> None:
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(UsageError, match="pr-number") as err:
         parse_pr_numbers(f"1 {bad}")
     assert "'pr-number'" in str(err.value)
     assert repr(bad) in str(err.value)

@@ -374,6 +374,19 @@ def test_a_rate_limited_comment_is_tried_again_after_its_wait_and_posted_once(
     assert len(gh.requests_to("POST", r"/issues/7/comments$")) == 2
 
 
+def test_a_rate_limited_create_that_landed_is_found_before_the_retry_and_not_posted_again(
+    gh: FakeGitHub, tmp_path: Path
+) -> None:
+    """GitHub made the comment but answered a secondary rate limit: after the wait, the comment is
+    looked for first, found, and the create is not sent again."""
+    _debug_pull(gh)
+    gh.fail(
+        "POST", r"/issues/7/comments$", 403, body=SECONDARY, headers={"Retry-After": "1"}, mode="status_after"
+    )
+    _posted_once(_fault_run(gh, tmp_path), gh)
+    assert len(gh.requests_to("POST", r"/issues/7/comments$")) == 1, "found: the create is not sent again"
+
+
 def test_a_rate_limited_review_is_posted_once_after_its_wait(gh: FakeGitHub, tmp_path: Path) -> None:
     _debug_pull(gh)
     gh.fail("POST", r"/pulls/7/reviews$", 403, body=SECONDARY, headers={"Retry-After": "1"})

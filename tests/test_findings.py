@@ -211,6 +211,26 @@ def test_an_echo_of_the_prompt_example_is_never_a_finding() -> None:
         parse_answer(json.dumps(new))
 
 
+@pytest.mark.parametrize(
+    "title",
+    ["<describe the defect>", "<one sentence naming the bug>", " <title> ", "<the defect, in one sentence>"],
+)
+def test_an_echoed_placeholder_in_a_form_not_on_the_list_is_never_a_finding(title: str) -> None:
+    assert title.strip() not in EXAMPLE_VALUES
+    with pytest.raises(NothingUsable, match="example"):
+        parse_answer(json.dumps(_answer(path="src/app.py", title=title)))
+    kept = parse_answer(json.dumps(_answer(path="src/app.py", title="<br> tags are not escaped")))
+    assert [f.title for f in kept.findings] == ["<br> tags are not escaped"], "a title that starts with a tag"
+
+
+@pytest.mark.parametrize("quote", ["exact code text from the diff", "<one line copied from the diff>"])
+def test_a_finding_quoting_the_example_code_is_an_echo_even_with_a_real_title(quote: str) -> None:
+    with pytest.raises(NothingUsable, match="example"):
+        parse_answer(json.dumps(_answer(path="src/app.py", title="Division by zero", quote=quote)))
+    kept = parse_answer(json.dumps(_answer(path="src/app.py", title="Division by zero", quote="<T>(x)")))
+    assert [f.quote for f in kept.findings] == ["<T>(x)"], "code may look like a placeholder"
+
+
 def test_the_prompt_example_uses_only_values_the_parser_rejects() -> None:
     from reviewer.render import Renderer
 
@@ -223,7 +243,7 @@ def test_the_prompt_example_uses_only_values_the_parser_rejects() -> None:
     (gap,) = example["unverified"]
     assert gap["what"] in EXAMPLE_VALUES and gap["how"] in EXAMPLE_VALUES
     assert parse_answer(json.dumps({**example, "findings": []})).unverified == ()
-    with pytest.raises(NothingUsable):
+    with pytest.raises(NothingUsable, match="example"):
         parse_answer(json.dumps(example))
     assert parse_answer(json.dumps({**example, "findings": []})).exclusions == ()
 

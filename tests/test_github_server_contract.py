@@ -128,7 +128,7 @@ def test_an_endpoint_outside_the_subset_or_the_prefix_is_a_violation() -> None:
         request = urllib.request.Request(
             f"http://127.0.0.1:{ghes.port}/user", headers={"Authorization": "token tok"}
         )
-        with pytest.raises(urllib.error.HTTPError):
+        with pytest.raises(urllib.error.HTTPError, match="HTTP Error 404"):
             urllib.request.urlopen(request, timeout=10)
         assert len(ghes.violations) == 2
         assert "no such operation" in ghes.violations[0] and "outside the API root" in ghes.violations[1]

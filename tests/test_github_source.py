@@ -236,7 +236,7 @@ def test_a_429_on_get_is_retried_after_its_retry_after(gh: FakeGitHub) -> None:
 def test_a_502_on_post_is_not_retried(gh: FakeGitHub) -> None:
     add_pull(gh)
     gh.fail("POST", r"/pulls/7/reviews$", 502)
-    with pytest.raises(Retryable) as err:
+    with pytest.raises(Retryable, match="HTTP 502") as err:
         client(gh).create_review(REPO, 7, commit_sha=HEAD, body="b", comments=())
     assert err.value.status == 502
     assert len(gh.requests_to("POST", r"/reviews$")) == 1
@@ -269,7 +269,7 @@ def test_a_rate_limited_write_is_rate_limited_not_read_only(
     add_pull(gh)
     gh.fail("POST", r"/issues/7/comments$", status, {"message": message}, headers=headers)
     gh_client = client(gh)
-    with pytest.raises(RateLimited) as err:
+    with pytest.raises(RateLimited, match=r"GitHub rate limit|HTTP 429") as err:
         gh_client.create_issue_comment(REPO, 7, "hello")
     assert len(gh.requests_to("POST", r"/issues/7/comments$")) == 1 and gh.comments(REPO, 7) == []
     assert gh_client.write_wait(err.value.retry_after) == wait
@@ -280,7 +280,7 @@ def test_a_rate_limited_write_is_rate_limited_not_read_only(
 def test_gets_that_keep_failing_end_as_retryable_with_the_status(gh: FakeGitHub) -> None:
     add_pull(gh)
     gh.fail("GET", r"/pulls/7$", 503, times=10)
-    with pytest.raises(Retryable) as err:
+    with pytest.raises(Retryable, match="HTTP 503") as err:
         client(gh, retries=1).pull(REPO, 7)
     assert err.value.status == 503
     assert len(gh.requests_to("GET", r"/pulls/7$")) == 2
@@ -298,7 +298,7 @@ def test_a_primary_rate_limit_with_a_distant_reset_does_not_sleep(
         {"message": "API rate limit exceeded for installation ID 1."},
         headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": reset},
     )
-    with pytest.raises(Retryable) as err:
+    with pytest.raises(Retryable, match="rate limit") as err:
         client(gh).pull(REPO, 7)
     assert not [s for s in sleeps if s >= 5], "waited for a reset an hour away"
     assert err.value.status == 403
@@ -313,7 +313,7 @@ def test_a_long_retry_after_does_not_sleep(gh: FakeGitHub, sleeps: list[float]) 
         {"message": "You have exceeded a secondary rate limit. Please retry your request again later."},
         headers={"Retry-After": "3600"},
     )
-    with pytest.raises(Retryable):
+    with pytest.raises(Retryable, match="rate limit"):
         client(gh).pull(REPO, 7)
     assert not [s for s in sleeps if s >= 5], "honoured a Retry-After of an hour"
 
@@ -321,7 +321,7 @@ def test_a_long_retry_after_does_not_sleep(gh: FakeGitHub, sleeps: list[float]) 
 def test_a_refused_connection_is_retryable() -> None:
     with FakeGitHub() as gone:
         url = gone.url
-    with pytest.raises(Retryable):
+    with pytest.raises(Retryable, match=f"read pull request {REPO}#7"):
         GitHubClient("t", url, retries=0, timeout=2).pull(REPO, 7)
 
 
@@ -336,7 +336,7 @@ def test_bad_configuration_is_a_usage_error() -> None:
 
 def test_an_unknown_token_is_a_github_error_not_write_access(gh: FakeGitHub) -> None:
     add_pull(gh)
-    with pytest.raises(GitHubError) as err:
+    with pytest.raises(GitHubError, match="HTTP 401") as err:
         GitHubClient("nope", gh.url).pull(REPO, 7)
     assert err.value.status == 401 and not isinstance(err.value, NoWriteAccess)
 
@@ -348,17 +348,17 @@ def test_read_only_token_raises_no_write_access(gh: FakeGitHub) -> None:
     add_pull(gh)
     ro = client(gh, "read-only")
     assert ro.pull(REPO, 7).head_sha == HEAD
-    with pytest.raises(NoWriteAccess) as err:
+    with pytest.raises(NoWriteAccess, match="HTTP 403") as err:
         ro.create_issue_comment(REPO, 7, "hello")
     assert err.value.status == 403
-    with pytest.raises(NoWriteAccess):
+    with pytest.raises(NoWriteAccess, match="HTTP 403"):
         ro.create_review(REPO, 7, commit_sha=HEAD, body="b", comments=())
     assert gh.comments(REPO, 7) == [] and gh.reviews(REPO, 7) == []
 
 
 def test_a_review_line_outside_the_diff_is_unprocessable(gh: FakeGitHub) -> None:
     add_pull(gh)
-    with pytest.raises(Unprocessable) as err:
+    with pytest.raises(Unprocessable, match="HTTP 422") as err:
         client(gh).create_review(
             REPO, 7, commit_sha=HEAD, body="b", comments=[InlineComment("app.py", 40, "RIGHT", "x")]
         )
@@ -412,7 +412,7 @@ def test_issue_comment_round_trip(gh: FakeGitHub) -> None:
 
 def test_editing_a_missing_comment_is_no_write_access(gh: FakeGitHub) -> None:
     add_pull(gh)
-    with pytest.raises(NoWriteAccess) as err:
+    with pytest.raises(NoWriteAccess, match="HTTP 404") as err:
         client(gh).edit_issue_comment(REPO, 999999, "x")
     assert err.value.status == 404
 
@@ -481,7 +481,7 @@ def test_open_pulls_filters_by_label_and_stops_at_the_limit(gh: FakeGitHub) -> N
 def test_a_transport_fault_is_one_retryable_line(gh: FakeGitHub, mode: str, said: str) -> None:
     add_pull(gh)
     gh.fail("GET", r"/pulls/7$", mode=mode, delay=1.5 if mode == "slow" else 0.0, times=5)
-    with pytest.raises(Retryable) as caught:
+    with pytest.raises(Retryable, match=f"read pull request {REPO}#7") as caught:
         client(gh, retries=0, timeout=1).pull(REPO, 7)
     message = str(caught.value)
     assert message.startswith(f"read pull request {REPO}#7: {said}"), message

@@ -115,7 +115,7 @@ def test_invalid_json_gets_exactly_one_repair_call(server: FakeModelServer) -> N
 
 def test_an_answer_that_stays_invalid_after_repair_is_reported_unparsed(server: FakeModelServer) -> None:
     server.queue(text("not json"), text("still {not json"))
-    with pytest.raises(AnswerUnparsed) as unparsed:
+    with pytest.raises(AnswerUnparsed, match="did not parse, even after one repair") as unparsed:
         harness(server).client.complete_json(MESSAGES, phase="review", parse=parse_json)
     assert isinstance(unparsed.value, ModelError)
     assert unparsed.value.raw_text == "still {not json"
@@ -171,7 +171,7 @@ def test_auth_error_falls_back_at_once(server: FakeModelServer) -> None:
 def test_when_every_model_fails_the_error_names_them_and_the_last_error(server: FakeModelServer) -> None:
     server.queue(status(404, message="no such model"), status(400, message="bad things in the request"))
     h = harness(server, fallback_models=("openai/backup-model",))
-    with pytest.raises(ModelConfigError) as failed:
+    with pytest.raises(ModelConfigError, match="openai/fake-model") as failed:
         h.client.complete_json(MESSAGES, phase="review", parse=parse_json)
     message = str(failed.value)
     assert "openai/fake-model" in message
@@ -190,7 +190,7 @@ def test_unreachable_server_is_a_model_error_after_three_attempts() -> None:
     with FakeModelServer() as gone:
         api_base = gone.api_base
     h = Harness(gone, Limits(), api_base=api_base)
-    with pytest.raises(ModelError) as failed:
+    with pytest.raises(ModelError, match="openai/fake-model") as failed:
         h.client.complete_json(MESSAGES, phase="review", parse=parse_json)
     assert not isinstance(failed.value, ModelConfigError)
     assert h.sleeps == [1.0, 2.0]
@@ -230,7 +230,7 @@ def test_max_tokens_is_capped_per_call_and_by_the_model(server: FakeModelServer)
 
 def test_too_few_output_tokens_left_is_budget_exhaustion_without_a_request(server: FakeModelServer) -> None:
     h = harness(server, Limits(output_tokens=250))
-    with pytest.raises(BudgetExhausted) as refused:
+    with pytest.raises(BudgetExhausted, match="output_tokens") as refused:
         h.client.complete_json(MESSAGES, phase="review", parse=parse_json)
     assert refused.value.limit == "output_tokens"
     assert server.requests == []
@@ -240,7 +240,7 @@ def test_too_few_output_tokens_left_is_budget_exhaustion_without_a_request(serve
 def test_a_call_the_budget_refuses_is_never_sent(server: FakeModelServer) -> None:
     h = harness(server, Limits(calls=1))
     server.queue(text("oops"), text(ANSWER))
-    with pytest.raises(BudgetExhausted) as refused:
+    with pytest.raises(BudgetExhausted, match="calls") as refused:
         h.client.complete_json(MESSAGES, phase="review", parse=parse_json)
     assert refused.value.limit == "calls"
     assert len(server.requests) == 1
@@ -270,7 +270,7 @@ def test_configured_prices_give_the_exact_cost(server: FakeModelServer) -> None:
 
 def test_cost_limit_refuses_a_priced_call_before_sending(server: FakeModelServer) -> None:
     h = harness(server, Limits(cost_usd=0.001), prices={MODEL: Prices(10.0, 30.0)})
-    with pytest.raises(BudgetExhausted) as refused:
+    with pytest.raises(BudgetExhausted, match="cost_usd") as refused:
         h.client.complete_json(MESSAGES, phase="review", parse=parse_json)
     assert refused.value.limit == "cost_usd"
     assert server.requests == []
@@ -382,7 +382,7 @@ def test_parallel_workers_never_send_more_calls_than_the_budget(server: FakeMode
 
 
 def test_a_client_needs_a_model() -> None:
-    with pytest.raises(ConfigError) as missing:
+    with pytest.raises(ConfigError, match="model") as missing:
         ModelClient(Config(), Budget(Limits()), warn=print)
     assert "model" in str(missing.value)
 

@@ -268,7 +268,7 @@ def test_an_answer_cut_twice_is_unparsed_and_says_it_was_cut() -> None:
     with FakeModelServer(cut_at_max_tokens=True) as server:
         server.handler = lambda body: text(LONG_ANSWER, completion_tokens=5000)
         client, _ = client_for(server, max_output_tokens_per_call=512)
-        with pytest.raises(AnswerUnparsed) as unparsed:
+        with pytest.raises(AnswerUnparsed, match="cut at 512 tokens") as unparsed:
             client.complete_json(MESSAGES, phase="review", parse=parse_json)
         message = str(unparsed.value)
         assert "cut at 512 tokens" in message and "again at 1024" in message
@@ -296,7 +296,7 @@ def test_llama_cpp_usage_is_what_the_budget_records_and_timings_do_not_disturb()
 def test_a_call_slower_than_request_timeout_names_the_timeout_and_how_to_raise_it() -> None:
     with FakeModelServer(handler=lambda body: delayed(3, text(ANSWER))) as server:
         client, _ = client_for(server, request_timeout=1.0)
-        with pytest.raises(ModelError) as failed:
+        with pytest.raises(ModelError, match="no answer within 1 s") as failed:
             client.complete_json(MESSAGES, phase="review", parse=parse_json)
         assert len(server.requests) <= 3  # at most three attempts, none waited out past the timeout
         message = str(failed.value)

@@ -136,8 +136,10 @@ class Recorded:
     headers: dict[str, str]
 
 
-FAULT_MODES = ("status", "reset", "slow", "truncate")
-"""`status`: answer `status` and `body`. `reset`: close the connection with a TCP reset, nothing
+FAULT_MODES = ("status", "reset", "slow", "truncate", "status_after")
+"""`status`: answer `status` and `body`. `status_after`: the request takes effect, then `status`
+and `body` are answered instead of its result (a create GitHub made although it answered a rate
+limit). `reset`: close the connection with a TCP reset, nothing
 sent. `slow`: the real answer after `delay` seconds (longer than the client's timeout makes a
 timeout; the request has already taken effect, as on GitHub). `truncate`: the real answer's JSON
 cut in half, sent with a matching Content-Length (a proxy that cut the body)."""
@@ -961,6 +963,8 @@ class FakeGitHub:
         if failure.mode == "reset":
             return _Reply(0, fault="reset")
         real = answer()
+        if failure.mode == "status_after":
+            return _Reply(failure.status, failure.body or _error(failure.status), failure.headers)
         return dataclasses.replace(real, fault=failure.mode, delay=failure.delay)
 
     def _rate_headers(self) -> dict[str, str]:
