@@ -98,17 +98,17 @@ MUTATIONS: tuple[Mutation, ...] = (
     # --- caps: what a run, a PR and a call may spend ------------------------------------------
     _m(
         "scan-share-whole-limit",
-        "reviewer/scan.py",
-        "cost_usd=self.cost_left(), seconds=",
-        "cost_usd=self.cost_usd, seconds=",
-        "each PR of a scan plans against the whole run's cost limit, not what is left: the run overspends",
+        "reviewer/pull.py",
+        "budget = Budget(limits, parent=parent)",
+        "budget = Budget(limits)",
+        "a PR of a scan spends against its own cost limit, not what the run has left: the run overspends",
         "test_caps_exact.py",
     ),
     _m(
         "pr-cap-exact-pull",
         "reviewer/pull.py",
-        "if cap_left is not None and cap_left <= 0:",
-        "if cap_left is not None and cap_left < 0:",
+        "if job.max_pr_cost_usd > 0 and job.max_pr_cost_usd - spent <= 0:",
+        "if job.max_pr_cost_usd > 0 and job.max_pr_cost_usd - spent < 0:",
         "a PR whose spend is exactly max-pr-cost-usd is reviewed again",
         "test_pr_cost_cap.py::test_a_pr_whose_cost_is_exactly_the_cap_is_not_reviewed_again",
     ),
@@ -131,7 +131,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     _m(
         "served-window-over-config",
-        "reviewer/llm.py",
+        "reviewer/model_facts.py",
         "if configured and configured < served:",
         "if configured and configured > served:",
         "a server's window wins over a smaller configured context_window: requests overflow the model",
@@ -222,8 +222,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     _m(
         "budget-seconds-at-limit",
         "reviewer/budget.py",
-        "if elapsed >= limits.seconds:",
-        "if elapsed > limits.seconds:",
+        "if check_seconds and elapsed >= limits.seconds:",
+        "if check_seconds and elapsed > limits.seconds:",
         "a call is started when max-seconds is exactly used up",
         "test_budget.py",
     ),
@@ -271,8 +271,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     _m(
         "verify-quote-not-checked",
         "reviewer/verify.py",
-        "found = any(q in _norm(line)",
-        "found = True or any(q in _norm(line)",
+        "return any(q in _norm(line) or q in _norm(redact(line))",
+        "return True or any(q in _norm(line) or q in _norm(redact(line))",
         "a finding quoting code that is not at head is published instead of refuted",
         "test_verify.py",
     ),
@@ -411,7 +411,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     _m(
         "carried-posted-inline",
-        "reviewer/pull.py",
+        "reviewer/publish.py",
         "if f.anchored and f.carried_from is None]",
         "if f.anchored]",
         "a carried finding is posted inline again on every push",

@@ -22,7 +22,7 @@ EMPTY: dict[str, list[Any]] = {"findings": [], "exclusions": [], "signals": []}
 
 @pytest.fixture
 def gh(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
-    monkeypatch.setenv("IMREVIEW_STATE_KEY", "stale-results-key")
+    monkeypatch.setenv("IMREVIEW_STATE_KEY", "stale-results-key-0123456789abcdefghij")
     with FakeGitHub() as server:
         server.add_token(TOKEN, login="alice")
         server.add_repo(REPO)
