@@ -110,6 +110,7 @@ class PullJob:
     templates: Path | None = None
     max_pr_cost_usd: float = 0.0
     reports: ReportDir | None = None  # report JSON; the Action's goes under the workspace
+    full_review: bool = False  # `/imreview full`: no incremental review, whatever the state allows
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,7 @@ def review_pull(
     would not fit it): the outcome is then `skipped` with that reason code, and nothing was sent.
     `notices` receives the workflow commands (annotations, notices) when running in Actions.
     """
+    from reviewer.memory import remember
     from reviewer.review import analyse
     from reviewer.run import finish, report_json, summary_text
     from reviewer.source.github import REVIEW_FILES_LIMIT, GitHubSource
@@ -250,8 +252,10 @@ def review_pull(
             writing = dataclasses.replace(writing, publisher=writing.relisting())
     try:
         client.wait_within(budget.limits.seconds)
-        increment, increment_info = plan_increment(
-            client, job.repo, change, prior.state, config=config, renderer=renderer
+        increment, increment_info = (
+            (None, incremental.full("requested", prior.state.head if prior.state else None))
+            if job.full_review
+            else plan_increment(client, job.repo, change, prior.state, config=config, renderer=renderer)
         )
         analysis = analyse(
             change,
@@ -267,6 +271,19 @@ def review_pull(
             analysis = dataclasses.replace(
                 analysis, report=analysis.report.replace(incremental=increment_info)
             )
+        analysis = remember(  # what maintainers dismissed on this PR is not raised again
+            client,
+            job.repo,
+            job.number,
+            analysis,
+            change.files,
+            prior.state,
+            ours=writing.login,
+            allowed=config.maintainer_associations,
+            read_threads_too=job.inline_comments and writing.publisher is not None,
+            warn=warn,
+            ignore=config.ignore,
+        )
         report, rendered = finish(
             analysis, source, config, renderer, publisher=writing.publisher, prior=prior.state
         )
