@@ -668,3 +668,34 @@ def test_the_ignore_list_quiets_a_rule_by_id_and_names_a_bad_entry(gh: FakeGitHu
     gh.add_content(REPO, BASE_SHA, ".github/imreview.yml", "ignore:\n  - rule: debugger\n")
     bad = runner.run("pull_request", event_payload("pull_request.opened"))
     assert bad.code == 2 and "ignore" in bad.summary and "`reason` is required" in bad.summary
+
+
+def test_a_resolved_finding_stays_out_of_an_incremental_review_when_its_lines_move(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real repository behind the loopback GitHub (tests/test_incremental.py's PR): after the
+    division's thread is resolved, a push that moves its lines down is reviewed incrementally, the
+    finding is carried, re-anchored and left out as dismissed."""
+    from tests import test_incremental as inc
+
+    monkeypatch.setenv("IMREVIEW_STATE_KEY", "incremental-test-key")
+    with FakeGitHub() as gh, FakeModelServer(handler=inc.consistent_reviewer) as model:
+        gh.add_token(inc.TOKEN, login="alice")
+        gh.add_repo(inc.REPO)
+        pr = inc.Pr(tmp_path, gh)
+        _, first = inc.first_review(pr, gh, model)
+        ((division,),) = [
+            [c["id"] for r in gh.reviews(inc.REPO, 7) for c in r["comments"] if c["path"] == "util.py"]
+        ]
+        gh.resolve_thread(division, by="lead")
+        gh.set_permission(inc.REPO, "lead", "write")
+
+        h2 = pr.git.commit({"util.py": "import math\n\n" + inc.UTIL_BASE + inc.DIVIDE}, "move it down")
+        pr.push(h2)
+        report = inc.report_of(inc.review(gh, model))
+
+        assert report.incremental is not None and report.incremental.mode == "incremental"
+        assert [f.path for f in report.findings] == ["app.py"]
+        assert [(d.by, d.how, d.path) for d in report.dismissed] == [("lead", "resolved", "util.py")]
+        assert {f.path for f in first.findings} == {"util.py", "app.py"}
+        assert gh.violations == []
