@@ -6,6 +6,7 @@ written to; the model's output never chooses a target.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from reviewer import progress
+from reviewer.commands import COMMAND_EVENTS, CommentEvent, read_comment_event
 from reviewer.config import CONFIG_KEYS, Overrides, parse_bool, parse_input_value
 from reviewer.errors import GitHubError, UsageError
 from reviewer.events import RunRequest, plan_run, read_inputs
@@ -215,17 +217,22 @@ def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
             mask(out, inputs["github-token"])
         settings = settings_from(env, inputs)
         check_state_key(env)
+        payload = load_event(env.get("GITHUB_EVENT_PATH"))
+        command = comment_command(settings, payload, inputs)
         request = plan_run(
             settings.event_name,
-            load_event(env.get("GITHUB_EVENT_PATH")),
+            payload,
             repository=settings.repository,
-            inputs=inputs,
+            inputs=inputs if command is None else {**inputs, "mode": "auto"},
         )
     except UsageError as exc:
         return _usage_error(exc, out, env)
     try:
         with progress.use(progress.for_environment(env, out=out)):
-            result = _dispatch(request, settings, env, out)
+            if command is not None:
+                result = _command(command, request, settings, env, out)
+            else:
+                result = _dispatch(request, settings, env, out)
     except UsageError as exc:  # e.g. the base branch's config file, an empty token: exit 2 naming it
         return _usage_error(exc, out, env)
     except Exception as exc:  # unexpected: say what broke; warn → green step with an ::error
@@ -294,6 +301,28 @@ def _dispatch(
             echo_untrusted(out, traceback.format_exc())
             outcomes.append(crashed(number, exc, renderer, on_error=settings.on_error))
     return RunResult(outcomes)
+
+
+def comment_command(
+    settings: ActionSettings, payload: Mapping[str, Any], inputs: Mapping[str, str]
+) -> CommentEvent | None:
+    """A comment event with `mode: auto` is a possible command (docs/commands.md)."""
+    if settings.event_name not in COMMAND_EVENTS or (inputs.get("mode") or "auto") != "auto":
+        return None
+    return read_comment_event(settings.event_name, payload, repository=settings.repository)
+
+
+def _command(
+    command: CommentEvent, request: RunRequest, settings: ActionSettings, env: Mapping[str, str], out: TextIO
+) -> RunResult:
+    if not settings.token:
+        raise UsageError("input 'github-token' is empty and GITHUB_TOKEN is not set")
+    from reviewer.commanded import run_command
+    from reviewer.source.github import GitHubClient, github_timeout
+
+    client = GitHubClient(settings.token, settings.api_url, timeout=github_timeout(env))
+    job = _job(dataclasses.replace(request, explicit=True), command.number, settings, env)
+    return RunResult([run_command(client, command, job, warn=echo(out), notices=out)])
 
 
 def _scan(

@@ -376,6 +376,38 @@ def parse_pr_target(target: str) -> tuple[str, int]:
     return repo, int(number)
 
 
+@cli.command(short_help="Print `ignore:` lines for the findings dismissed on a PR OWNER/REPO#N.")
+@click.argument("target")
+@guarded
+def dismissed(target: str) -> None:
+    """The lines to add under `ignore:` in .github/imreview.yml so that the findings maintainers
+    dismissed on this PR are raised on no other PR (docs/commands.md). Reads the PR's signed sticky
+    state: needs GITHUB_TOKEN and the key the workflow signs with (IMREVIEW_STATE_KEY, or the model
+    API key) in the environment."""
+    from reviewer.memory import ignore_lines
+    from reviewer.pull import find_prior, list_comments
+    from reviewer.source.github import GitHubClient, github_timeout
+
+    repo, number = parse_pr_target(target)
+    token = os.environ.get("GITHUB_TOKEN", "").strip()
+    if not token:
+        raise UsageError(
+            "GITHUB_TOKEN is not set: `imreview dismissed` reads the PR's comment through the API"
+        )
+    client = GitHubClient(
+        token,
+        os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com",
+        timeout=github_timeout(os.environ),
+    )
+    state = find_prior(client, repo, number, list_comments(client, repo, number)).state
+    if state is None:
+        raise UsageError(
+            f"{target}: no sticky comment of imreview that this environment's key proves ours "
+            "(set IMREVIEW_STATE_KEY, or the model API key, as the workflow has it)"
+        )
+    click.echo(ignore_lines(state, target), nl=False)
+
+
 @cli.command(short_help="The GitHub Action entry point (runs inside the Action's container).")
 @guarded
 def action() -> None:

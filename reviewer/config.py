@@ -35,6 +35,18 @@ class Prices:
 
 
 @dataclass(frozen=True)
+class IgnoreRule:
+    """One entry of `ignore:` in the base branch's config: findings it matches are raised on no PR.
+    Exactly one of `rule` (a rule id such as `debugger`), `path` (a glob) or `fingerprint` (the
+    dismissal key `imreview dismissed` prints) is set; `reason` says why."""
+
+    reason: str
+    rule: str = ""
+    path: str = ""
+    fingerprint: str = ""
+
+
+@dataclass(frozen=True)
 class Config:
     model: str | None = None
     fallback_models: tuple[str, ...] = ()
@@ -54,6 +66,9 @@ class Config:
     on_error: str = "warn"
     prices: Mapping[str, Prices] = field(default_factory=dict)
     template_dir: str | None = None
+    maintainer_associations: tuple[str, ...] = ("OWNER", "MEMBER", "COLLABORATOR")
+    ignore: tuple[IgnoreRule, ...] = ()
+    """Whose comment commands and dismissals count (GitHub's `author_association`); docs/commands.md."""
 
 
 class _Invalid(Exception):
@@ -264,6 +279,61 @@ class _StrList:
         return tuple(items)
 
 
+IGNORE_SELECTORS = ("rule", "path", "fingerprint")
+RULE_ID = re.compile(r"[a-z0-9][a-z0-9_.-]*")
+FINGERPRINT = re.compile(r"[0-9a-f]{12}")
+
+
+@dataclass(frozen=True)
+class _IgnoreList:
+    """`ignore:`: a list of mappings, each with `reason` and exactly one of rule, path, fingerprint."""
+
+    def check(self, value: object) -> object:
+        if value is None:
+            return ()
+        if isinstance(value, tuple) and all(isinstance(v, IgnoreRule) for v in value):
+            return value  # already checked (the file layer, checked again when layers merge)
+        if not isinstance(value, list):
+            raise _Invalid(
+                f"expected a list of entries (reason and one of rule, path, fingerprint), got {_show(value)}"
+            )
+        return tuple(self._entry(item, index) for index, item in enumerate(value))
+
+    def _entry(self, item: object, index: int) -> IgnoreRule:
+        where = f"item {index + 1}"
+        if not isinstance(item, dict):
+            raise _Invalid(
+                f"{where}: expected a mapping with `reason` and one of rule, path, fingerprint", (index,)
+            )
+        unknown = sorted(str(k) for k in item if k not in (*IGNORE_SELECTORS, "reason"))
+        if unknown:
+            raise _Invalid(
+                f"{where}: unknown key {unknown[0]!r} (use rule, path, fingerprint, reason)", (index,)
+            )
+        reason = item.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            raise _Invalid(f"{where}: `reason` is required: say why this is never raised", (index,))
+        chosen = [k for k in IGNORE_SELECTORS if k in item]
+        if len(chosen) != 1:
+            raise _Invalid(f"{where}: give exactly one of rule, path, fingerprint", (index,))
+        key = chosen[0]
+        raw = item[key]
+        text = raw.strip() if isinstance(raw, str) else ""
+        patterns = {"rule": RULE_ID, "fingerprint": FINGERPRINT}
+        if not text or (key in patterns and not patterns[key].fullmatch(text)):
+            what = {"rule": "a rule id like 'debugger'", "path": "a glob", "fingerprint": "12 hex characters"}
+            raise _Invalid(f"{where}: `{key}` must be {what[key]}, got {_show(raw)}", (index, key))
+        if key == "path":
+            try:
+                _GLOB_ITEM.check(text)
+            except _Invalid as exc:
+                raise _Invalid(f"{where}: {exc.message}", (index, key)) from None
+        return IgnoreRule(reason=reason.strip(), **{key: text})
+
+    def parse(self, raw: str) -> object:
+        raise _Invalid("`ignore` is set in the config file only")
+
+
 _PRICE_FIELDS = tuple(f.name for f in dataclasses.fields(Prices))
 
 
@@ -353,6 +423,7 @@ _NO_SPACE = re.compile(r"\S+")
 _URL = re.compile(r"https?://\S+", re.IGNORECASE)
 _MODEL = _Str("a model name without spaces", _NO_SPACE, nullable=True)
 _GLOB = _Glob("a glob", empty_ok=True)
+_GLOB_ITEM = _GLOB
 
 _KEYS: tuple[ConfigKey, ...] = (
     _mirrored("model", _MODEL, "litellm model string, e.g. openai/gpt-4o-mini (env IMREVIEW_MODEL)."),
@@ -423,6 +494,19 @@ _KEYS: tuple[ConfigKey, ...] = (
         "Exit 1 on a finding at or above this priority (any case; default never).",
     ),
     _file_only("prices", _PriceTable()),
+    _file_only("ignore", _IgnoreList()),
+    _file_only(
+        "maintainer_associations",
+        _StrList(
+            _Str(
+                "one of OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, FIRST_TIME_CONTRIBUTOR, FIRST_TIMER,"
+                " MANNEQUIN, NONE",
+                re.compile(
+                    r"OWNER|MEMBER|COLLABORATOR|CONTRIBUTOR|FIRST_TIME_CONTRIBUTOR|FIRST_TIMER|MANNEQUIN|NONE"
+                ),
+            )
+        ),
+    ),
 )
 
 CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({key.name: key for key in _KEYS})

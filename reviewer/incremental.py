@@ -43,6 +43,7 @@ REASONS = (
     "prior_incomplete",
     "compare_failed",
     "compare_too_large",
+    "requested",
 )
 """`incremental.reason`: `incremental` for an incremental review, else why the review was full."""
 

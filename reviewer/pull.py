@@ -122,6 +122,7 @@ class PullJob:
     templates: Path | None = None
     max_pr_cost_usd: float = 0.0
     reports: ReportDir | None = None  # report JSON; the Action's goes under the workspace
+    full_review: bool = False  # `/imreview full`: no incremental review, whatever the state allows
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ def review_pull(
         return allotted
     budget, reservation, pr = allotted
     with _released_on_failure(client, job, pr, reservation, budget, warn=warn):
-        analysis = review_units(client, pr, budget, warn=warn)  # rules → plan → review units → verify
+        analysis = review_units(client, job, pr, budget, warn=warn)  # rules → plan → review units → verify
         report, rendered = gate_and_render(analysis, pr)  # gate (the head re-read) → render
         sinks = sinks_for(client, job, pr, analysis.index, notices=notices)
         report = publish_all(sinks, report, rendered, gate_closed=gate_closed(pr.renderer), warn=warn)
@@ -320,14 +321,20 @@ def allot(
     return budget, reservation, pr
 
 
-def review_units(client: GitHubClient, pr: PullContext, budget: Budget, *, warn: Warn) -> Analysis:
+def review_units(
+    client: GitHubClient, job: PullJob, pr: PullContext, budget: Budget, *, warn: Warn
+) -> Analysis:
     """Rules → plan → review units → verify (`review.analyse`), on the whole PR or, after a push our
     signed state allows, on what the push changed (incremental); the report says which and why."""
     from reviewer import review
+    from reviewer.memory import remember
 
     client.wait_within(budget.limits.seconds)
-    increment, increment_info = plan_increment(
-        client, pr.source.repo, pr.change, pr.writing.prior.state, config=pr.config, renderer=pr.renderer
+    prior = pr.writing.prior.state
+    increment, increment_info = (
+        (None, incremental.full("requested", prior.head if prior else None))
+        if job.full_review
+        else plan_increment(client, pr.source.repo, pr.change, prior, config=pr.config, renderer=pr.renderer)
     )
     analysis = review.analyse(
         pr.change,
@@ -341,7 +348,19 @@ def review_units(client: GitHubClient, pr: PullContext, budget: Budget, *, warn:
     )
     if increment is None:
         analysis = dataclasses.replace(analysis, report=analysis.report.replace(incremental=increment_info))
-    return analysis
+    return remember(  # what maintainers dismissed on this PR is not raised again
+        client,
+        pr.source.repo,
+        job.number,
+        analysis,
+        pr.change.files,
+        prior,
+        ours=pr.writing.login,
+        allowed=pr.config.maintainer_associations,
+        read_threads_too=job.inline_comments and pr.writing.on,
+        warn=warn,
+        ignore=pr.config.ignore,
+    )
 
 
 def gate_and_render(analysis: Analysis, pr: PullContext) -> tuple[Report, Rendered]:

@@ -90,6 +90,40 @@ class Finding:
     """The head sha of the earlier review that found it, when carried forward unchanged (incremental)."""
 
 
+DismissalHow = Literal["command", "resolved", "reaction", "config"]
+DISMISSAL_HOWS: tuple[str, ...] = ("command", "resolved", "reaction", "config")
+"""`config`: the base branch's `ignore:` list (kept in no state: the file says it on every run)."""
+_HEX12 = re.compile(r"[0-9a-f]{12}")
+
+
+@dataclass(frozen=True)
+class Dismissal:
+    """A finding a maintainer dismissed on the PR, as the signed state keeps it and the comment lists
+    it (reviewer/dismissals.py makes and applies them). `key` survives line moves."""
+
+    key: str
+    id: str
+    title: str
+    path: str
+    by: str
+    how: DismissalHow
+
+    def to_json(self) -> dict[str, Any]:
+        return {"k": self.key, "id": self.id, "t": self.title, "p": self.path, "by": self.by, "how": self.how}
+
+    @classmethod
+    def from_json(cls, value: Any) -> Dismissal | None:
+        """None for anything malformed (the state is signed, but stay strict)."""
+        if not isinstance(value, Mapping):
+            return None
+        key, ident, title, path, by, how = (value.get(k) for k in ("k", "id", "t", "p", "by", "how"))
+        if not (isinstance(key, str) and _HEX12.fullmatch(key) and isinstance(ident, str) and ident):
+            return None
+        if not all(isinstance(v, str) for v in (title, path, by)) or how not in DISMISSAL_HOWS:
+            return None
+        return cls(key, ident[:40], str(title)[:160], str(path)[:300], str(by)[:60], how)
+
+
 @dataclass(frozen=True)
 class Exclusion:
     """A suspicion that was checked and cleared."""
@@ -319,6 +353,8 @@ class Report:
     answers: AnswerStats | None = None
     unverified: tuple[Unverified, ...] = ()
     """The model's verification gaps (the method's fourth list), at most MAX_UNVERIFIED_REPORTED."""
+    dismissed: tuple[Dismissal, ...] = ()
+    """What maintainers dismissed on this PR (never raised again; reviewer/dismissals.py)."""
 
     def to_dict(self) -> dict[str, Any]:
         body = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}

@@ -17,6 +17,7 @@ from pathlib import Path
 from reviewer import gate
 from reviewer.budget import Budget
 from reviewer.config import Config, config_hash
+from reviewer.dismissals import merged
 from reviewer.errors import UsageError
 from reviewer.incremental import CarriedFinding
 from reviewer.publish import COMMENT_LIMIT, utf16_len
@@ -65,6 +66,9 @@ def state_for(
         merge_base=report.snapshot.merge_base,
         complete=complete and report.verdict != "incomplete",
         carried=carry,
+        dismissed=merged(
+            prior.dismissed if prior is not None else (), (d for d in report.dismissed if d.how != "config")
+        ),
     )
 
 

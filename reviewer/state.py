@@ -17,6 +17,8 @@ The per-PR cost cap's reservation and settlement (reviewer/pull.py) go through `
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import hashlib
 import hmac
@@ -27,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from reviewer.dismissals import Dismissal, merged
 from reviewer.errors import UsageError
 from reviewer.incremental import CarriedFinding, Prior, pack, unpack
 
@@ -145,6 +148,8 @@ class StickyState:
     pending: tuple[str, ...] = ()
     """Sinks this review did not reach (`review`: the inline review failed after the comment was
     due): a rerun at the same head is then not "already reviewed", and publishes them."""
+    dismissed: tuple[Dismissal, ...] = ()
+    """Findings a maintainer dismissed on this PR (reviewer/dismissals.py): never raised again."""
 
     @classmethod
     def parse(cls, body: str | None) -> StickyState | None:
@@ -169,6 +174,7 @@ class StickyState:
             complete=data.get("complete") is True and intact,
             carried=carried,
             pending=_pending(data.get(PENDING_KEY)),
+            dismissed=_unpack_dismissed(data.get(DISMISSED_KEY)),
         )
 
     def prior(self) -> Prior:
@@ -190,6 +196,10 @@ class StickyState:
         """The same review, with the PR's cumulative cost `total_usd` (a reservation, or what a run
         that published nothing spent)."""
         return dataclasses.replace(self, total_cost_usd=total_usd)
+
+    def with_dismissed(self, new: Sequence[Dismissal]) -> StickyState:
+        """The same state, remembering `new` dismissals too (one per key)."""
+        return dataclasses.replace(self, dismissed=merged(self.dismissed, new))
 
     def body(self, visible: str) -> str:
         """A sticky comment body: `visible` Markdown, then this state's marker as the last line."""
@@ -214,6 +224,7 @@ class StickyState:
                 "complete": self.complete,
                 "carried": pack(self.carried),
                 **({PENDING_KEY: list(self.pending)} if self.pending else {}),
+                **({DISMISSED_KEY: _pack_dismissed(self.dismissed)} if self.dismissed else {}),
             }
         )
 
@@ -222,6 +233,26 @@ PENDING_KEY = "pending"
 
 
 PENDING_REVIEW = "review"
+
+
+DISMISSED_KEY = "dismissed"
+
+
+def _pack_dismissed(items: Sequence[Dismissal]) -> str:
+    """Base64 of the JSON, as `carried`: titles and paths are model and PR text, the marker stays inert."""
+    text = json.dumps([d.to_json() for d in items], separators=(",", ":"), ensure_ascii=False)
+    return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def _unpack_dismissed(value: Any) -> tuple[Dismissal, ...]:
+    if not isinstance(value, str):
+        return ()
+    try:
+        items = json.loads(base64.urlsafe_b64decode(value.encode("ascii")).decode("utf-8"))
+    except (ValueError, UnicodeError, binascii.Error, RecursionError):
+        return ()
+    parsed = [Dismissal.from_json(item) for item in items] if isinstance(items, list) else []
+    return tuple(d for d in parsed if d is not None)
 
 
 def _pending(value: Any) -> tuple[str, ...]:

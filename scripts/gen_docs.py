@@ -36,6 +36,8 @@ FILE_ONLY_HELP = {
     "context_window": "Input window of a model litellm does not know (else 8,192 is assumed, warned).",
     "context_share": "Most of each model call that repository context may take (0 turns it off).",
     "prices": "USD per million tokens for models litellm cannot price; without it their cost is unknown.",
+    "ignore": "Findings raised on no PR: each entry a `reason` and one of `rule`, `path`, `fingerprint`.",
+    "maintainer_associations": "Whose comment commands and dismissals count (`author_association`).",
 }
 
 
@@ -73,6 +75,15 @@ def _stripped(pattern: str) -> str:
     return rf"^\s*(?:{pattern})\s*$"
 
 
+def _list_text(item: Any) -> dict[str, Any]:
+    """The text form of a list: split on newlines and commas, each stripped part empty or an item."""
+    text: dict[str, Any] = {"type": "string", "description": "split on newlines and commas"}
+    if isinstance(item, cfg._Str) and item.pattern is not None:
+        part = rf"[^\S\n]*(?:{item.pattern.pattern})?[^\S\n]*"
+        text["pattern"] = rf"^{part}(?:[,\n]{part})*$"
+    return text
+
+
 def _value_schema(value_type: Any, *, item: bool = False) -> dict[str, Any]:
     """JSON Schema of one config value type; `item` = inside a list (no nulls there)."""
     if isinstance(value_type, cfg._Int):
@@ -102,10 +113,28 @@ def _value_schema(value_type: Any, *, item: bool = False) -> dict[str, Any]:
         return {
             "anyOf": [
                 {"type": "null"},
-                {"type": "string", "description": "split on newlines and commas"},
+                _list_text(value_type.item),
                 {"type": "array", "items": _value_schema(value_type.item, item=True)},
             ]
         }
+    if isinstance(value_type, cfg._IgnoreList):
+        selectors = {
+            "rule": {"type": "string", "pattern": _stripped(cfg.RULE_ID.pattern), "description": "a rule id"},
+            "path": {"type": "string", "pattern": r"\S", "description": "a glob"},
+            "fingerprint": {
+                "type": "string",
+                "pattern": _stripped(cfg.FINGERPRINT.pattern),
+                "description": "a dismissal key (`imreview dismissed`)",
+            },
+        }
+        entry: dict[str, Any] = {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["reason"],
+            "properties": {"reason": {"type": "string", "pattern": r"\S"}, **selectors},
+            "oneOf": [{"required": [name]} for name in selectors],
+        }
+        return {"type": ["array", "null"], "items": entry}
     if isinstance(value_type, cfg._PriceTable):
         fields = list(cfg._PRICE_FIELDS)
         return {

@@ -68,6 +68,54 @@ SHAPES: Mapping[str, Mapping[str, Any]] = {
         "repository": _REPO,
         "sender": _USER,
     },
+    "issue_comment": {
+        "action": True,
+        "issue": {
+            "url": True,
+            "id": True,
+            "number": True,
+            "title": True,
+            "user": _USER,
+            "state": True,
+            "locked": True,
+            "author_association": True,
+            "pull_request": True,
+        },
+        "comment": {
+            "url": True,
+            "html_url": True,
+            "id": True,
+            "user": _USER,
+            "created_at": True,
+            "updated_at": True,
+            "author_association": True,
+            "body": True,
+        },
+        "repository": _REPO,
+        "sender": _USER,
+    },
+    "pull_request_review_comment": {
+        "action": True,
+        "comment": {
+            "url": True,
+            "pull_request_review_id": True,
+            "id": True,
+            "path": True,
+            "commit_id": True,
+            "user": _USER,
+            "body": True,
+            "created_at": True,
+            "updated_at": True,
+            "html_url": True,
+            "author_association": True,
+            "in_reply_to_id": True,
+            "line": True,
+            "side": True,
+        },
+        "pull_request": _PULL,
+        "repository": _REPO,
+        "sender": _USER,
+    },
     "workflow_dispatch": {
         "inputs": True,
         "ref": True,
@@ -141,6 +189,31 @@ def _bot(opened: dict[str, Any]) -> dict[str, Any]:
     return event
 
 
+def _on_pull(issue_comment: dict[str, Any]) -> dict[str, Any]:
+    """The examples' issue_comment is on an issue: the same comment on a PR has `issue.pull_request`."""
+    event = copy.deepcopy(issue_comment)
+    issue = event["issue"]
+    base = issue["url"].replace("/issues/", "/pulls/")
+    issue["pull_request"] = {
+        "url": base,
+        "html_url": issue["url"].replace("api.github.com/repos", "github.com").replace("/issues/", "/pull/"),
+        "diff_url": None,
+        "patch_url": None,
+    }
+    return event
+
+
+def _reply(review_comment: dict[str, Any]) -> dict[str, Any]:
+    """A reply in the thread of the example's review comment (`in_reply_to_id` names the first)."""
+    event = copy.deepcopy(review_comment)
+    comment = event["comment"]
+    comment["in_reply_to_id"] = comment["id"]
+    comment["id"] += 1
+    comment["html_url"] = comment["html_url"].rsplit("_r", 1)[0] + f"_r{comment['id']}"
+    comment["url"] = comment["url"].rsplit("/", 1)[0] + f"/{comment['id']}"
+    return event
+
+
 def build(events: list[dict[str, Any]]) -> dict[str, Any]:
     """File name → payload, for every fixture in tests/data/events/."""
     out: dict[str, Any] = {}
@@ -155,6 +228,14 @@ def build(events: list[dict[str, Any]]) -> dict[str, Any]:
     out["pull_request.opened.draft.json"] = _draft(opened)
     out["pull_request.opened.bot.json"] = _bot(opened)
     out["schedule.json"] = {"schedule": "*/15 * * * *"}
+    issue_comment = trim(_first(events, "issue_comment", "created"), SHAPES["issue_comment"])
+    out["issue_comment.created.json"] = issue_comment
+    out["issue_comment.created.pr.json"] = _on_pull(issue_comment)
+    review_comment = trim(
+        _first(events, "pull_request_review_comment", "created"), SHAPES["pull_request_review_comment"]
+    )
+    out["pull_request_review_comment.created.json"] = review_comment
+    out["pull_request_review_comment.created.reply.json"] = _reply(review_comment)
     return out
 
 

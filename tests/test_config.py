@@ -17,6 +17,7 @@ from reviewer.config import (
     CONFIG_KEYS,
     OVERRIDE_KEYS,
     Config,
+    IgnoreRule,
     Overrides,
     Prices,
     build_config,
@@ -80,6 +81,10 @@ def test_every_key_of_a_full_file_reaches_the_config(tmp_path: Path) -> None:
             context_window: 32768
             context_share: 0.25
             fail_on: P2
+            maintainer_associations: [OWNER, MEMBER]
+            ignore:
+              - rule: debugger
+                reason: scripts stop here on purpose
             prices:
               local/llama: {input_usd_per_mtok: 0.5, output_usd_per_mtok: 1}
             """
@@ -106,6 +111,8 @@ def test_every_key_of_a_full_file_reaches_the_config(tmp_path: Path) -> None:
         context_share=0.25,
         fail_on="P2",
         prices={"local/llama": Prices(input_usd_per_mtok=0.5, output_usd_per_mtok=1.0)},
+        maintainer_associations=("OWNER", "MEMBER"),
+        ignore=(IgnoreRule(reason="scripts stop here on purpose", rule="debugger"),),
     )
     assert isinstance(config.limits.cost_usd, float) and isinstance(config.limits.seconds, float)
 
@@ -115,8 +122,9 @@ def test_every_key_mirrors_its_flag_and_input() -> None:
         "model", "fallback_models", "api_base", "language", "instructions", "include", "exclude",
         "max_cost_usd", "max_input_tokens", "max_output_tokens", "max_output_tokens_per_call", "max_seconds",
         "max_calls", "max_concurrency", "max_findings", "context_window", "fail_on", "prices",
-        "request_timeout", "context_share",
+        "request_timeout", "context_share", "maintainer_associations", "ignore",
     }  # fmt: skip
+    assert CONFIG_KEYS["maintainer_associations"].input is None, "the base branch's file only, never an input"
     assert CONFIG_KEYS["max_output_tokens_per_call"].flag == "--max-output-tokens-per-call"
     assert CONFIG_KEYS["max_output_tokens_per_call"].input == "max-output-tokens-per-call"
     assert CONFIG_KEYS["request_timeout"].flag == "--request-timeout"

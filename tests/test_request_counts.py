@@ -15,6 +15,7 @@ import pytest
 
 from reviewer.source.github import REVIEW_FILES_LIMIT
 from tests.conftest import cli_env, run_cli
+from tests.factories import model_finding
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, text
 
@@ -186,3 +187,56 @@ def test_a_pr_larger_than_the_review_stays_within_15_requests_and_names_the_rest
     assert report["verdict"] == "incomplete"
     gaps = [g for g in report["gaps"] if g["why"] == "too_many_files"]  # type: ignore[union-attr,index]
     assert len(gaps) == 1 and f"first {REVIEW_FILES_LIMIT} of the 1000" in gaps[0]["what"]
+
+
+def test_reading_threads_for_dismissals_costs_one_query_whatever_their_number(
+    gh: FakeGitHub, model: FakeModelServer, tmp_path: Path
+) -> None:
+    """Issue 22: after an inline review, a push's review reads every thread (resolved, replies,
+    👎) in ONE GraphQL request, plus one permission read per distinct resolver or reactor."""
+    files = [diff_entry(f"src/m{i:04d}.py", PATCH) for i in range(30)]
+    gh.add_pull(REPO, 7, head_sha=HEAD, base_sha=BASE, files=files, changed_files=30)
+    model.handler = lambda body: text(
+        '{"verdicts": []}'
+        if '"verdicts"' in body["messages"][-1]["content"]
+        else json.dumps(
+            {
+                "findings": [
+                    model_finding(path=f"src/m{i:04d}.py", title=f"Division by zero in m{i:04d}")
+                    for i in range(30)
+                    if f"src/m{i:04d}.py" in body["messages"][-1]["content"]
+                ],
+                "exclusions": [],
+                "signals": [],
+            }
+        )
+    )
+    argv = [
+        "pr",
+        f"{REPO}#7",
+        "--post-comment",
+        "--inline-comments",
+        "--model",
+        MODEL,
+        "--api-base",
+        model.api_base,
+    ]
+    argv += ["--max-findings", "30"]
+    env = cli_environment(tmp_path, gh)
+    assert run_cli(argv, cwd=tmp_path, env=env).returncode in (0, 1)
+    threads = gh.review_comment_ids(REPO, 7)
+    assert len(threads) >= 10
+    for first in threads:
+        gh.resolve_thread(first, by="lead")
+        gh.react_as("review", first, login="lead")
+    gh.set_permission(REPO, "lead", "write")
+    gh.requests.clear()
+    gh.set_head(REPO, 7, HEAD2)
+    report = tmp_path / "after.json"
+    assert run_cli([*argv, "--json", str(report)], cwd=tmp_path, env=env).returncode in (0, 1)
+    counts = per_endpoint(gh)
+    threads_read = [r for r in gh.graphql_requests() if "reviewThreads" in r.body["query"]]
+    assert len(threads_read) == 1, counts
+    assert counts["GET /collaborators/lead/permission"] == 1, counts
+    dismissed = json.loads(report.read_text(encoding="utf-8"))["dismissed"]
+    assert len(dismissed) == len(threads), "every thread's finding dismissed, each once"

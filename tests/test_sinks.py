@@ -40,7 +40,7 @@ CLOSED = Published("pull_request", False, "the gate did not pass", reason="gate_
 
 @pytest.fixture
 def gh(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
-    monkeypatch.setenv("IMREVIEW_STATE_KEY", "sinks-test-key")
+    monkeypatch.setenv("IMREVIEW_STATE_KEY", "sinks-test-key-0123456789abcdefghij")
     with fake_github({"ours": {"login": "alice"}}, repo=REPO) as server:
         server.add_pull(REPO, 7, head_sha=HEAD, base_sha=BASE, files=[diff_entry("src/app.py", DEBUG_PATCH)])
         yield server

@@ -585,6 +585,25 @@ class GitHubClient:
                 url=str(data.get("html_url") or ""),
             )
 
+    def rest(
+        self, method: str, path: str, what: str, *, body: Mapping[str, Any] | None = None, write: bool = False
+    ) -> Any:
+        """One REST request to `path` (under the API root), errors translated: for the small modules
+        that add a call or two (reviewer/source/threads.py)."""
+        with _translated(what, write=write):
+            _, data = self._gh.requester.requestJsonAndCheck(
+                method, path, input=dict(body) if body is not None else None
+            )
+        return data
+
+    def graphql(self, query: str, variables: Mapping[str, Any], what: str) -> dict[str, Any]:
+        """One GraphQL query, errors translated; the answer as GitHub sent it (`data`, `errors`)."""
+        with _translated(what):
+            _, data = self._gh.requester.requestJsonAndCheck(
+                "POST", self._gh.requester.graphql_url, input={"query": query, "variables": dict(variables)}
+            )
+        return data if isinstance(data, dict) else {}
+
     def commit_statuses(self, repo: str, sha: str) -> list[CommitStatus]:
         """The latest status per context at `sha` (empty when none: the combined state is then
         `pending` with total_count 0, which means "no statuses", not "CI pending")."""

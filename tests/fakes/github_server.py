@@ -394,6 +394,10 @@ class FakeGitHub:
         self._comments: dict[int, tuple[str, int, dict[str, Any]]] = {}
         self._reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self._review_comments: dict[int, list[dict[str, Any]]] = {}
+        self._reactions: dict[tuple[str, int], list[tuple[str, str]]] = {}
+        self._permissions: dict[tuple[str, str], str] = {}
+        self._threads: dict[int, dict[str, Any]] = {}
+        self._extra_review_comments: set[int] = set()
         self._failures: list[_Failure] = []
         self._user_ids: dict[str, int] = {ACTIONS_BOT: ACTIONS_BOT_ID}
         self._next_id = 1000
@@ -560,6 +564,48 @@ class FakeGitHub:
             data = self._comment_json(repo, number, comment_id, body, self._user(login, kind))
             self._comments[comment_id] = (repo, number, data)
         return comment_id
+
+    # --- review threads, reactions and permissions (comment commands, dismissals) ---
+
+    def set_permission(self, repo: str, login: str, level: str) -> None:
+        """`login`'s permission on `repo` (`admin`, `write`, `read`); anyone else is no collaborator."""
+        with self._lock:
+            self._permissions[(repo, login)] = level
+
+    def review_comment_ids(self, repo: str, number: int) -> list[int]:
+        """The inline comments of every review on the PR (each starts a thread), oldest first."""
+        with self._lock:
+            return [
+                c["id"]
+                for r in self._reviews.get((repo, number), [])
+                for c in self._review_comments.get(r["id"], [])
+            ]
+
+    def _review_thread(self, first_id: int) -> dict[str, Any]:
+        with self._lock:
+            return self._threads.setdefault(first_id, {"resolved_by": None, "replies": []})
+
+    def reply_in_thread(self, first_id: int, body: str, *, login: str, association: str) -> int:
+        """A reply in the thread of inline comment `first_id`, as `login` (no request recorded)."""
+        reply_id = self._new_id()
+        with self._lock:
+            self._review_thread(first_id)["replies"].append(
+                {"id": reply_id, "body": body, "login": login, "association": association}
+            )
+        return reply_id
+
+    def resolve_thread(self, first_id: int, *, by: str) -> None:
+        with self._lock:
+            self._review_thread(first_id)["resolved_by"] = by
+
+    def react_as(self, kind: str, comment_id: int, *, login: str, content: str = "-1") -> None:
+        """A reaction by a person (`kind`: `issue` or `review` comment), as the web page makes it."""
+        with self._lock:
+            self._reactions.setdefault((kind, comment_id), []).append((login, content))
+
+    def reactions(self, kind: str, comment_id: int) -> list[tuple[str, str]]:
+        with self._lock:
+            return list(self._reactions.get((kind, comment_id), []))
 
     def use_git(self, repo: str, git: Any) -> None:
         """Answer `compare/{a}...{b}` for shas of this repo from a real repository
@@ -1074,6 +1120,8 @@ class FakeGitHub:
         if full not in self._repos:
             message = f"Could not resolve to a Repository with the name '{full}'."
             return {"data": {"repository": None}, "errors": [{"type": "NOT_FOUND", "message": message}]}
+        if "pullRequest(number: $" in query:
+            return self._threads_answer(full, query, variables)
         found: dict[str, Any] = {}
         errors: list[dict[str, Any]] = []
         for match in re.finditer(r"(\w+): object\(expression: \$(\w+)\) \{ ", query):
@@ -1134,6 +1182,85 @@ class FakeGitHub:
         limit = int(first.group(1)) if first is not None else 100
         return {"contexts": {"pageInfo": {"hasNextPage": len(nodes) > limit}, "nodes": nodes[:limit]}}, []
 
+    _THREADS_SHAPE = re.compile(
+        r"pullRequest\(number: \$(\w+)\) \{ reviewThreads\(last: (\d+)\) \{ nodes \{ isResolved "
+        r"resolvedBy \{ login \} first: comments\(first: 1\) \{ nodes \{ databaseId body author \{ login \} "
+        r"reactions\(content: THUMBS_DOWN, last: (\d+)\) \{ nodes \{ user \{ login \} \} \} \} \} "
+        r"replies: comments\(last: (\d+)\) "
+        r"\{ nodes \{ databaseId body authorAssociation author \{ login \} \} \} "
+        r"\} \} \} \} \}$"
+    )
+
+    def _threads_answer(self, full: str, query: str, variables: Mapping[str, Any]) -> dict[str, Any]:
+        """`pullRequest(number) { reviewThreads(last: N) {...} }`: GitHub's connection limits (1 to
+        100 per page) are checked; each of our inline comments starts a thread."""
+        shape = self._THREADS_SHAPE.search(query)
+        if shape is None:
+            self._violation(f"POST /graphql: a reviewThreads query the fake does not know: {query[:300]}")
+            return {"errors": [{"message": "unknown selection"}]}
+        number = variables.get(shape.group(1))
+        if not isinstance(number, int) or isinstance(number, bool):
+            self._violation("POST /graphql: pullRequest(number:) needs an Int")
+            return {"errors": [{"message": "number must be an Int"}]}
+        threads_n, reactions_n, replies_n = (int(shape.group(i)) for i in (2, 3, 4))
+        if not all(1 <= n <= 100 for n in (threads_n, reactions_n, replies_n)):
+            self._violation("POST /graphql: `first`/`last` must be from 1 to 100")
+        pull = self._pulls.get((full, number))
+        if pull is None:
+            message = f"Could not resolve to a PullRequest with the number of {number}."
+            return {
+                "data": {"repository": {"pullRequest": None}},
+                "errors": [{"type": "NOT_FOUND", "message": message}],
+            }
+        with self._lock:
+            firsts = [
+                c
+                for r in self._reviews.get((full, number), [])
+                for c in self._review_comments.get(r["id"], [])
+            ]
+            nodes = []
+            for c in firsts[-threads_n:]:
+                thread = copy.deepcopy(self._threads.get(c["id"], {"resolved_by": None, "replies": []}))
+                head = {
+                    "databaseId": c["id"],
+                    "body": c["body"],
+                    "authorAssociation": "NONE",
+                    # GraphQL names a bot without REST's "[bot]" suffix
+                    "author": {"login": c["user"]["login"].removesuffix("[bot]")},
+                }
+                reactors = [
+                    login
+                    for login, content in self._reactions.get(("review", c["id"]), [])
+                    if content == "-1"
+                ]
+                replies = [
+                    {
+                        "databaseId": r["id"],
+                        "body": r["body"],
+                        "authorAssociation": r["association"],
+                        "author": {"login": r["login"]},
+                    }
+                    for r in thread["replies"]
+                ]
+                nodes.append(
+                    {
+                        "isResolved": thread["resolved_by"] is not None,
+                        "resolvedBy": {"login": thread["resolved_by"]} if thread["resolved_by"] else None,
+                        "first": {
+                            "nodes": [
+                                {
+                                    **{k: head[k] for k in ("databaseId", "body", "author")},
+                                    "reactions": {
+                                        "nodes": [{"user": {"login": u}} for u in reactors[-reactions_n:]]
+                                    },
+                                }
+                            ]
+                        },
+                        "replies": {"nodes": ([head, *replies])[-replies_n:]},
+                    }
+                )
+        return {"data": {"repository": {"pullRequest": {"reviewThreads": {"nodes": nodes}}}}}
+
     def graphql_requests(self) -> list[Recorded]:
         return [r for r in list(self.requests) if r.method == "POST" and r.path == self._graphql_path()]
 
@@ -1164,6 +1291,9 @@ class FakeGitHub:
             ("GET", f"{r}/issues/comments/{{comment_id}}"): self._get_comment,
             ("PATCH", f"{r}/issues/comments/{{comment_id}}"): self._edit_comment,
             ("DELETE", f"{r}/issues/comments/{{comment_id}}"): self._delete_comment,
+            ("POST", f"{r}/issues/comments/{{comment_id}}/reactions"): self._react_issue_comment,
+            ("POST", f"{r}/pulls/comments/{{comment_id}}/reactions"): self._react_review_comment,
+            ("GET", f"{r}/collaborators/{{username}}/permission"): self._permission,
             ("GET", f"{r}/commits/{{ref}}/status"): self._combined_status,
             ("GET", f"{r}/commits/{{ref}}/check-runs"): self._list_check_runs,
             ("GET", f"{r}/contents/{{path}}"): self._get_content,
@@ -1480,6 +1610,67 @@ class FakeGitHub:
             self._stored_comment(owner, repo, comment_id)
             del self._comments[int(comment_id)]
         return _Reply(204)
+
+    def _reaction(self, kind: str, comment_id: int, token: TokenInfo, content: str) -> _Reply:
+        user = self._token_user(token)
+        with self._lock:
+            given = self._reactions.setdefault((kind, comment_id), [])
+            status = 200 if (user["login"], content) in given else 201
+            if status == 201:
+                given.append((user["login"], content))
+        data = {
+            "id": self._new_id(),
+            "node_id": "REA_1",
+            "user": user,
+            "content": content,
+            "created_at": STAMP,
+        }
+        return _Reply(status, data)
+
+    def _react_issue_comment(
+        self, *, owner: str, repo: str, comment_id: str, token: TokenInfo, body: Any, **_: Any
+    ) -> _Reply:
+        with self._lock:
+            self._stored_comment(owner, repo, comment_id)
+        return self._reaction("issue", int(comment_id), token, body["content"])
+
+    def _react_review_comment(
+        self, *, owner: str, repo: str, comment_id: str, token: TokenInfo, body: Any, **_: Any
+    ) -> _Reply:
+        full = self._repo(owner, repo)
+        wanted = int(comment_id)
+        with self._lock:
+            known = {
+                c["id"]
+                for (r, _n), reviews in self._reviews.items()
+                if r == full
+                for rv in reviews
+                for c in self._review_comments.get(rv["id"], [])
+            }
+            known |= {reply["id"] for t in self._threads.values() for reply in t["replies"]}
+            known |= self._extra_review_comments
+        if wanted not in known:
+            raise KeyError(comment_id)
+        return self._reaction("review", wanted, token, body["content"])
+
+    def add_review_comment_id(self, comment_id: int) -> None:
+        """A review comment the event payload names that no review of the fake holds (a reply
+        posted before the test began): reactions to it are accepted."""
+        with self._lock:
+            self._extra_review_comments.add(comment_id)
+
+    def _permission(self, *, owner: str, repo: str, username: str, **_: Any) -> _Reply:
+        full = self._repo(owner, repo)
+        with self._lock:
+            level = self._permissions.get((full, username))
+        if level is None:
+            return _Reply(404, _error(404))
+        user = {
+            **self._user(username),
+            "role_name": level,
+            "permissions": {"admin": level == "admin", "push": level in ("admin", "write"), "pull": True},
+        }
+        return _Reply(200, {"permission": level, "role_name": level, "user": user})
 
     def _combined_status(self, *, owner: str, repo: str, ref: str, **_: Any) -> _Reply:
         full = self._repo(owner, repo)

@@ -1,0 +1,192 @@
+"""Comment commands (`/imreview review|full|ignore [id]|help`): read, parse and judged here, pure.
+
+A command is a comment on a pull request (`issue_comment`) or a reply in one of its review threads
+(`pull_request_review_comment`) whose first non-blank line starts with `/imreview`. Who may give
+one is the commenter's `author_association` as GitHub puts it in the payload (the commenter cannot
+set it), against a set that comes from the workflow's input or the base branch's config, never from
+the PR. Bots (ourselves included) never give commands. docs/commands.md is the user's page.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from reviewer.errors import UsageError
+from reviewer.events import is_bot
+
+COMMAND_EVENTS: tuple[str, ...] = ("issue_comment", "pull_request_review_comment")
+VERBS: tuple[str, ...] = ("review", "full", "ignore", "help")
+ASSOCIATIONS: tuple[str, ...] = (
+    "OWNER",
+    "MEMBER",
+    "COLLABORATOR",
+    "CONTRIBUTOR",
+    "FIRST_TIME_CONTRIBUTOR",
+    "FIRST_TIMER",
+    "MANNEQUIN",
+    "NONE",
+)
+"""GitHub's `author_association` values (webhooks schema `author-association`)."""
+DEFAULT_ASSOCIATIONS: tuple[str, ...] = ("OWNER", "MEMBER", "COLLABORATOR")
+PREFIX = "/imreview"
+MAX_BODY_CHARS = 2_000
+"""Only a comment's beginning is read: a command is one short line."""
+
+_FINDING_ID = re.compile(r"[0-9a-f]{12}")
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+
+Verb = Literal["review", "full", "ignore", "help"]
+Kind = Literal["issue", "review"]
+
+
+@dataclass(frozen=True)
+class Command:
+    """A parsed command; `problem` says why it cannot run as written (unknown verb, bad id)."""
+
+    verb: Verb | None
+    finding_id: str = ""
+    problem: str = ""
+
+
+def parse_command(body: str) -> Command | None:
+    """The command in a comment's first non-blank line, or None when it is not one.
+
+    `/imreview` must start that line (so a quote of a command mid-comment, or one in a code block,
+    is not a command), followed by a verb and, for `ignore`, optionally a 12-hex finding id (any
+    other words are the maintainer's reason)."""
+    for raw in body[:MAX_BODY_CHARS].replace("\r\n", "\n").split("\n"):
+        line = raw.strip()
+        if not line:
+            continue
+        if _FENCE.match(raw):
+            return None
+        words = line.split()
+        if words[0].lower() != PREFIX:
+            return None
+        return _command(words[1:])
+    return None
+
+
+def _command(words: list[str]) -> Command:
+    if not words:
+        return Command("help")
+    verb = words[0].lower()
+    if verb not in VERBS:
+        return Command(None, problem=f"unknown command {verb[:40]!r} (use {', '.join(VERBS)})")
+    args = words[1:]
+    if verb != "ignore":
+        return Command(verb)  # type: ignore[arg-type]  # checked against VERBS
+    if not args:
+        return Command("ignore")
+    ident = args[0].lower().lstrip("#`").rstrip("`")
+    # anything else after `ignore` is the maintainer's reason, not an id
+    return Command("ignore", finding_id=ident if _FINDING_ID.fullmatch(ident) else "")
+
+
+@dataclass(frozen=True)
+class CommentEvent:
+    """The fields of an `issue_comment` or `pull_request_review_comment` payload commands need."""
+
+    kind: Kind
+    action: str
+    repo: str
+    number: int
+    on_pull: bool
+    comment_id: int
+    author: str
+    author_type: str
+    association: str
+    body: str
+    reply_to: int | None = None
+    """For a reply in a review thread: the thread's first comment (`in_reply_to_id`)."""
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _int(data: Mapping[str, Any], key: str, where: str) -> int:
+    value = data.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise UsageError(f"event payload: '{where}.{key}' is missing or not a positive number")
+    return value
+
+
+def read_comment_event(event_name: str, payload: Mapping[str, Any], *, repository: str) -> CommentEvent:
+    """The comment event's fields; a payload without them exits 2 naming the missing key."""
+    comment = _mapping(payload.get("comment"))
+    user = _mapping(comment.get("user"))
+    repo = _mapping(payload.get("repository")).get("full_name")
+    if event_name == "issue_comment":
+        issue = _mapping(payload.get("issue"))
+        number = _int(issue, "number", "issue")
+        on_pull = isinstance(issue.get("pull_request"), Mapping)
+        kind: Kind = "issue"
+        reply = None
+    else:
+        pull = _mapping(payload.get("pull_request"))
+        number = _int(pull, "number", "pull_request")
+        on_pull = True
+        kind = "review"
+        in_reply = comment.get("in_reply_to_id")
+        reply = in_reply if isinstance(in_reply, int) and not isinstance(in_reply, bool) else None
+    body = comment.get("body")
+    return CommentEvent(
+        kind=kind,
+        action=str(payload.get("action") or ""),
+        repo=repo if isinstance(repo, str) and repo else repository,
+        number=number,
+        on_pull=on_pull,
+        comment_id=_int(comment, "id", "comment"),
+        author=str(user.get("login") or ""),
+        author_type=str(user.get("type") or ""),
+        association=str(comment.get("author_association") or "NONE").upper(),
+        body=body if isinstance(body, str) else "",
+        reply_to=reply,
+    )
+
+
+Reaction = Literal["eyes", "-1"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with a comment: run `command` (`accepted`), refuse it (one 👎 reaction, the reason
+    in the summary), or ignore it silently (`reaction` None: not a command, a bot, an edit)."""
+
+    accepted: bool
+    reason: str
+    """`accepted`, or why not: `not_created`, `bot`, `not_a_pull`, `not_a_command`, `association`,
+    `malformed`, `no_finding`."""
+    detail: str = ""
+    command: Command | None = None
+    reaction: Reaction | None = None
+
+
+def decide(event: CommentEvent, allowed: Collection[str]) -> Decision:
+    """Whether `event` is a command this commenter may give. Only `created` comments count (an edit
+    would let one comment command twice); a bot's comment, ours included, is never a command."""
+    if event.action != "created":
+        return Decision(False, "not_created", f"comment {event.action or 'event'}: only new comments")
+    if is_bot(event.author, event.author_type):
+        return Decision(False, "bot", f"{event.author or 'a bot'} wrote it: bots give no commands")
+    if not event.on_pull:
+        return Decision(False, "not_a_pull", "the comment is on an issue, not a pull request")
+    command = parse_command(event.body)
+    if command is None:
+        return Decision(False, "not_a_command", "the comment does not start with /imreview")
+    if event.association not in {a.upper() for a in allowed}:
+        detail = (
+            f"{event.author} is {event.association} on this repository; commands are taken from "
+            f"{', '.join(sorted(allowed)) or 'nobody'} (maintainer_associations)"
+        )
+        return Decision(False, "association", detail, command, "-1")
+    if command.problem:
+        return Decision(False, "malformed", command.problem, command, "-1")
+    if command.verb == "ignore" and not command.finding_id and event.reply_to is None:
+        detail = "/imreview ignore on the pull request needs a finding id: /imreview ignore ID"
+        return Decision(False, "no_finding", detail, command, "-1")
+    return Decision(True, "accepted", "", command, "eyes")

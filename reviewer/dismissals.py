@@ -1,0 +1,149 @@
+"""Dismissal memory: findings a maintainer rejected on a PR, and never raising them again. Pure.
+
+A finding is dismissed by a maintainer's `/imreview ignore` (in its thread, or on the PR with its
+id), by resolving its review thread, or by a 👎 on its inline comment. What is remembered is a
+**dismissal key** that survives line moves: the rule id (rule findings) or the normalised title
+(model findings), plus a whitespace-insensitive hash of the code lines the finding sits on (the
+fingerprint `reviewer.incremental` already keeps for carried findings). The keys live in the signed
+sticky state (`reviewer.state.StickyState.dismissed`), so a forged state changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from reviewer.config import IgnoreRule
+from reviewer.diff import DiffFile
+from reviewer.findings import line_texts
+from reviewer.incremental import TITLE_CHARS, CarriedFinding, fingerprint
+from reviewer.policy import glob_regex
+from reviewer.report import DISMISSAL_HOWS as HOWS
+from reviewer.report import Dismissal, DismissalHow, Finding
+
+__all__ = ["HOWS", "Dismissal", "apply", "dismiss", "dismissal_key", "merged"]
+MAX_DISMISSED = 100
+"""Dismissals a state keeps (newest kept): bounds the sticky marker."""
+_WORDS = re.compile(r"[^\w]+")
+_WS = re.compile(r"\s+")
+_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
+
+
+def normalised_title(title: str) -> str:
+    """Lower case, words only, single spaces: "Division by zero!" and "division  by zero" agree."""
+    cut = _WS.sub(" ", title).strip()[:TITLE_CHARS]
+    return _WORDS.sub(" ", cut.lower()).strip()
+
+
+def dismissal_key(*, rule: str, title: str, lines: str) -> str:
+    """12 hex: the rule id, or else the normalised title, with the fingerprint of the lines."""
+    what = f"rule\0{rule}" if rule else f"title\0{normalised_title(title)}"
+    return hashlib.sha256(f"imreview-dismissal-v1\0{what}\0{lines}".encode()).hexdigest()[:12]
+
+
+def _rule(source: str) -> str:
+    return source.partition(":")[2] if source.startswith("rule:") else ""
+
+
+def key_of_carried(c: CarriedFinding) -> str:
+    return dismissal_key(rule="", title=c.title, lines=c.fingerprint)
+
+
+def key_of(finding: Finding, texts: Mapping[int, str]) -> str | None:
+    """The finding's key from the lines it sits on (`texts`: its file's side, by line), or None
+    when it is not anchored on lines of the diff."""
+    if finding.line is None or not finding.anchored:
+        return None
+    last = (
+        finding.end_line if finding.end_line is not None and finding.end_line > finding.line else finding.line
+    )
+    span = [texts.get(n) for n in range(finding.line, last + 1)]
+    if any(t is None for t in span):
+        return None
+    lines = fingerprint([t for t in span if t is not None])
+    return dismissal_key(rule=_rule(finding.source), title=finding.title, lines=lines)
+
+
+def dismiss(
+    carried: Sequence[CarriedFinding], finding_id: str, *, by: str, how: DismissalHow
+) -> Dismissal | None:
+    """The dismissal of the carried finding `finding_id`, or None when the state holds no such one."""
+    match = next((c for c in carried if c.id == finding_id), None)
+    if match is None:
+        return None
+    return Dismissal(key_of_carried(match), match.id, match.title, match.path, by, how)
+
+
+def merged(earlier: Iterable[Dismissal], new: Iterable[Dismissal]) -> tuple[Dismissal, ...]:
+    """Earlier dismissals first, then new keys; one entry per key; the newest MAX_DISMISSED kept."""
+    out: dict[str, Dismissal] = {}
+    for d in (*earlier, *new):
+        out.setdefault(d.key, d)
+    return tuple(out.values())[-MAX_DISMISSED:]
+
+
+@dataclass(frozen=True)
+class Filtered:
+    kept: tuple[Finding, ...]
+    dropped: tuple[Finding, ...]
+
+
+def apply(
+    findings: Sequence[Finding], dismissed: Collection[Dismissal], files: Sequence[DiffFile]
+) -> Filtered:
+    """The findings without the dismissed ones (by key, or by the id a dismissal recorded)."""
+    if not dismissed:
+        return Filtered(tuple(findings), ())
+    keys = {d.key for d in dismissed}
+    ids = {d.id for d in dismissed}
+    by_path = {f.path: f for f in files}
+    texts: dict[tuple[str, str], Mapping[int, str]] = {}
+    kept: list[Finding] = []
+    dropped: list[Finding] = []
+    for f in findings:
+        diff = by_path.get(f.path)
+        key = None
+        if diff is not None:
+            side = (f.path, f.side)
+            if side not in texts:
+                texts[side] = line_texts(diff, f.side)
+            key = key_of(f, texts[side])
+        (dropped if f.id in ids or (key is not None and key in keys) else kept).append(f)
+    return Filtered(tuple(kept), tuple(dropped))
+
+
+def ignored_by_config(
+    findings: Sequence[Finding], rules: Sequence[IgnoreRule], files: Sequence[DiffFile]
+) -> tuple[Filtered, tuple[Dismissal, ...]]:
+    """The findings the base branch's `ignore:` list leaves out (by rule id, path glob or dismissal
+    key), and each as a `config` dismissal for the comment's folded list."""
+    if not rules:
+        return Filtered(tuple(findings), ()), ()
+    by_path = {f.path: f for f in files}
+    kept: list[Finding] = []
+    dropped: list[Finding] = []
+    listed: list[Dismissal] = []
+    for f in findings:
+        diff = by_path.get(f.path)
+        key = key_of(f, line_texts(diff, f.side)) if diff is not None else None
+        rule = next((r for r in rules if _ignores(r, f, key)), None)
+        if rule is None:
+            kept.append(f)
+            continue
+        dropped.append(f)
+        listed.append(Dismissal(key or f.id, f.id, f.title[:160], f.path, rule.reason[:60], "config"))
+    return Filtered(tuple(kept), tuple(dropped)), tuple(listed)
+
+
+def _ignores(rule: IgnoreRule, finding: Finding, key: str | None) -> bool:
+    if rule.rule:
+        return _rule(finding.source) == rule.rule
+    if rule.path:
+        return bool(glob_regex(rule.path).match(finding.path))
+    return key is not None and key == rule.fingerprint
+
+
+def valid_login(login: str) -> bool:
+    return bool(_LOGIN.fullmatch(login))

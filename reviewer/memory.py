@@ -1,0 +1,201 @@
+"""A PR's dismissal memory in a review run: what maintainers dismissed, read and applied.
+
+Before a review is rendered, `remember` takes the dismissals our signed state already holds, adds
+those the PR's review threads show (one GraphQL query, `reviewer.source.threads`), and removes the
+dismissed findings from the analysis, so neither an incremental nor a full review raises them
+again. Who counts is `config.maintainer_associations` (from the base branch): a reply's
+`authorAssociation` as GitHub gives it; for who resolved a thread or reacted 👎, GraphQL gives no
+association, so their permission on the repository decides (`trusted_logins`, bounded).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reviewer import dismissals, gate
+from reviewer.commands import parse_command
+from reviewer.config import IgnoreRule
+from reviewer.diff import DiffFile
+from reviewer.errors import GitHubError
+from reviewer.events import is_bot
+from reviewer.report import Dismissal, DismissalHow
+from reviewer.review import Analysis
+from reviewer.source.threads import Thread, read_threads, trusted_logins
+from reviewer.state import StickyState
+
+if TYPE_CHECKING:
+    from reviewer.source.github import GitHubClient
+
+Warn = Callable[[str], None]
+FINDING_MARKER = re.compile(r"<!-- imreview:finding ([0-9a-f]{12}) -->\s*$")
+
+
+def finding_of(thread: Thread, *, ours: str) -> str | None:
+    """The finding id a thread is about: its first comment is ours and ends with our marker."""
+    if not ours or _actor(thread.first_author) != _actor(ours):
+        return None
+    found = FINDING_MARKER.search(thread.first_body)
+    return found.group(1) if found else None
+
+
+def _actor(login: str) -> str:
+    """GraphQL names a bot without REST's `[bot]` suffix (`github-actions` for `github-actions[bot]`)."""
+    return login.casefold().removesuffix("[bot]")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Someone dismissing a finding; `checked` False: their association is unknown (a resolver or
+    reactor), so their permission must be read before it counts."""
+
+    finding_id: str
+    by: str
+    how: DismissalHow
+    checked: bool
+
+
+def claims(threads: Sequence[Thread], *, ours: str, allowed: Collection[str]) -> list[Claim]:
+    """What the threads say, oldest form first: a maintainer's `/imreview ignore` reply (its
+    association is GitHub's), then a resolved thread, then 👎 reactions (to be checked)."""
+    wanted = {a.upper() for a in allowed}
+    out: list[Claim] = []
+    for thread in threads:
+        fid = finding_of(thread, ours=ours)
+        if fid is None:
+            continue
+        for reply in thread.replies:
+            command = parse_command(reply.body)
+            if (
+                command is not None
+                and command.verb == "ignore"
+                and command.finding_id in ("", fid)
+                and reply.association.upper() in wanted
+                and reply.author
+                and not is_bot(reply.author, "")
+            ):
+                out.append(Claim(fid, reply.author, "command", True))
+        if thread.resolved and thread.resolved_by and not is_bot(thread.resolved_by, ""):
+            out.append(Claim(fid, thread.resolved_by, "resolved", False))
+        out += [
+            Claim(fid, login, "reaction", False)
+            for login in thread.thumbs_down
+            if login and not is_bot(login, "")
+        ]
+    return out
+
+
+def thread_dismissals(
+    client: GitHubClient,
+    repo: str,
+    number: int,
+    state: StickyState,
+    *,
+    ours: str,
+    allowed: Collection[str],
+    warn: Warn,
+) -> tuple[Dismissal, ...]:
+    """Dismissals the PR's threads show for findings our state holds; nothing when the read fails."""
+    if not state.carried or not ours:
+        return ()
+    try:
+        threads = read_threads(client, repo, number)
+        found = claims(threads, ours=ours, allowed=allowed)
+        unknown = [c.by for c in found if not c.checked]
+        trusted = trusted_logins(client, repo, unknown, sorted(allowed)) if unknown else frozenset()
+    except GitHubError as exc:
+        warn(f"imreview: dismissals: could not read the review threads: {exc}")
+        return ()
+    out: list[Dismissal] = []
+    for c in found:
+        if c.checked or c.by in trusted:
+            made = dismissals.dismiss(state.carried, c.finding_id, by=c.by, how=c.how)
+            if made is not None:
+                out.append(made)
+    return tuple(out)
+
+
+def without_dismissed(
+    analysis: Analysis, dismissed: Sequence[Dismissal], files: Sequence[DiffFile]
+) -> Analysis:
+    """The analysis with dismissed findings removed (verdict recomputed) and every dismissal listed."""
+    if not dismissed:
+        return analysis
+    report = analysis.report
+    filtered = dismissals.apply(report.findings, dismissed, files)
+    gone = {f.id for f in filtered.dropped}
+    verdict = gate.verdict(
+        findings=list(filtered.kept), coverage=report.coverage, gaps=list(report.gaps), head_moved=False
+    )
+    return dataclasses.replace(
+        analysis,
+        report=report.replace(
+            findings=filtered.kept, dismissed=dismissals.merged(report.dismissed, dismissed), verdict=verdict
+        ),
+        carry=tuple(c for c in analysis.carry if c.id not in gone),
+    )
+
+
+def remember(
+    client: GitHubClient,
+    repo: str,
+    number: int,
+    analysis: Analysis,
+    files: Sequence[DiffFile],
+    state: StickyState | None,
+    *,
+    ours: str,
+    allowed: Collection[str],
+    read_threads_too: bool,
+    warn: Warn,
+    ignore: Sequence[IgnoreRule] = (),
+) -> Analysis:
+    """The review's analysis without what maintainers dismissed (the state's and the threads')."""
+    if ignore:
+        analysis = _without_ignored(analysis, ignore, files)
+    if state is None:
+        return analysis
+    new = (
+        thread_dismissals(client, repo, number, state, ours=ours, allowed=allowed, warn=warn)
+        if read_threads_too
+        else ()
+    )
+    return without_dismissed(analysis, dismissals.merged(state.dismissed, new), files)
+
+
+def _without_ignored(analysis: Analysis, ignore: Sequence[IgnoreRule], files: Sequence[DiffFile]) -> Analysis:
+    """The analysis without what the base branch's `ignore:` list matches, listed as `config`."""
+    filtered, listed = dismissals.ignored_by_config(analysis.report.findings, ignore, files)
+    if not listed:
+        return analysis
+    report = analysis.report
+    gone = {f.id for f in filtered.dropped}
+    verdict = gate.verdict(
+        findings=list(filtered.kept), coverage=report.coverage, gaps=list(report.gaps), head_moved=False
+    )
+    return dataclasses.replace(
+        analysis,
+        report=report.replace(
+            findings=filtered.kept, dismissed=(*report.dismissed, *listed), verdict=verdict
+        ),
+        carry=tuple(c for c in analysis.carry if c.id not in gone),
+    )
+
+
+def ignore_lines(state: StickyState, where: str) -> str:
+    """YAML for `ignore:` in .github/imreview.yml: one entry per finding dismissed in `state`, by
+    its dismissal key, with a reason naming who dismissed it where. Titles are written as YAML
+    strings (json.dumps is valid YAML), never as raw PR or model text."""
+    import json
+
+    if not state.dismissed:
+        return f"# {where}: no finding was dismissed\n"
+    lines = ["ignore:"]
+    for d in state.dismissed:
+        reason = f"dismissed by {d.by} on {where}: {d.title}"
+        lines.append(f"  - fingerprint: {d.key}  # {json.dumps(d.path, ensure_ascii=True)}")
+        lines.append(f"    reason: {json.dumps(reason, ensure_ascii=False)}")
+    return "\n".join(lines) + "\n"
