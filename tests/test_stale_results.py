@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from reviewer.config import Overrides
 from reviewer.incremental import COMPARE_FILES_CAP, compare_reason
 from tests.conftest import Repo, cli_env, run_cli
 from tests.fakes.github_server import FakeGitHub
@@ -158,7 +159,7 @@ def test_an_incomplete_review_at_the_same_head_is_reviewed_again(tmp_path: Path,
         job = PullJob(
             repo=REPO,
             number=7,
-            overrides={"model": "openai/fake-model", "api_base": model.api_base},
+            overrides=Overrides(model="openai/fake-model", api_base=model.api_base),
             skip=SkipRules(reviewed=True),
             post_comment=True,
         )
@@ -188,7 +189,7 @@ def test_a_carried_finding_is_never_posted_inline_even_when_inline_comments_were
             job = PullJob(
                 repo=REPO,
                 number=7,
-                overrides={"model": "openai/fake-model", "api_base": model.api_base},
+                overrides=Overrides(model="openai/fake-model", api_base=model.api_base),
                 skip=SkipRules(),
                 post_comment=True,
                 inline_comments=inline,
