@@ -54,6 +54,15 @@ def _loopback(address: object) -> bool:
 
 
 @pytest.fixture(autouse=True)
+def unpaced_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loopback GitHub has no secondary rate limit: writes are not spaced 0.5 s apart (a command
+    run made 3 writes; fifty of them waited a minute). Subprocess runs keep the real spacing."""
+    from reviewer.source import github
+
+    monkeypatch.setattr(github, "WRITE_SPACING_SECONDS", 0.0)
+
+
+@pytest.fixture(autouse=True)
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any in-process connection to a non-loopback address fails the test loudly."""
     real_connect = socket.socket.connect

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from reviewer.errors import GitHubError, NoWriteAccess, RateLimited, Retryable, Unprocessable, UsageError
+from reviewer.source import github
 from reviewer.source.github import GitHubClient, GitHubSource, InlineComment, github_timeout
 from tests.fakes.github_server import FakeGitHub, diff_entry
 
@@ -217,6 +218,19 @@ def test_ghes_base_url_with_a_path_prefix_works() -> None:
         assert gh_client.create_issue_comment(REPO, 7, "hello").user == "alice"
         assert ghes.url.endswith("/api/v3")
         assert ghes.violations == []
+
+
+def test_writes_are_spaced_for_githubs_secondary_rate_limit(
+    gh: FakeGitHub, sleeps: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client made as the Action makes it (no spacing given) waits between two writes for what
+    `WRITE_SPACING_SECONDS` says (0.5 s shipped; the tests' conftest sets 0 for the loopback)."""
+    monkeypatch.setattr(github, "WRITE_SPACING_SECONDS", 0.5)
+    add_pull(gh)
+    action_client = GitHubClient("user-token", gh.url)
+    action_client.create_issue_comment(REPO, 7, "one")
+    action_client.create_issue_comment(REPO, 7, "two")
+    assert any(0.3 < s <= 0.5 for s in sleeps), sleeps
 
 
 def test_a_502_on_get_is_retried(gh: FakeGitHub) -> None:

@@ -298,6 +298,11 @@ def _login(user: Any) -> str:
     return user.login if user is not None else "ghost"
 
 
+WRITE_SPACING_SECONDS = 0.5
+"""The least time between two writes (PyGithub waits for it): GitHub's secondary rate limit counts
+content-creating requests per minute. The tests' loopback server has no such limit and sets 0."""
+
+
 class GitHubClient:
     """The REST calls imreview makes. `api_url` is `GITHUB_API_URL` as is (GHES: https://HOST/api/v3)."""
 
@@ -306,7 +311,7 @@ class GitHubClient:
         token: str,
         api_url: str = DEFAULT_API_URL,
         *,
-        seconds_between_writes: float = 0.5,
+        seconds_between_writes: float | None = None,
         seconds_between_requests: float = 0.0,
         timeout: int = DEFAULT_TIMEOUT,
         retries: int = 3,
@@ -338,7 +343,9 @@ class GitHubClient:
             retry=retry,
             timeout=timeout,
             seconds_between_requests=seconds_between_requests,
-            seconds_between_writes=seconds_between_writes,
+            seconds_between_writes=WRITE_SPACING_SECONDS
+            if seconds_between_writes is None
+            else seconds_between_writes,
         )
         self._viewer: str | None = (
             ACTIONS_BOT if token.strip().startswith(INSTALLATION_TOKEN_PREFIX) else None
