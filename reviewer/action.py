@@ -124,46 +124,14 @@ RUNNER_VARIABLES = ("GITHUB_EVENT_NAME", "GITHUB_EVENT_PATH", "GITHUB_REPOSITORY
 
 def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSettings:
     """Every input checked up front; a bad one exits 2 naming the input."""
-    missing = [name for name in RUNNER_VARIABLES if not env.get(name, "").strip()]
-    if missing:
-        raise UsageError(
-            f"runner variable(s) {', '.join(missing)} not set: this entrypoint runs as a GitHub Actions"
-            " step (elsewhere use `imreview review` or `imreview pr`)"
-        )
-
-    def switch(name: str) -> bool:
-        return parse_bool(inputs[name], f"input '{name}'") if inputs.get(name) else BOOL_INPUTS[name]
-
-    options = RunOptions(
-        post_comment=switch("post-comment"),
-        inline_comments=switch("inline-comments"),
-        annotations=switch("annotations"),
-        skip_drafts=switch("skip-drafts"),
-        skip_bots=switch("skip-bots"),
-        scan_matrix=switch("scan-matrix"),
-    )
-    overrides: dict[str, object] = {}
-    for key, spec in CONFIG_KEYS.items():
-        if (
-            spec.input
-            and inputs.get(spec.input)
-            and inputs[spec.input] != CONFIG_INPUT_DEFAULTS.get(spec.input)
-        ):
-            value = parse_input_value(key, inputs[spec.input], spec.input_origin)
-            if value is not None:
-                overrides[key] = value
-    on_error = inputs.get("on-error") or "warn"
-    if on_error not in ("warn", "fail"):
-        raise UsageError(f"input 'on-error': expected 'warn' or 'fail', got {on_error!r}")
+    _require_runner(env)
+    options = _run_options(inputs)
+    overrides = _config_overrides(inputs)
+    on_error = _on_error(inputs)
     overrides["on_error"] = on_error
     scratch = Path(env.get("RUNNER_TEMP") or "/tmp") / "imreview"
-    limit_text = inputs.get("scan-limit") or "20"
-    if not limit_text.isascii() or not limit_text.isdigit():
-        raise UsageError(f"input 'scan-limit': expected a whole number of pull requests, got {limit_text!r}")
+    scan_limit = _scan_limit(inputs)
     pr_cap = _non_negative(inputs.get("max-pr-cost-usd") or "5.00", "max-pr-cost-usd")
-    labels = tuple(
-        label.strip() for label in re.split(r"[\n,]", inputs.get("scan-labels", "")) if label.strip()
-    )
     return ActionSettings(
         token=inputs.get("github-token") or env.get("GITHUB_TOKEN", "").strip(),
         api_url=(env.get("GITHUB_API_URL") or "https://api.github.com").strip(),
@@ -177,10 +145,68 @@ def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSe
         template_dir=inputs.get("template-dir") or None,
         on_error=on_error,
         overrides=Overrides.given(overrides),
-        scan_limit=int(limit_text),
-        scan_labels=labels,
+        scan_limit=scan_limit,
+        scan_labels=_scan_labels(inputs),
         head_sha=env.get("GITHUB_SHA") or None,
         max_pr_cost_usd=pr_cap,
+    )
+
+
+def _require_runner(env: Mapping[str, str]) -> None:
+    """Outside a runner the event and repository are unknown: say which command to use instead."""
+    missing = [name for name in RUNNER_VARIABLES if not env.get(name, "").strip()]
+    if missing:
+        raise UsageError(
+            f"runner variable(s) {', '.join(missing)} not set: this entrypoint runs as a GitHub Actions"
+            " step (elsewhere use `imreview review` or `imreview pr`)"
+        )
+
+
+def _run_options(inputs: Mapping[str, str]) -> RunOptions:
+    """The on/off inputs, in `BOOL_INPUTS` order (the first bad one is the one named); an empty
+    input takes action.yml's default."""
+
+    def switch(name: str) -> bool:
+        return parse_bool(inputs[name], f"input '{name}'") if inputs.get(name) else BOOL_INPUTS[name]
+
+    return RunOptions(**{name.replace("-", "_"): switch(name) for name in BOOL_INPUTS})
+
+
+def _config_overrides(inputs: Mapping[str, str]) -> dict[str, object]:
+    """The inputs that mirror config keys and differ from action.yml's defaults: only those override
+    the base branch's config file."""
+    overrides: dict[str, object] = {}
+    for key, spec in CONFIG_KEYS.items():
+        if not spec.input:
+            continue
+        text = inputs.get(spec.input)
+        if text and text != CONFIG_INPUT_DEFAULTS.get(spec.input):
+            value = parse_input_value(key, text, spec.input_origin)
+            if value is not None:
+                overrides[key] = value
+    return overrides
+
+
+def _on_error(inputs: Mapping[str, str]) -> str:
+    """Only `warn` or `fail`: a typo is named now, not guessed at when a review fails."""
+    on_error = inputs.get("on-error") or "warn"
+    if on_error not in ("warn", "fail"):
+        raise UsageError(f"input 'on-error': expected 'warn' or 'fail', got {on_error!r}")
+    return on_error
+
+
+def _scan_limit(inputs: Mapping[str, str]) -> int:
+    """ASCII digits only: `int()` would also take ' 2', '-1' or '1_000'."""
+    limit_text = inputs.get("scan-limit") or "20"
+    if not limit_text.isascii() or not limit_text.isdigit():
+        raise UsageError(f"input 'scan-limit': expected a whole number of pull requests, got {limit_text!r}")
+    return int(limit_text)
+
+
+def _scan_labels(inputs: Mapping[str, str]) -> tuple[str, ...]:
+    """YAML lets a workflow write the labels one a line or comma-separated."""
+    return tuple(
+        label.strip() for label in re.split(r"[\n,]", inputs.get("scan-labels", "")) if label.strip()
     )
 
 
@@ -206,42 +232,69 @@ def load_event(path: str | None) -> Mapping[str, Any]:
     return data
 
 
+@dataclass(frozen=True)
+class _Run:
+    """A run whose inputs and event were all read and checked before any request was made."""
+
+    settings: ActionSettings
+    request: RunRequest
+    command: CommentEvent | None
+
+
 def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
     """The container's entry: never leaves the PR half-published, exits per DESIGN section 2."""
     out = stdout or sys.stdout
-    on_error = "warn"
     try:
-        inputs = read_inputs(env)
-        on_error = inputs.get("on-error") or "warn"
-        if inputs.get("github-token"):
-            mask(out, inputs["github-token"])
-        settings = settings_from(env, inputs)
-        check_state_key(env)
-        payload = load_event(env.get("GITHUB_EVENT_PATH"))
-        command = comment_command(settings, payload, inputs)
-        request = plan_run(
-            settings.event_name,
-            payload,
-            repository=settings.repository,
-            inputs=inputs if command is None else {**inputs, "mode": "auto"},
-        )
+        run = _prepare(env, out)
     except UsageError as exc:
         return _usage_error(exc, out, env)
     try:
         with progress.use(progress.for_environment(env, out=out)):
-            if command is not None:
-                result = _command(command, request, settings, env, out)
-            else:
-                result = _dispatch(request, settings, env, out)
+            result = _execute(run, env, out)
     except UsageError as exc:  # e.g. the base branch's config file, an empty token: exit 2 naming it
         return _usage_error(exc, out, env)
     except Exception as exc:  # unexpected: say what broke; warn → green step with an ::error
-        detail = f"{type(exc).__name__}: {exc}"
-        out.write(f"::error title=imreview failed::{escape_data(detail)}\n")
-        echo_untrusted(out, traceback.format_exc())
-        failed = run_text(_plain_renderer(env), "failed", detail=detail)
-        publish_run(env, [failed], _outputs([_failed(0, detail)], index_path=""))
-        return 0 if on_error == "warn" else 3
+        return _run_crashed(exc, out, env, on_error=run.settings.on_error)
+    return _finish(result, run.settings, env, out)
+
+
+def _prepare(env: Mapping[str, str], out: TextIO) -> _Run:
+    """Everything that can be wrong with the workflow, found before any work: a usage error (exit 2).
+    The token is masked first, so no later line of the log can show it."""
+    inputs = read_inputs(env)
+    if inputs.get("github-token"):
+        mask(out, inputs["github-token"])
+    settings = settings_from(env, inputs)
+    check_state_key(env)
+    payload = load_event(env.get("GITHUB_EVENT_PATH"))
+    command = comment_command(settings, payload, inputs)
+    request = plan_run(
+        settings.event_name,
+        payload,
+        repository=settings.repository,
+        inputs=inputs if command is None else {**inputs, "mode": "auto"},
+    )
+    return _Run(settings, request, command)
+
+
+def _execute(run: _Run, env: Mapping[str, str], out: TextIO) -> RunResult:
+    if run.command is not None:
+        return _command(run.command, run.request, run.settings, env, out)
+    return _dispatch(run.request, run.settings, env, out)
+
+
+def _run_crashed(exc: Exception, out: TextIO, env: Mapping[str, str], *, on_error: str) -> int:
+    """An unexpected failure still leaves a summary and outputs; `warn` keeps the step green."""
+    detail = f"{type(exc).__name__}: {exc}"
+    out.write(f"::error title=imreview failed::{escape_data(detail)}\n")
+    echo_untrusted(out, traceback.format_exc())
+    failed = run_text(_plain_renderer(env), "failed", detail=detail)
+    publish_run(env, [failed], _outputs([_failed(0, detail)], index_path=""))
+    return 0 if on_error == "warn" else 3
+
+
+def _finish(result: RunResult, settings: ActionSettings, env: Mapping[str, str], out: TextIO) -> int:
+    """The runner sinks for a finished run, a warning per incomplete review, and the worst exit code."""
     outcomes = result.outcomes
     index_path = _write_index(settings.reports, outcomes) if len(outcomes) > 1 else ""
     summaries = [*([result.head] if result.head else []), *(o.summary for o in outcomes)]
@@ -408,16 +461,26 @@ def _write_index(reports: ReportDir, outcomes: Sequence[PrOutcome]) -> str:
 def _outputs(outcomes: Sequence[PrOutcome], *, index_path: str, matrix: str = "") -> dict[str, str]:
     """DESIGN 10.4: worst verdict, sums, highest priority, cost empty when unknown."""
     worst = max(outcomes, key=lambda o: VERDICT_RANK.get(o.verdict, 0), default=None)
-    costs = [o.cost_usd for o in outcomes]
-    priorities = sorted(o.max_priority for o in outcomes if o.max_priority)
     return {
         "verdict": worst.verdict if worst is not None else "skipped",
         "publish-ready": str(all(o.publish_ready for o in outcomes)).lower(),
         "findings": str(sum(o.findings for o in outcomes)),
         "p1": str(sum(o.p1 for o in outcomes)),
-        "max-priority": priorities[0] if priorities else "",
-        "cost-usd": "" if any(c is None for c in costs) else f"{sum(c or 0.0 for c in costs):.4f}",
+        "max-priority": _max_priority(outcomes),
+        "cost-usd": _total_cost(outcomes),
         "report-path": index_path or (outcomes[0].report_path if len(outcomes) == 1 else ""),
         "comment-url": "\n".join(o.comment_url for o in outcomes if o.comment_url),
         "matrix": matrix,
     }
+
+
+def _max_priority(outcomes: Sequence[PrOutcome]) -> str:
+    """ "P1" sorts before "P2": the first is the highest; empty when no PR has a finding."""
+    priorities = sorted(o.max_priority for o in outcomes if o.max_priority)
+    return priorities[0] if priorities else ""
+
+
+def _total_cost(outcomes: Sequence[PrOutcome]) -> str:
+    """Empty when any PR's cost is unknown: a partial sum would understate the run's spend."""
+    costs = [o.cost_usd for o in outcomes]
+    return "" if any(c is None for c in costs) else f"{sum(c or 0.0 for c in costs):.4f}"

@@ -23,6 +23,8 @@ from reviewer.errors import ImreviewError, UsageError
 
 if TYPE_CHECKING:
     from reviewer.config import Overrides
+    from reviewer.scan import ScanResult
+    from reviewer.source.github import GitHubClient
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -221,20 +223,9 @@ def pr(
     """
     from reviewer.pull import PullJob, SkipRules, review_pull
     from reviewer.run import write_report_files, write_text
-    from reviewer.source.github import GitHubClient, github_timeout
 
     repo, number = parse_pr_target(target)
-    token = os.environ.get("GITHUB_TOKEN", "").strip()
-    if not token:
-        raise UsageError("GITHUB_TOKEN is not set: `imreview pr` reads the PR through the GitHub API")
-    from reviewer.state import check_state_key
-
-    check_state_key(os.environ)
-    client = GitHubClient(
-        token,
-        os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com",
-        timeout=github_timeout(os.environ),
-    )
+    client = _github_client("`imreview pr` reads the PR through the GitHub API")
     job = PullJob(
         repo=repo,
         number=number,
@@ -313,27 +304,14 @@ def scan(
     model call; cost and seconds are one budget for the whole run, tokens and calls are per PR.
     """
     from reviewer.pull import PullJob, SkipRules
-    from reviewer.render import Renderer
-    from reviewer.run import write_text
-    from reviewer.scan import ScanSettings, scan_json, summary
+    from reviewer.scan import ScanSettings
     from reviewer.scan import scan as run_scan
-    from reviewer.source.github import GitHubClient, github_timeout
 
     if repository.count("/") != 1 or not all(repository.split("/")):
         raise UsageError(f"REPOSITORY {repository!r} must look like OWNER/REPO, e.g. octo-org/widgets")
     if matrix and do_review:
         raise UsageError("--matrix plans a fan-out and --review reviews here: choose one")
-    token = os.environ.get("GITHUB_TOKEN", "").strip()
-    if not token:
-        raise UsageError("GITHUB_TOKEN is not set: `imreview scan` lists the PRs through the GitHub API")
-    from reviewer.state import check_state_key
-
-    check_state_key(os.environ)
-    client = GitHubClient(
-        token,
-        os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com",
-        timeout=github_timeout(os.environ),
-    )
+    client = _github_client("`imreview scan` lists the PRs through the GitHub API")
     overrides = _overrides(opts)
     job = PullJob(
         repo=repository,
@@ -345,27 +323,58 @@ def scan(
         inline_comments=inline_comments,
         max_pr_cost_usd=max_pr_cost_usd,
     )
-    result = run_scan(
-        client,
-        ScanSettings(
-            repo=repository,
-            job=job,
-            limit=limit,
-            labels=tuple(part.strip() for raw in labels for part in raw.split(",") if part.strip()),
-            skip_drafts=not include_drafts,
-            skip_bots=not include_bots,
-            plan_only=not do_review,
-        ),
-        warn=_note,
+    settings = ScanSettings(
+        repo=repository,
+        job=job,
+        limit=limit,
+        labels=_split_labels(labels),
+        skip_drafts=not include_drafts,
+        skip_bots=not include_bots,
+        plan_only=not do_review,
     )
-    renderer = Renderer(language=overrides.language or "en")
+    result = run_scan(client, settings, warn=_note)
+    _write_scan(result, overrides.language or "en", matrix=matrix, opts=opts)
+    sys.exit(max((o.exit_code for o in result.outcomes), default=0))
+
+
+def _github_client(need: str, *, signs: bool = True) -> GitHubClient:
+    """The API client from GITHUB_TOKEN and GITHUB_API_URL; `need` says why the command cannot do
+    without a token. `signs`: the command may sign sticky state, so a weak key stops it first."""
+    from reviewer.source.github import GitHubClient, github_timeout
+
+    token = os.environ.get("GITHUB_TOKEN", "").strip()
+    if not token:
+        raise UsageError(f"GITHUB_TOKEN is not set: {need}")
+    if signs:
+        from reviewer.state import check_state_key
+
+        check_state_key(os.environ)
+    return GitHubClient(
+        token,
+        os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com",
+        timeout=github_timeout(os.environ),
+    )
+
+
+def _split_labels(labels: tuple[str, ...]) -> tuple[str, ...]:
+    """`--labels` is repeatable and each may also be a comma-separated list."""
+    return tuple(part.strip() for raw in labels for part in raw.split(",") if part.strip())
+
+
+def _write_scan(result: ScanResult, language: str, *, matrix: bool, opts: Mapping[str, Any]) -> None:
+    """With --matrix, stdout is the matrix alone (a workflow reads it), so the summary goes to stdout
+    only when `--summary` names a file."""
+    from reviewer.render import Renderer
+    from reviewer.run import write_text
+    from reviewer.scan import scan_json, summary
+
+    renderer = Renderer(language=language)
     write_text(opts["json_path"], scan_json(result))
     if matrix:
         click.echo(result.matrix_json())
         write_text(opts["summary_path"] if opts["summary_path"] != "-" else None, summary(result, renderer))
     else:
         write_text(opts["summary_path"], summary(result, renderer))
-    sys.exit(max((o.exit_code for o in result.outcomes), default=0))
 
 
 def parse_pr_target(target: str) -> tuple[str, int]:
@@ -386,19 +395,9 @@ def dismissed(target: str) -> None:
     API key) in the environment."""
     from reviewer.memory import ignore_lines
     from reviewer.pull import find_prior, list_comments
-    from reviewer.source.github import GitHubClient, github_timeout
 
     repo, number = parse_pr_target(target)
-    token = os.environ.get("GITHUB_TOKEN", "").strip()
-    if not token:
-        raise UsageError(
-            "GITHUB_TOKEN is not set: `imreview dismissed` reads the PR's comment through the API"
-        )
-    client = GitHubClient(
-        token,
-        os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com",
-        timeout=github_timeout(os.environ),
-    )
+    client = _github_client("`imreview dismissed` reads the PR's comment through the API", signs=False)
     state = find_prior(client, repo, number, list_comments(client, repo, number)).state
     if state is None:
         raise UsageError(

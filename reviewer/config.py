@@ -317,7 +317,12 @@ class _IgnoreList:
         if len(chosen) != 1:
             raise _Invalid(f"{where}: give exactly one of rule, path, fingerprint", (index,))
         key = chosen[0]
-        raw = item[key]
+        return IgnoreRule(reason=reason.strip(), **{key: self._selector(key, item[key], where, index)})
+
+    @staticmethod
+    def _selector(key: str, raw: object, where: str, index: int) -> str:
+        """The selector's text, checked for its kind: an entry that can never match would silently
+        ignore nothing."""
         text = raw.strip() if isinstance(raw, str) else ""
         patterns = {"rule": RULE_ID, "fingerprint": FINGERPRINT}
         if not text or (key in patterns and not patterns[key].fullmatch(text)):
@@ -328,7 +333,7 @@ class _IgnoreList:
                 _GLOB_ITEM.check(text)
             except _Invalid as exc:
                 raise _Invalid(f"{where}: {exc.message}", (index, key)) from None
-        return IgnoreRule(reason=reason.strip(), **{key: text})
+        return text
 
     def parse(self, raw: str) -> object:
         raise _Invalid("`ignore` is set in the config file only")

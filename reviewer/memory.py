@@ -24,7 +24,7 @@ from reviewer.errors import GitHubError
 from reviewer.events import is_bot
 from reviewer.report import Dismissal, DismissalHow
 from reviewer.review import Analysis
-from reviewer.source.threads import Thread, read_threads, trusted_logins
+from reviewer.source.threads import Thread, ThreadReply, read_threads, trusted_logins
 from reviewer.state import StickyState
 
 if TYPE_CHECKING:
@@ -67,25 +67,29 @@ def claims(threads: Sequence[Thread], *, ours: str, allowed: Collection[str]) ->
         fid = finding_of(thread, ours=ours)
         if fid is None:
             continue
-        for reply in thread.replies:
-            command = parse_command(reply.body)
-            if (
-                command is not None
-                and command.verb == "ignore"
-                and command.finding_id in ("", fid)
-                and reply.association.upper() in wanted
-                and reply.author
-                and not is_bot(reply.author, "")
-            ):
-                out.append(Claim(fid, reply.author, "command", True))
-        if thread.resolved and thread.resolved_by and not is_bot(thread.resolved_by, ""):
+        out += [Claim(fid, r.author, "command", True) for r in thread.replies if _ignores(r, fid, wanted)]
+        if thread.resolved and _human(thread.resolved_by):
             out.append(Claim(fid, thread.resolved_by, "resolved", False))
-        out += [
-            Claim(fid, login, "reaction", False)
-            for login in thread.thumbs_down
-            if login and not is_bot(login, "")
-        ]
+        out += [Claim(fid, login, "reaction", False) for login in thread.thumbs_down if _human(login)]
     return out
+
+
+def _ignores(reply: ThreadReply, finding_id: str, wanted: Collection[str]) -> bool:
+    """A reply dismisses the thread's finding when it is `/imreview ignore` (bare, or naming this
+    finding) from a person whose association the config trusts."""
+    command = parse_command(reply.body)
+    return (
+        command is not None
+        and command.verb == "ignore"
+        and command.finding_id in ("", finding_id)
+        and reply.association.upper() in wanted
+        and _human(reply.author)
+    )
+
+
+def _human(login: str) -> bool:
+    """A bot's dismissal never counts, and "" is a deleted account: nobody to credit."""
+    return bool(login) and not is_bot(login, "")
 
 
 def thread_dismissals(

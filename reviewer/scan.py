@@ -129,71 +129,134 @@ def scan(
     scratch: Path | None = None,
 ) -> ScanResult:
     """Triage every open PR, then review (or plan a matrix of) those that need it."""
-    job = settings.job
+    setup = _setup(client, settings, scratch)
+    listed = _listed(client, settings)
+    stale = _stale(client, settings, setup, listed.passed)
+    run = Budget(Limits.shared_by_run(setup.config.limits))  # the parent of every PR's budget
+    if settings.plan_only:
+        last = _planned(stale.passed, settings.limit)
+    else:
+        last = _reviewed(client, settings, setup, stale.passed, run, warn=warn, notices=notices)
+    rows = {r.number: r for r in (*listed.rows, *stale.rows, *last.rows)}
+    spent = run.spent().cost_usd
+    return ScanResult(
+        repo=settings.repo,
+        rows=tuple(sorted(rows.values(), key=lambda r: _ROW_ORDER[r.status])),
+        matrix=tuple(p.number for p in last.passed),
+        cost_usd=round(spent, 6) if spent is not None else None,
+        seconds=round(run.elapsed(), 1),
+        cost_limit=setup.config.limits.cost_usd,
+        seconds_limit=setup.config.limits.seconds,
+    )
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What every PR of the run is judged and reviewed with: one config and one set of templates,
+    hence one config digest."""
+
+    job: PullJob
+    config: Config
+    renderer: Renderer
+    digest: str
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """One stage of the run: the rows of the PRs it settled, and the PRs it passes on (to the next
+    stage; from the plan stage, the matrix)."""
+
+    rows: tuple[ScanRow, ...]
+    passed: tuple[PullInfo, ...]
+
+
+def _row(pull: PullInfo, status: Status, reason: str = "", outcome: PrOutcome | None = None) -> ScanRow:
+    return ScanRow(pull.number, pull.title, pull.url, status, reason, outcome)
+
+
+def _setup(client: GitHubClient, settings: ScanSettings, scratch: Path | None) -> _Setup:
+    """Config and templates read once, so that no PR is judged with another config than the rest."""
     config = _run_config(client, settings)
     renderer, templates = _run_renderer(client, settings, config, scratch)
-    job = dataclasses.replace(job, config=config, templates=templates)
-    digest = config_hash(config, renderer.templates_digest())
+    job = dataclasses.replace(settings.job, config=config, templates=templates)
+    return _Setup(job, config, renderer, config_hash(config, renderer.templates_digest()))
 
-    rows: dict[int, ScanRow] = {}
+
+def _listed(client: GitHubClient, settings: ScanSettings) -> _Stage:
+    """The open PRs, with drafts, bots and unlabelled PRs skipped from the listing alone."""
+    rows: list[ScanRow] = []
     candidates: list[PullInfo] = []
     for pull in client.open_pull_list(settings.repo):
         reason = _triage(pull, settings)
         if reason:
-            rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "skipped", reason)
+            rows.append(_row(pull, "skipped", reason))
         else:
             candidates.append(pull)
+    return _Stage(tuple(rows), tuple(candidates))
 
-    states, listed_all = _sticky_states(client, settings.repo, candidates) if candidates else ({}, True)
+
+def _stale(client: GitHubClient, settings: ScanSettings, setup: _Setup, pulls: Sequence[PullInfo]) -> _Stage:
+    """The PRs whose sticky state says they need a review: not this head with this config already,
+    and not past the per-PR cost cap."""
+    states, listed_all = _sticky_states(client, settings.repo, pulls) if pulls else ({}, True)
+    rows: list[ScanRow] = []
     to_review: list[PullInfo] = []
-    cap = job.max_pr_cost_usd
-    for pull in candidates:
+    cap = setup.job.max_pr_cost_usd
+    for pull in pulls:
         state = states.get(pull.number)
         if state is None and not listed_all and settings.plan_only and len(to_review) < settings.limit:
             state = _own_state(client, settings.repo, pull.number)
-        if is_same_review(state, head_sha=pull.head_sha, config_digest=digest):
-            rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "skipped", "already_reviewed")
+        if is_same_review(state, head_sha=pull.head_sha, config_digest=setup.digest):
+            rows.append(_row(pull, "skipped", "already_reviewed"))
         elif cap > 0 and state is not None and (state.total_cost_usd or 0.0) >= cap:
-            rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "skipped", "pr_cost_cap")
+            rows.append(_row(pull, "skipped", "pr_cost_cap"))
         else:
             to_review.append(pull)
+    return _Stage(tuple(rows), tuple(to_review))
 
-    run = Budget(Limits.shared_by_run(config.limits))  # the parent of every PR's budget
-    matrix: list[int] = []
-    if settings.plan_only:
-        cap = min(max(settings.limit, 0), MATRIX_MAX)
-        for pull in to_review:
-            if len(matrix) < cap:
-                matrix.append(pull.number)
-                rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "planned", "matrix")
-            else:
-                over = "matrix_cap" if len(matrix) >= MATRIX_MAX else "over_limit"
-                rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "deferred", over)
-    else:
-        price = _price(config, warn)
-        reviewed = 0
-        longest_pr = 0.0
-        for pull in to_review:
-            if reviewed >= settings.limit:
-                rows[pull.number] = ScanRow(pull.number, pull.title, pull.url, "deferred", "over_limit")
-                continue
-            started = run.elapsed()
-            row = _review_one(client, job, pull, run, longest_pr, price, renderer, warn, notices)
-            longest_pr = max(longest_pr, run.elapsed() - started)
-            if row.status == "reviewed":
-                reviewed += 1
-            rows[pull.number] = row
-    ordered = sorted(rows.values(), key=lambda r: _ROW_ORDER[r.status])
-    spent = run.spent().cost_usd
-    return ScanResult(
-        repo=settings.repo,
-        rows=tuple(ordered),
-        matrix=tuple(matrix),
-        cost_usd=round(spent, 6) if spent is not None else None,
-        seconds=round(run.elapsed(), 1),
-        cost_limit=config.limits.cost_usd,
-        seconds_limit=config.limits.seconds,
-    )
+
+def _planned(pulls: Sequence[PullInfo], limit: int) -> _Stage:
+    """The fan-out: the first `limit` PRs (at most `MATRIX_MAX`) pass on as the matrix."""
+    cap = min(max(limit, 0), MATRIX_MAX)
+    rows: list[ScanRow] = []
+    matrix: list[PullInfo] = []
+    for pull in pulls:
+        if len(matrix) < cap:
+            matrix.append(pull)
+            rows.append(_row(pull, "planned", "matrix"))
+        else:
+            over = "matrix_cap" if len(matrix) >= MATRIX_MAX else "over_limit"
+            rows.append(_row(pull, "deferred", over))
+    return _Stage(tuple(rows), tuple(matrix))
+
+
+def _reviewed(
+    client: GitHubClient,
+    settings: ScanSettings,
+    setup: _Setup,
+    pulls: Sequence[PullInfo],
+    run: Budget,
+    *,
+    warn: Callable[[str], None],
+    notices: TextIO | None,
+) -> _Stage:
+    """Each PR reviewed in turn inside the run's budget; only reviews done count towards `limit`.
+    The longest PR so far is how much time the next one is assumed to need."""
+    price = _price(setup.config, warn)
+    rows: list[ScanRow] = []
+    reviewed = 0
+    longest_pr = 0.0
+    for pull in pulls:
+        if reviewed >= settings.limit:
+            rows.append(_row(pull, "deferred", "over_limit"))
+            continue
+        started = run.elapsed()
+        row = _review_one(client, setup.job, pull, run, longest_pr, price, setup.renderer, warn, notices)
+        longest_pr = max(longest_pr, run.elapsed() - started)
+        if row.status == "reviewed":
+            reviewed += 1
+        rows.append(row)
+    return _Stage(tuple(rows), ())
 
 
 def scan_json(result: ScanResult) -> str:
@@ -316,20 +379,11 @@ def _review_one(
     warn: Callable[[str], None],
     notices: TextIO | None,
 ) -> ScanRow:
-
-    def admit(change: Change, config: Config) -> str:
-        early = _early_deferral(run, longest_pr, config, price)
-        if early:
-            return early
-        needed = planned_cost(change, config, renderer=run_renderer)
-        if needed is not None and needed > run.left().cost_usd:
-            return "budget"
-        return ""
-
+    """One PR's review as a child of the run's budget; whatever goes wrong in it is its row."""
     if job.config is not None:
         early = _early_deferral(run, longest_pr, job.config, price)
         if early:
-            return ScanRow(pull.number, pull.title, pull.url, "deferred", early)
+            return _row(pull, "deferred", early)
     client.wait_within(run.seconds_left())
     before = run.spent().cost_usd
 
@@ -348,16 +402,16 @@ def _review_one(
             warn=warn,
             notices=notices,
             parent=run,
-            admit=admit,
+            admit=_Admission(run, longest_pr, price, run_renderer),
         )
     except Retryable as exc:
         warn(f"imreview: #{pull.number} deferred: {exc}")
-        return ScanRow(pull.number, pull.title, pull.url, "deferred", "rate_limited")
+        return _row(pull, "deferred", "rate_limited")
     except GitHubError as exc:
         outcome = dataclasses.replace(
             unreadable(pull.number, exc, renderer, on_error=on_error), cost_usd=spent()
         )
-        return ScanRow(pull.number, pull.title, pull.url, "failed", "unreadable", outcome)
+        return _row(pull, "failed", "unreadable", outcome)
     except UsageError:
         raise
     except Exception as exc:  # unexpected, in one PR: the scan goes on with the others
@@ -365,12 +419,37 @@ def _review_one(
         outcome = dataclasses.replace(
             crashed(pull.number, exc, renderer, on_error=on_error), cost_usd=spent()
         )
-        return ScanRow(pull.number, pull.title, pull.url, "failed", "failed", outcome)
+        return _row(pull, "failed", "failed", outcome)
+    return _outcome_row(pull, outcome)
+
+
+@dataclass(frozen=True)
+class _Admission:
+    """`review_pull`'s `admit`: once a PR's change and config are known, whether the run can still
+    pay for its planned cost; a reason to defer it, or "" to go on."""
+
+    run: Budget
+    longest_pr: float
+    price: Price | None
+    renderer: Renderer
+
+    def __call__(self, change: Change, config: Config) -> str:
+        early = _early_deferral(self.run, self.longest_pr, config, self.price)
+        if early:
+            return early
+        needed = planned_cost(change, config, renderer=self.renderer)
+        if needed is not None and needed > self.run.left().cost_usd:
+            return "budget"
+        return ""
+
+
+def _outcome_row(pull: PullInfo, outcome: PrOutcome) -> ScanRow:
+    """A review that ended without a report was skipped, or deferred when the run ran short."""
     if outcome.report is not None:
-        return ScanRow(pull.number, pull.title, pull.url, "reviewed", "", outcome)
+        return _row(pull, "reviewed", "", outcome)
     if outcome.reason in DEFER_REASONS:
-        return ScanRow(pull.number, pull.title, pull.url, "deferred", outcome.reason)
-    return ScanRow(pull.number, pull.title, pull.url, "skipped", outcome.reason, outcome)
+        return _row(pull, "deferred", outcome.reason)
+    return _row(pull, "skipped", outcome.reason, outcome)
 
 
 DEFER_REASONS = frozenset({"budget", "seconds", "rate_limited"})

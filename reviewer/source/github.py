@@ -480,39 +480,19 @@ class GitHubClient:
     def _blob_query(
         self, repo: str, owner: str, name: str, chunk: Sequence[tuple[str, str]], *, ci_sha: str | None
     ) -> CiRead | None:
-        declared = "".join(f", $e{i}: String!" for i in range(len(chunk)))
-        fields = [f"f{i}: object(expression: $e{i}) {{ {_BLOB_FIELDS} }}" for i in range(len(chunk))]
-        variables: dict[str, Any] = {"owner": owner, "name": name}
-        variables.update({f"e{i}": f"{ref}:{path}" for i, (ref, path) in enumerate(chunk)})
-        if ci_sha is not None:
-            declared += ", $ci: String!"
-            fields.append(f"ci: object(expression: $ci) {{ {_ROLLUP_FIELDS} }}")
-            variables["ci"] = ci_sha
-        query = (
-            f"query($owner: String!, $name: String!{declared}) "
-            f"{{ repository(owner: $owner, name: $name) {{ {' '.join(fields)} }} }}"
-        )
         what = f"read {len(chunk)} files{' and the CI state' if ci_sha else ''} of {repo} through GraphQL"
         with _translated(what):
             _, data = self._gh.requester.requestJsonAndCheck(
-                "POST", self._gh.requester.graphql_url, input={"query": query, "variables": variables}
+                "POST", self._gh.requester.graphql_url, input=_blob_request(owner, name, chunk, ci_sha)
             )
-        answer = data if isinstance(data, dict) else {}
-        errors = [e for e in answer.get("errors") or () if isinstance(e, dict)]
-        ci_errors = [e for e in errors if list(e.get("path") or ())[:2] == ["repository", "ci"]]
-        others = [e for e in errors if e not in ci_errors]
-        found = (answer.get("data") or {}).get("repository")
-        if others or not isinstance(found, dict):
-            reason = "; ".join(str(e.get("message") or e.get("type") or "") for e in others)
-            status = 404 if any(e.get("type") == "NOT_FOUND" for e in others) else None
-            raise GitHubError(f"{what}: {reason or 'no repository in the answer'}", status)
+        found, ci_failed = _graphql_repository(data, what)
         for i, (ref, path) in enumerate(chunk):
             node = found.get(f"f{i}")
             if not (isinstance(node, dict) and node.get("isTruncated")):  # cut: the contents API reads it
                 self._texts[(repo, ref, path)] = _blob_text(node)
         if ci_sha is None:
             return None
-        return CiRead(None, None) if ci_errors else _rollup(found.get("ci"))
+        return CiRead(None, None) if ci_failed else _rollup(found.get("ci"))
 
     def tree_paths(self, repo: str, sha: str) -> list[str]:
         """Every file path of the commit `sha`, in one request (the recursive tree; GitHub cuts a
@@ -680,6 +660,46 @@ def _owner_name(repo: str) -> tuple[str, str]:
     return owner, name
 
 
+def _blob_request(
+    owner: str, name: str, chunk: Sequence[tuple[str, str]], ci_sha: str | None
+) -> dict[str, Any]:
+    """The GraphQL request body: one aliased `object` field per file (`f0`, `f1`, …), plus `ci` for
+    the commit's rollup when `ci_sha` is given; every value is a variable, never spliced in."""
+    declared = "".join(f", $e{i}: String!" for i in range(len(chunk)))
+    fields = [f"f{i}: object(expression: $e{i}) {{ {_BLOB_FIELDS} }}" for i in range(len(chunk))]
+    variables: dict[str, Any] = {"owner": owner, "name": name}
+    variables.update({f"e{i}": f"{ref}:{path}" for i, (ref, path) in enumerate(chunk)})
+    if ci_sha is not None:
+        declared += ", $ci: String!"
+        fields.append(f"ci: object(expression: $ci) {{ {_ROLLUP_FIELDS} }}")
+        variables["ci"] = ci_sha
+    query = (
+        f"query($owner: String!, $name: String!{declared}) "
+        f"{{ repository(owner: $owner, name: $name) {{ {' '.join(fields)} }} }}"
+    )
+    return {"query": query, "variables": variables}
+
+
+def _graphql_repository(data: Any, what: str) -> tuple[dict[str, Any], bool]:
+    """The answer's `repository`, and whether the CI part failed: an error under `ci` only loses the
+    CI state, any other error loses the read."""
+    answer = data if isinstance(data, dict) else {}
+    errors = [e for e in answer.get("errors") or () if isinstance(e, dict)]
+    ci_errors = [e for e in errors if list(e.get("path") or ())[:2] == ["repository", "ci"]]
+    others = [e for e in errors if e not in ci_errors]
+    found = (answer.get("data") or {}).get("repository")
+    if others or not isinstance(found, dict):
+        raise _graphql_error(others, what)
+    return found, bool(ci_errors)
+
+
+def _graphql_error(errors: Sequence[dict[str, Any]], what: str) -> GitHubError:
+    """GitHub's messages joined; a NOT_FOUND error carries status 404, as the REST answer would."""
+    reason = "; ".join(str(e.get("message") or e.get("type") or "") for e in errors)
+    status = 404 if any(e.get("type") == "NOT_FOUND" for e in errors) else None
+    return GitHubError(f"{what}: {reason or 'no repository in the answer'}", status)
+
+
 def _rollup(node: Any) -> CiRead:
     """GitHub's `statusCheckRollup` → the statuses and check runs the REST API lists, with REST's
     lower-case values. A commit with neither has no rollup (null): CI `none`. Over 100 contexts,
@@ -687,27 +707,31 @@ def _rollup(node: Any) -> CiRead:
     rollup = node.get("statusCheckRollup") if isinstance(node, dict) else None
     if not isinstance(rollup, dict):
         return CiRead((), ())
-    contexts: dict[str, Any] = rollup["contexts"] if isinstance(rollup.get("contexts"), dict) else {}
-    statuses: list[CommitStatus] = []
-    runs: list[CheckRunInfo] = []
-    for item in contexts.get("nodes") or ():
-        if not isinstance(item, dict):
-            continue
-        if item.get("__typename") == "StatusContext":
-            state = str(item.get("state") or "").lower()
-            statuses.append(CommitStatus(str(item.get("context") or ""), state))
-        elif item.get("__typename") == "CheckRun":
-            conclusion = item.get("conclusion")
-            runs.append(
-                CheckRunInfo(
-                    name=str(item.get("name") or ""),
-                    status=str(item.get("status") or "").lower(),
-                    conclusion=str(conclusion).lower() if conclusion else None,
-                    details_url=str(item.get("detailsUrl") or ""),
-                )
-            )
-    page: dict[str, Any] = contexts["pageInfo"] if isinstance(contexts.get("pageInfo"), dict) else {}
-    return CiRead(tuple(statuses), tuple(runs), complete=not page.get("hasNextPage"))
+    contexts = _mapping(rollup.get("contexts"))
+    items = [item for item in contexts.get("nodes") or () if isinstance(item, dict)]
+    statuses = tuple(_commit_status(i) for i in items if i.get("__typename") == "StatusContext")
+    runs = tuple(_check_run(i) for i in items if i.get("__typename") == "CheckRun")
+    page = _mapping(contexts.get("pageInfo"))
+    return CiRead(statuses, runs, complete=not page.get("hasNextPage"))
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """A GraphQL object, or {} for null or anything unexpected."""
+    return value if isinstance(value, dict) else {}
+
+
+def _commit_status(item: dict[str, Any]) -> CommitStatus:
+    return CommitStatus(str(item.get("context") or ""), str(item.get("state") or "").lower())
+
+
+def _check_run(item: dict[str, Any]) -> CheckRunInfo:
+    conclusion = item.get("conclusion")
+    return CheckRunInfo(
+        name=str(item.get("name") or ""),
+        status=str(item.get("status") or "").lower(),
+        conclusion=str(conclusion).lower() if conclusion else None,
+        details_url=str(item.get("detailsUrl") or ""),
+    )
 
 
 def _blob_text(node: Any) -> str | None:
@@ -782,18 +806,8 @@ def ci_state(
     `failure`; otherwise an unreadable part (or more than one page: not `complete`) makes it
     `unknown`; nothing at all is `none`.
     """
-    checks: list[CheckResult] = []
-    outcomes: set[str] = set()
-    for status in statuses or ():
-        checks.append(CheckResult(status.context, status.state))
-        outcomes.add(_outcome(status.state))
-    own = re.compile(rf"/actions/runs/{re.escape(run_id)}(?![0-9])") if run_id else None
-    for run in runs or ():
-        if own is not None and own.search(run.details_url):
-            continue
-        done = run.status == "completed"
-        checks.append(CheckResult(run.name, run.conclusion if done else run.status))
-        outcomes.add(_outcome(run.conclusion) if done else "pending")
+    read = _check_outcomes(statuses or (), runs or (), run_id)
+    outcomes = {outcome for _, outcome in read}
     if "failed" in outcomes:
         state = "failure"
     elif statuses is None or runs is None or not complete:
@@ -802,7 +816,23 @@ def ci_state(
         state = "pending"
     else:
         state = "success" if outcomes else "none"
-    return CiState(state=state, checks=tuple(checks))
+    return CiState(state=state, checks=tuple(check for check, _ in read))
+
+
+def _check_outcomes(
+    statuses: Sequence[CommitStatus], runs: Sequence[CheckRunInfo], run_id: str | None
+) -> list[tuple[CheckResult, str]]:
+    """Each check as the report lists it, with its outcome (failed, ok or pending); statuses first.
+    Our own run is still in progress while it asks, so it is left out."""
+    read = [(CheckResult(s.context, s.state), _outcome(s.state)) for s in statuses]
+    own = re.compile(rf"/actions/runs/{re.escape(run_id)}(?![0-9])") if run_id else None
+    for run in runs:
+        if own is not None and own.search(run.details_url):
+            continue
+        done = run.status == "completed"
+        check = CheckResult(run.name, run.conclusion if done else run.status)
+        read.append((check, _outcome(run.conclusion) if done else "pending"))
+    return read
 
 
 def _outcome(conclusion: str | None) -> str:
