@@ -1391,10 +1391,7 @@ def coverage(
     `unsent_reason`, else `default_unsent`. With mixed reasons, a run-wide cause (no_model,
     no_credentials, model_error) is named first, then `context_window`. `carried` hunks were
     reviewed by an earlier run and are unchanged since (an incremental review): covered."""
-    known = {u.id for u in plan.units}
-    unknown = sorted(set(reviewed_units) - known) + sorted(set(unsent_reason or {}) - known)
-    if unknown:
-        raise ValueError(f"coverage: unit ids {unknown} are not in the plan (it has {len(known)} units)")
+    _check_unit_ids(plan, reviewed_units, unsent_reason or {})
     lines = _LineLedger(files)
     for u in plan.units:
         done = u.id in reviewed_units
@@ -1427,6 +1424,14 @@ def coverage(
         lines_changed=sum(f.additions + f.deletions for f in files),
         lines_reviewed=lines_reviewed,
     )
+
+
+def _check_unit_ids(plan: Plan, reviewed_units: Collection[int], unsent_reason: Mapping[int, str]) -> None:
+    """A unit id the plan does not have means the caller mixed up plans: fail, never guess."""
+    known = {u.id for u in plan.units}
+    unknown = sorted(set(reviewed_units) - known) + sorted(set(unsent_reason) - known)
+    if unknown:
+        raise ValueError(f"coverage: unit ids {unknown} are not in the plan (it has {len(known)} units)")
 
 
 @dataclass(frozen=True)
