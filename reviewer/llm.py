@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from reviewer import model_facts
-from reviewer.budget import Budget
+from reviewer.budget import Budget, Reservation
 from reviewer.config import Config
 from reviewer.errors import (
     AnswerUnparsed,
@@ -179,6 +179,37 @@ class _ModelFailed(Exception):
         self.cause = cause
         self.config = config
         super().__init__(str(cause))
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A request once its worst case is held in the budget: what settling it needs."""
+
+    reservation: Reservation
+    max_tokens: int
+    local_estimate: int
+    input_estimate: int
+    price: tuple[float, float] | None
+    timeout: float
+    capped: bool
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What litellm answered: the raw response (for its usage) and its first choice."""
+
+    response: Any
+    choice: Any
+    text: str
+    finish_reason: Any
+
+    @classmethod
+    def of(cls, response: Any, requests: _RequestCounter) -> _Answer:
+        """Raises ModelError for no response: inside the send's `try`, so it is settled as a failure."""
+        if response is None:  # litellm re-sent after an error it handles itself, then gave up
+            raise ModelError(f"no answer: litellm gave up after {requests.sent} requests")
+        choice = response.choices[0]
+        return cls(response, choice, choice.message.content or "", choice.finish_reason)
 
 
 class ModelClient:
@@ -387,42 +418,69 @@ class ModelClient:
                 failures.append(failed)
                 continue
             completions.append(first)
-            try:
-                value = parse(first.text)
-            except ValueError as error:
-                if first.finish_reason == "length":
-                    return self._retry_cut(
-                        model, messages, first, parse, response_schema, completions, repair_prompt
-                    )
-                return self._repair(
-                    model,
-                    messages,
-                    first,
-                    error,
-                    parse,
-                    response_schema,
-                    completions,
-                    repair_prompt,
-                    max_tokens=max_tokens,
-                )
-            if continuation is not None and continuation.missing(value):
-                value = self._continue(
-                    model,
-                    messages,
-                    first,
-                    value,
-                    parse,
-                    continuation,
-                    response_schema,
-                    completions,
-                    max_tokens=max_tokens,
-                )
-            return value, completions
+            return self._followed_up(
+                model,
+                messages,
+                first,
+                parse,
+                response_schema,
+                completions,
+                repair_prompt,
+                max_tokens,
+                continuation,
+            )
         last = failures[-1].cause
         message = f"model call failed for {', '.join(self.models)}; last error: {_short(last)}"
         if all(failed.config for failed in failures):
             raise ModelConfigError(message) from last
         raise ModelError(message) from last
+
+    def _followed_up(
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        first: Completion,
+        parse: Callable[[str], T],
+        response_schema: Mapping[str, Any] | None,
+        completions: list[Completion],
+        repair_prompt: Callable[[str, str], str] | None,
+        max_tokens: int | None,
+        continuation: Continuation[T] | None,
+    ) -> tuple[T, list[Completion]]:
+        """The first answer a model gave, as `complete_json` returns it: a cut one that did not
+        parse asked again with more room, any other repaired once, a parsed but incomplete one
+        continued when a `continuation` says what is missing."""
+        try:
+            value = parse(first.text)
+        except ValueError as error:
+            if first.finish_reason == "length":
+                return self._retry_cut(
+                    model, messages, first, parse, response_schema, completions, repair_prompt
+                )
+            return self._repair(
+                model,
+                messages,
+                first,
+                error,
+                parse,
+                response_schema,
+                completions,
+                repair_prompt,
+                max_tokens=max_tokens,
+            )
+        if continuation is not None and continuation.missing(value):
+            value = self._continue(
+                model,
+                messages,
+                first,
+                value,
+                parse,
+                continuation,
+                response_schema,
+                completions,
+                max_tokens=max_tokens,
+            )
+        return value, completions
 
     def _repair(
         self,
@@ -619,12 +677,37 @@ class ModelClient:
         litellm = _litellm()
         messages = alternating(messages)
         api_key = self._api_key(model)
-        max_tokens = self._max_tokens(model, requested_max_tokens)
+        max_tokens = self._call_max_tokens(model, requested_max_tokens, answer_tokens)
+        call = self._reserve(model, messages, phase, response_schema, max_tokens)
+        requests = _RequestCounter()
+        kwargs = self._request(model, messages, call, requests, api_key, response_schema)
+        try:
+            answer = _Answer.of(litellm.completion(**kwargs), requests)
+        except Exception as error:
+            raise self._failed(litellm, model, error, call, requests) from error
+        return self._settled(model, answer, call, requests)
+
+    def _call_max_tokens(self, model: str, requested: int | None, answer_tokens: int | None) -> int:
+        """The answer this request reserves: a cut answer's retry (`answer_tokens`) may pass the
+        per-call cap; BudgetExhausted when what is left cannot hold a useful answer."""
+        max_tokens = self._max_tokens(model, requested)
         if answer_tokens is not None:
             max_tokens = min(answer_tokens, self._answer_room(model))
         if max_tokens < min(MIN_USEFUL_MAX_TOKENS, self.config.max_output_tokens_per_call):
             self.budget.mark_exhausted()
             raise BudgetExhausted("output_tokens", f"only {max_tokens} output tokens left for a call")
+        return max_tokens
+
+    def _reserve(
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        phase: str,
+        response_schema: Mapping[str, Any] | None,
+        max_tokens: int,
+    ) -> _Call:
+        """Hold the request's worst case in the budget before it is sent, counted as the calibrated
+        local estimate, and the timeout that still fits the seconds left."""
         local_estimate = self._count_local(model, messages, response_schema)
         input_estimate = self.calibration(model).apply(local_estimate)
         price = self.price(model)
@@ -639,12 +722,24 @@ class ModelClient:
             local_input_tokens=local_estimate,
         )
         timeout, capped = self._timeout(max_tokens, input_estimate)
-        requests = _RequestCounter()
+        return _Call(reservation, max_tokens, local_estimate, input_estimate, price, timeout, capped)
+
+    def _request(
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        call: _Call,
+        requests: _RequestCounter,
+        api_key: str | None,
+        response_schema: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """litellm's arguments: its own retries off (ours wait within the seconds budget), every
+        request it sends counted, the schema only to a model that takes it."""
         kwargs: dict[str, Any] = {
             "model": model,
             "messages": messages,
-            "max_tokens": max_tokens,
-            "timeout": timeout,
+            "max_tokens": call.max_tokens,
+            "timeout": call.timeout,
             "temperature": 0,
             "num_retries": 0,
             "max_retries": 0,
@@ -660,43 +755,46 @@ class ModelClient:
                 "type": "json_schema",
                 "json_schema": {"name": "imreview_answer", "schema": dict(response_schema)},
             }
-        try:
-            response = litellm.completion(**kwargs)
-            if response is None:  # litellm re-sent after an error it handles itself, then gave up
-                raise ModelError(f"no answer: litellm gave up after {requests.sent} requests")
-            choice = response.choices[0]
-            text = choice.message.content or ""
-            finish_reason = choice.finish_reason
-        except Exception as error:
-            if requests.sent == 0 and _NO_CREDENTIALS.search(str(error)):
-                self.budget.cancel(reservation)
-                raise _ModelFailed(
-                    ModelConfigError(f"no credentials for {model}: {_short(error)}"), config=True
-                ) from error
-            self._sent_here(max(requests.sent, 1))
-            if isinstance(error, litellm.ContextWindowExceededError):
-                self.budget.settle(
-                    reservation, input_tokens=0, output_tokens=0, cost_usd=0.0, calls=max(requests.sent, 1)
-                )
-                raise self._context_exceeded(model, error, input_estimate + max_tokens) from error
-            timed_out = isinstance(error, litellm.Timeout)
-            spent_input = input_estimate if timed_out else 0
+        return kwargs
+
+    def _failed(
+        self, litellm: ModuleType, model: str, error: Exception, call: _Call, requests: _RequestCounter
+    ) -> Exception:
+        """Settle a request that brought no answer and say what to raise: a request never sent for
+        want of credentials costs nothing; a refusal as too long costs nothing and teaches the
+        window; a timeout is charged its prompt (the server read it) and may be retried."""
+        if requests.sent == 0 and _NO_CREDENTIALS.search(str(error)):
+            self.budget.cancel(call.reservation)
+            return _ModelFailed(ModelConfigError(f"no credentials for {model}: {_short(error)}"), config=True)
+        self._sent_here(max(requests.sent, 1))
+        if isinstance(error, litellm.ContextWindowExceededError):
             self.budget.settle(
-                reservation,
-                input_tokens=spent_input,
-                output_tokens=0,
-                cost_usd=None if price is None else spent_input * price[0],
-                calls=max(requests.sent, 1),
+                call.reservation, input_tokens=0, output_tokens=0, cost_usd=0.0, calls=max(requests.sent, 1)
             )
-            if timed_out:
-                raise _Retryable(CallTimedOut(timeout, capped=capped), None) from error
-            raise _classify(litellm, error) from error
-        usage = getattr(response, "usage", None)
+            return self._context_exceeded(model, error, call.input_estimate + call.max_tokens)
+        timed_out = isinstance(error, litellm.Timeout)
+        spent_input = call.input_estimate if timed_out else 0
+        self.budget.settle(
+            call.reservation,
+            input_tokens=spent_input,
+            output_tokens=0,
+            cost_usd=None if call.price is None else spent_input * call.price[0],
+            calls=max(requests.sent, 1),
+        )
+        if timed_out:
+            return _Retryable(CallTimedOut(call.timeout, capped=call.capped), None)
+        return _classify(litellm, error)
+
+    def _settled(self, model: str, answer: _Answer, call: _Call, requests: _RequestCounter) -> Completion:
+        """Charge an answered request: the provider's prompt count (which calibrates the stand-in
+        count), and output tokens as reported unless the answer's own count disagrees."""
+        usage = getattr(answer.response, "usage", None)
         reported_input = getattr(usage, "prompt_tokens", None)
-        input_tokens = int(reported_input or input_estimate)
-        self._calibrate(model, local_estimate, int(reported_input) if reported_input else None)
+        input_tokens = int(reported_input or call.input_estimate)
+        self._calibrate(model, call.local_estimate, int(reported_input) if reported_input else None)
+        text = answer.text
         output_tokens, trusted = _output_tokens(
-            usage, lambda extra: self._count(model, text=text + extra), choice.message
+            usage, lambda extra: self._count(model, text=text + extra), answer.choice.message
         )
         reported = getattr(usage, "completion_tokens", None)
         if not trusted and reported:
@@ -705,9 +803,10 @@ class ModelClient:
                 f"model {model!r} reported {reported} completion tokens for an answer counted locally "
                 f"as {output_tokens}: charged {output_tokens}",
             )
+        price = call.price
         cost = None if price is None else input_tokens * price[0] + output_tokens * price[1]
         self.budget.settle(
-            reservation,
+            call.reservation,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cost_usd=cost,
@@ -720,9 +819,9 @@ class ModelClient:
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cost_usd=cost,
-            finish_reason=finish_reason,
-            max_tokens=max_tokens,
-            input_estimate=input_estimate,
+            finish_reason=answer.finish_reason,
+            max_tokens=call.max_tokens,
+            input_estimate=call.input_estimate,
         )
 
     def _api_key(self, model: str) -> str | None:

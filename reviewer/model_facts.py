@@ -265,24 +265,45 @@ def probe_window(api_base: str, model: str, api_key: str | None = None) -> int |
     None when neither answers; never raises."""
     root = api_base.rstrip("/")
     bare = root[: -len("/v1")] if root.endswith("/v1") else root
-    name = model.split("/", 1)[1] if "/" in model else model
-    models = _get_json(f"{bare}/v1/models", api_key)
+    window = _window_in_models(_get_json(f"{bare}/v1/models", api_key), model)
+    if window is not None:
+        return window
+    return _window_in_props(_get_json(f"{bare}/props", api_key))
+
+
+def _window_in_models(models: Any, model: str) -> int | None:
+    """vLLM-style `/v1/models`: the entry for this model, named with or without its provider
+    prefix, or the only one when the server serves a single model under another name."""
     entries = models.get("data") if isinstance(models, dict) else None
-    if isinstance(entries, list):
-        dicts = [e for e in entries if isinstance(e, dict)]
-        chosen = [e for e in dicts if e.get("id") in (name, model)] or (dicts if len(dicts) == 1 else [])
-        for entry in chosen:
-            for key in ("max_model_len", "context_length", "max_context_length"):
-                value = entry.get(key)
-                if isinstance(value, int) and value > 0:
-                    return value
-    props = _get_json(f"{bare}/props", api_key)
-    if isinstance(props, dict):
-        settings = props.get("default_generation_settings")
-        for value in (settings.get("n_ctx") if isinstance(settings, dict) else None, props.get("n_ctx")):
-            if isinstance(value, int) and value > 0:
-                return value
+    if not isinstance(entries, list):
+        return None
+    name = model.split("/", 1)[1] if "/" in model else model
+    dicts = [e for e in entries if isinstance(e, dict)]
+    chosen = [e for e in dicts if e.get("id") in (name, model)] or (dicts if len(dicts) == 1 else [])
+    for entry in chosen:
+        for key in ("max_model_len", "context_length", "max_context_length"):
+            window = _positive_int(entry.get(key))
+            if window is not None:
+                return window
     return None
+
+
+def _window_in_props(props: Any) -> int | None:
+    """llama.cpp's `/props`: newer servers nest `n_ctx` in the generation settings, older ones put
+    it at the top."""
+    if not isinstance(props, dict):
+        return None
+    settings = props.get("default_generation_settings")
+    for value in (settings.get("n_ctx") if isinstance(settings, dict) else None, props.get("n_ctx")):
+        window = _positive_int(value)
+        if window is not None:
+            return window
+    return None
+
+
+def _positive_int(value: Any) -> int | None:
+    """A server's JSON may hold anything where a window is expected; only a positive int is one."""
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def _get_json(url: str, api_key: str | None) -> Any:

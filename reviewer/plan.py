@@ -264,31 +264,52 @@ def enclosing_context(hunk: Hunk, head_lines: Sequence[str]) -> tuple[tuple[int,
 
     Scope is climbed by indentation: a less-indented line that is not a definition narrows the
     search, and reaching column 0 without a definition means there is no enclosing one."""
+    if not _head_matches(hunk, head_lines):
+        return ()
+    changed = [line.text for line in hunk.lines if line.kind != " " and line.text.strip()]
+    if not changed:
+        return ()
+    start = hunk.new_start + 1 if hunk.new_len == 0 else hunk.new_start
+    found = _definition_line(_scope_candidates(hunk, head_lines, start), min(_indent(t) for t in changed))
+    if found is None:
+        return ()
+    return tuple((k, head_lines[k - 1]) for k in range(found, start))
+
+
+def _head_matches(hunk: Hunk, head_lines: Sequence[str]) -> bool:
+    """The head text is the one the diff was made against: otherwise its line numbers would put
+    someone else's definition above the hunk."""
     for line in hunk.lines:
         if line.kind == "-" or line.new is None:
             continue
         if line.new > len(head_lines) or head_lines[line.new - 1].rstrip() != line.text.rstrip():
-            return ()
-    changed = [line.text for line in hunk.lines if line.kind != " " and line.text.strip()]
-    if not changed:
-        return ()
-    bound = min(_indent(t) for t in changed)
+            return False
+    return True
+
+
+def _scope_candidates(hunk: Hunk, head_lines: Sequence[str], start: int) -> list[tuple[int | None, str]]:
+    """Lines to climb, nearest first: the hunk's own leading context (no file number: a definition
+    there is inside the hunk already), then up to CONTEXT_MAX_LINES file lines above it."""
     first_change = next(i for i, line in enumerate(hunk.lines) if line.kind != " ")
     leading = [line.text for line in hunk.lines[:first_change]]
-    start = hunk.new_start + 1 if hunk.new_len == 0 else hunk.new_start
     above = [(n, head_lines[n - 1]) for n in range(start - 1, max(0, start - 1 - CONTEXT_MAX_LINES), -1)]
-    candidates = [(None, text) for text in reversed(leading)] + above
+    candidates: list[tuple[int | None, str]] = [(None, text) for text in reversed(leading)]
+    return candidates + above
+
+
+def _definition_line(candidates: Sequence[tuple[int | None, str]], bound: int) -> int | None:
+    """The file line of the nearest definition less indented than `bound`, narrowing `bound` at
+    each less-indented line that is not one; None when the scope closes first or the definition is
+    inside the hunk."""
     for n, text in candidates:
         if bound == 0:
-            return ()
+            return None
         if not text.strip() or _indent(text) >= bound:
             continue
         if opens_definition(text):
-            if n is None:
-                return ()
-            return tuple((k, head_lines[k - 1]) for k in range(n, start))
+            return n
         bound = _indent(text)
-    return ()
+    return None
 
 
 SLICE_OVERLAP_LINES = 3
@@ -654,34 +675,128 @@ def make_plan(
     """Filter, rank, and decide for the whole allowance at once which hunks go into which call.
 
     Security-sensitive source first, then by category and added lines per token (PACK_ORDER;
-    deletion-only hunks last), each hunk into the earliest unit with room
-    (units fill close to the per-call limit); a hunk too big for one call is cut at line
-    boundaries into overlapping slices; context back to the enclosing definition shrinks before a
-    hunk is left out; a hunk the budget cannot take whole fills what is left with its first lines,
-    and hunks later in the order only get what is left after that. `unit_tokens` caps a unit's
-    diff text; `overhead(nonce)` is what a request costs
-    without its diff and `measure(nonce, text, context_text)` (when given) counts the finished
-    request, so the plan holds what will be sent. `only` restricts the plan to those hunks
+    deletion-only hunks last), each hunk into the earliest unit with room (units fill close to the
+    per-call limit); a hunk too big for one call is cut at line boundaries into overlapping slices;
+    context back to the enclosing definition shrinks before a hunk is left out; a hunk the budget
+    cannot take whole fills what is left with its first lines, and hunks later in the order only get
+    what is left after that. `unit_tokens` caps a unit's diff text; `overhead(nonce)` is what a
+    request costs without its diff and `measure(nonce, text, context_text)` (when given) counts the
+    finished request, so the plan holds what will be sent. `only` restricts the plan to those hunks
     (re-planning after a context-exceeded answer) and `first_id` numbers its units; `first` hunks
     (what a push changed) are placed before all others, whatever their risk. `read_file(path)`
-    returns the head text (None when unavailable) and is called at most once per file, only for
-    hunks that want context. `context(file, hunk)` gives a hunk's repository context
-    (reviewer.context), ranked; each unit holds what its hunks ask for, up to `context_share` of
-    what it could hold when it opened, so the diff always keeps the rest. With `text_free`, parts
-    carry no text (`UnitPart.text` is empty) and are sized as if it had been written.
+    returns the head text (None when unavailable) and is called at most once per file, only for hunks
+    that want context. `context(file, hunk)` gives a hunk's repository context (reviewer.context),
+    ranked; each unit holds what its hunks ask for, up to `context_share` of what it could hold when
+    it opened, so the diff always keeps the rest. With `text_free`, parts carry no text
+    (`UnitPart.text` is empty) and are sized as if it had been written.
 
-    `deadline` (on the budget's clock: planning's share of `max-seconds`) is looked at before each
-    hunk is counted and before each is packed. Counting (in pack order's token-free prefix, so the
-    least risky hunks are the ones left uncounted) stops at half of it, packing at all of it, each
-    after at least one hunk; every hunk not packed by then is `Unplaced` with reason `time`, and
-    the units packed so far are finished and returned, so the review goes on with what was
-    planned. Repository context is asked for only when every hunk was counted in time (its first
-    call searches the repository for all hunks at once and cannot stop halfway). Every step is
-    linear in the hunks (a full budget is noticed once, `_Packer.full`).
+    `deadline` (planning's share of `max-seconds`) stops counting at half of it (`_count`), packing
+    at all of it (`_Packing`): a hunk not packed by then is `Unplaced` (`time`). Every step is linear.
     """
-    if unit_tokens <= 0:
-        raise ValueError(f"unit_tokens must be a positive number of tokens, got {unit_tokens}")
-    allowance = allowance or Allowance()
+    args = _PlanArgs(
+        unit_tokens=unit_tokens,
+        count_tokens=count_tokens,
+        read_file=read_file,
+        redact=redact,
+        allowance=allowance or Allowance(),
+        nonce=nonce,
+        overhead=overhead,
+        measure=measure,
+        only=only,
+        first=first,
+        first_id=first_id,
+        context=context,
+        context_share=context_share,
+        text_free=text_free,
+        deadline=deadline,
+    )
+    return _plan(args, _triage(files, include, exclude))
+
+
+_Ranked = tuple[float, DiffFile, Hunk]
+"""A hunk with its risk, as the stages of `make_plan` pass it along."""
+
+
+@dataclass(frozen=True)
+class _PlanArgs:
+    """`make_plan`'s arguments, handed whole to its stages and to the diff-only re-plan."""
+
+    unit_tokens: int
+    count_tokens: Callable[[str], int]
+    read_file: Callable[[str], str | None] | None
+    redact: Callable[[str], str]
+    allowance: Allowance
+    nonce: Callable[[int], str]
+    overhead: Callable[[str], int]
+    measure: Callable[[str, str, str], int] | None
+    only: Collection[tuple[str, int]] | None
+    first: Collection[tuple[str, int]]
+    first_id: int
+    context: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None
+    context_share: float
+    text_free: TextFree | None
+    deadline: Deadline | None
+
+    def __post_init__(self) -> None:
+        if self.unit_tokens <= 0:
+            raise ValueError(f"unit_tokens must be a positive number of tokens, got {self.unit_tokens}")
+
+    @property
+    def share(self) -> float:
+        """The context share actually used: none without a context source, never above 90%."""
+        return max(0.0, min(self.context_share, 0.9)) if self.context is not None else 0.0
+
+
+@dataclass(frozen=True)
+class _Triage:
+    """The PR's files sorted by policy before any hunk is looked at."""
+
+    files: Sequence[DiffFile]
+    skipped: tuple[Skip, ...]
+    no_patch: tuple[str, ...]
+    reviewable: tuple[DiffFile, ...]
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """What counting got through before its share of the time ran out: each counted hunk's header
+    and whole part with its tokens, those hunks in pack order, and the hunks never counted."""
+
+    headers: Mapping[str, str]
+    wholes: Mapping[tuple[str, int], tuple[UnitPart, int]]
+    ranked: tuple[_Ranked, ...]
+    uncounted: tuple[_Ranked, ...]
+
+
+def _plan(args: _PlanArgs, triage: _Triage) -> Plan:
+    """`make_plan` once its arguments are gathered: triage, count, pack, finish; then, when the
+    units carry context while some diff goes unsent, the diff before the context."""
+    risks = {(f.path, h.index): hunk_risk(f.path, h) for f in triage.reviewable for h in f.hunks}
+    chosen = [
+        (risks[(f.path, h.index)], f, h)
+        for f in triage.reviewable
+        for h in f.hunks
+        if args.only is None or (f.path, h.index) in args.only
+    ]
+    counted = _count(args, chosen)
+    packing = _Packing(args, counted)
+    unplaced = packing.run()
+    barred = frozenset(x.path for x in unplaced)
+    wanted = packing.wanted.snippets
+    shown = _Context(wanted, args.count_tokens, args.redact, packing.packer.context_frame, barred)
+    units = _finish(packing.packer, args.measure, unplaced, shown, keep_text=args.text_free is None)
+    reviewable, only = triage.reviewable, args.only
+    if args.share and any(u.context_tokens for u in units) and _unsent_lines(units, reviewable, only):
+        # the diff before the context: context is bought only when it displaces no diff
+        diff_only = _plan(dataclasses.replace(args, context=None, context_share=0.0), triage)
+        displaced = _unsent_lines(units, reviewable, only) - _unsent_lines(diff_only.units, reviewable, only)
+        if displaced > 0:
+            return dataclasses.replace(diff_only, context_displaced_lines=displaced)
+    return _assembled(triage, risks, units, unplaced)
+
+
+def _triage(files: Sequence[DiffFile], include: Sequence[str], exclude: Sequence[str]) -> _Triage:
+    """Skipped by policy, listed without a patch, or reviewable: each file is exactly one."""
     skipped: list[Skip] = []
     no_patch: list[str] = []
     reviewable: list[DiffFile] = []
@@ -693,25 +808,33 @@ def make_plan(
             no_patch.append(f.path)
         else:
             reviewable.append(f)
+    return _Triage(files, tuple(skipped), tuple(no_patch), tuple(reviewable))
 
-    risks = {(f.path, h.index): hunk_risk(f.path, h) for f in reviewable for h in f.hunks}
-    chosen = [
-        (risks[(f.path, h.index)], f, h)
-        for f in reviewable
-        for h in f.hunks
-        if only is None or (f.path, h.index) in only
-    ]
-    counting, packing = _Clock(deadline, COUNT_SHARE), _Clock(deadline, 1.0)
+
+def _count(args: _PlanArgs, chosen: Sequence[_Ranked]) -> _Counted:
+    """Count hunks until half of `deadline` has passed (after at least one), looking before each: in
+    pack order's token-free prefix, so the least risky hunks are the ones left uncounted. Counting
+    every hunk in time is what lets packing ask for repository context (`_Packing._hunk`)."""
+    counting = _Clock(args.deadline, COUNT_SHARE)
     headers: dict[str, str] = {}
     wholes: dict[tuple[str, int], tuple[UnitPart, int]] = {}
-    uncounted: list[tuple[float, DiffFile, Hunk]] = []
-    for item in sorted(chosen, key=lambda item: _rank_prefix(item, first)):
+    uncounted: list[_Ranked] = []
+    for item in sorted(chosen, key=lambda item: _rank_prefix(item, args.first)):
         _, f, h = item
         if uncounted or (wholes and counting.out()):
             uncounted.append(item)
             continue
         header = headers.get(f.path) or headers.setdefault(f.path, _file_header(f))
-        wholes[(f.path, h.index)] = _whole(f, h, header, count_tokens, redact, text_free)
+        wholes[(f.path, h.index)] = _whole(f, h, header, args.count_tokens, args.redact, args.text_free)
+    return _Counted(headers, wholes, _pack_ranked(chosen, wholes, args.first), tuple(uncounted))
+
+
+def _pack_ranked(
+    chosen: Sequence[_Ranked],
+    wholes: Mapping[tuple[str, int], tuple[UnitPart, int]],
+    first: Collection[tuple[str, int]],
+) -> tuple[_Ranked, ...]:
+    """The counted hunks in full pack order, which needs each hunk's tokens."""
     counted = [item for item in chosen if (item[1].path, item[2].index) in wholes]
     keys = _order_keys(PACK_ORDER, [(r, f, h, wholes[(f.path, h.index)][1]) for r, f, h in counted])
     ranked = sorted(
@@ -723,99 +846,146 @@ def make_plan(
             item[2].index,
         ),
     )
-    heads: dict[str, list[str] | None] = {}
+    return tuple(ranked)
 
-    def head_lines(f: DiffFile) -> list[str] | None:
-        if read_file is None or f.status == "removed" or category(f.path) in ("docs", "config"):
-            return None
-        if f.path not in heads:
-            text = read_file(f.path)
-            heads[f.path] = None if text is None else text.splitlines()
-        return heads[f.path]
 
-    share = max(0.0, min(context_share, 0.9)) if context is not None else 0.0
+def _new_packer(args: _PlanArgs) -> _Packer:
+    """A packer that holds per request what a finished request may add when counted whole, and
+    knows the frame of a context block when one can be measured."""
+    measure, overhead, share = args.measure, args.overhead, args.share
     held_overhead = (lambda n: overhead(n) + REQUEST_SLACK_TOKENS) if measure is not None else overhead
-    packer = _Packer(allowance, unit_tokens, nonce, held_overhead, first_id, share)
+    packer = _Packer(args.allowance, args.unit_tokens, args.nonce, held_overhead, args.first_id, share)
     if share and measure is not None:
         sample = packer.fresh().nonce
         packer.context_frame = max(0, measure(sample, "", "~") - measure(sample, "", ""))
-    wanted: dict[tuple[str, int], tuple[ctx.Snippet, ...]] = {}
-    snippet_tokens: dict[tuple[str, int], int] = {}
+    return packer
 
-    def context_of(f: DiffFile, hunk: Hunk) -> dict[tuple[str, int], int]:
-        if context is None or not share or category(f.path) not in ("source", "test"):
+
+class _Heads:
+    """Head-file lines for enclosing context: read at most once per file, never for removed files,
+    docs or config (where an enclosing definition means nothing)."""
+
+    def __init__(self, read_file: Callable[[str], str | None] | None) -> None:
+        self._read_file = read_file
+        self._lines: dict[str, list[str] | None] = {}
+
+    def of(self, f: DiffFile) -> list[str] | None:
+        if self._read_file is None or f.status == "removed" or category(f.path) in ("docs", "config"):
+            return None
+        if f.path not in self._lines:
+            text = self._read_file(f.path)
+            self._lines[f.path] = None if text is None else text.splitlines()
+        return self._lines[f.path]
+
+
+class _Wanted:
+    """Each hunk's ranked repository context, kept for choosing a unit's share at the end, with
+    each snippet counted once however many hunks ask for it."""
+
+    def __init__(self, args: _PlanArgs) -> None:
+        self._args = args
+        self.snippets: dict[tuple[str, int], tuple[ctx.Snippet, ...]] = {}
+        self._tokens: dict[tuple[str, int], int] = {}
+
+    def of(self, f: DiffFile, hunk: Hunk) -> dict[tuple[str, int], int]:
+        context, count_tokens, redact = self._args.context, self._args.count_tokens, self._args.redact
+        if context is None or not self._args.share or category(f.path) not in ("source", "test"):
             return {}
         snippets = tuple(ctx.rank(context(f, hunk)))
-        wanted[(f.path, hunk.index)] = snippets
+        self.snippets[(f.path, hunk.index)] = snippets
         for s in snippets:
-            if s.key not in snippet_tokens:
-                snippet_tokens[s.key] = count_tokens(redact(s.text()))
-        return {s.key: snippet_tokens[s.key] for s in snippets}
+            if s.key not in self._tokens:
+                self._tokens[s.key] = count_tokens(redact(s.text()))
+        return {s.key: self._tokens[s.key] for s in snippets}
 
-    unplaced: list[Unplaced] = []
-    for risk, f, hunk in ranked:
-        if packer.units and packing.out():
-            unplaced.append(Unplaced(f.path, hunk.index, WHOLE_HUNK, "time"))
-            continue
-        header = headers[f.path]
-        plain, plain_tokens = wholes[(f.path, hunk.index)]
+
+class _Packing:
+    """The packing stage: every counted hunk, in pack order, into the packer. `deadline` is looked
+    at before each hunk; once it has passed (after at least one unit), every hunk left is `time`
+    and the units packed so far are finished and returned."""
+
+    def __init__(self, args: _PlanArgs, counted: _Counted) -> None:
+        self.args = args
+        self.counted = counted
+        self.packer = _new_packer(args)
+        self.wanted = _Wanted(args)
+        self._heads = _Heads(args.read_file)
+        self._clock = _Clock(args.deadline, 1.0)
+
+    def run(self) -> list[Unplaced]:
+        """What no unit carries; once time is out (after one unit), every hunk left is `time`."""
+        unplaced: list[Unplaced] = []
+        for risk, f, hunk in self.counted.ranked:
+            if self.packer.units and self._clock.out():
+                unplaced.append(Unplaced(f.path, hunk.index, WHOLE_HUNK, "time"))
+                continue
+            unplaced += self._hunk(risk, f, hunk)
+        unplaced += [
+            Unplaced(f.path, hunk.index, WHOLE_HUNK, "time") for _, f, hunk in self.counted.uncounted
+        ]
+        return unplaced
+
+    def _hunk(self, risk: float, f: DiffFile, hunk: Hunk) -> list[Unplaced]:
+        """Place one hunk whole (with as much enclosing context as fits), or cut into slices when no
+        call can take it whole, or its first lines when the budget cannot."""
+        packer, count_tokens, redact = self.packer, self.args.count_tokens, self.args.redact
+        plain, plain_tokens = self.counted.wholes[(f.path, hunk.index)]
         call_room = packer.call_room(packer.fresh().overhead)
         if packer.full and plain_tokens <= call_room:
-            unplaced.append(Unplaced(f.path, hunk.index, (0, len(hunk.lines)), "budget"))
-            continue
+            return [Unplaced(f.path, hunk.index, (0, len(hunk.lines)), "budget")]
         if plain_tokens > call_room:
-            for part, tokens in _slices(f, hunk, call_room, count_tokens, redact, unplaced):
-                if not packer.add([(part, tokens)], risk):
-                    assert part.lines is not None
-                    unplaced += _fill(packer, _Piece(risk, f, hunk, *part.lines), count_tokens, redact)
-            continue
+            return self._sliced(risk, f, hunk, call_room)
+        options = self._options(f, hunk, plain, plain_tokens)
+        # the first call searches the repository for every hunk at once (linear, not interruptible,
+        # cannot stop halfway): only when counting every hunk fitted in its half of the time, and
+        # while time is left
+        wants = self.wanted.of(f, hunk) if not self.counted.uncounted and not self._clock.out() else {}
+        if packer.add(options, risk, wants):
+            return []
+        return _fill(packer, _Piece(risk, f, hunk, 0, len(hunk.lines)), count_tokens, redact)
+
+    def _sliced(self, risk: float, f: DiffFile, hunk: Hunk, call_room: int) -> list[Unplaced]:
+        """A hunk no call can take whole, slice by slice; a slice the budget cannot take fills
+        what is left with its first lines."""
+        count_tokens, redact = self.args.count_tokens, self.args.redact
+        unplaced: list[Unplaced] = []
+        for part, tokens in _slices(f, hunk, call_room, count_tokens, redact, unplaced):
+            if not self.packer.add([(part, tokens)], risk):
+                assert part.lines is not None
+                unplaced += _fill(self.packer, _Piece(risk, f, hunk, *part.lines), count_tokens, redact)
+        return unplaced
+
+    def _options(
+        self, f: DiffFile, hunk: Hunk, plain: UnitPart, plain_tokens: int
+    ) -> list[tuple[UnitPart, int]]:
+        """The hunk with its enclosing definition, shrinking, then alone: the packer takes the
+        richest that fits."""
+        redact, header = self.args.redact, self.counted.headers[f.path]
         options = [(plain, plain_tokens)]
-        lines = head_lines(f)
+        lines = self._heads.of(f)
         extension = enclosing_context(hunk, lines) if lines is not None else ()
         for shrunk in _shrinking(extension):
             rich = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, shrunk)])))
-            options.insert(-1, (rich, count_tokens(rich.text)))
-        # the first call searches the repository for every hunk at once (linear, not interruptible):
-        # only when counting every hunk fitted in its half of the time, and while time is left
-        wants = context_of(f, hunk) if not uncounted and not packing.out() else {}
-        if not packer.add(options, risk, wants):
-            unplaced += _fill(packer, _Piece(risk, f, hunk, 0, len(hunk.lines)), count_tokens, redact)
-    unplaced += [Unplaced(f.path, hunk.index, WHOLE_HUNK, "time") for _, f, hunk in uncounted]
+            options.insert(-1, (rich, self.args.count_tokens(rich.text)))
+        return options
 
-    barred = frozenset(x.path for x in unplaced)
-    shown = _Context(wanted, count_tokens, redact, packer.context_frame, barred)
-    units = _finish(packer, measure, unplaced, shown, keep_text=text_free is None)
-    if share and any(u.context_tokens for u in units) and _unsent_lines(units, reviewable, only):
-        # the diff before the context: context is bought only when it displaces no diff
-        diff_only = make_plan(
-            files,
-            include=include,
-            exclude=exclude,
-            unit_tokens=unit_tokens,
-            count_tokens=count_tokens,
-            read_file=read_file,
-            redact=redact,
-            allowance=allowance,
-            nonce=nonce,
-            overhead=overhead,
-            measure=measure,
-            only=only,
-            first=first,
-            first_id=first_id,
-            text_free=text_free,
-            deadline=deadline,
-        )
-        displaced = _unsent_lines(units, reviewable, only) - _unsent_lines(diff_only.units, reviewable, only)
-        if displaced > 0:
-            return dataclasses.replace(diff_only, context_displaced_lines=displaced)
+
+def _assembled(
+    triage: _Triage,
+    risks: Mapping[tuple[str, int], float],
+    units: tuple[Unit, ...],
+    unplaced: Sequence[Unplaced],
+) -> Plan:
+    """The plan as reported: files by their riskiest hunk, skips and patchless files by path."""
+    files, reviewable = triage.files, triage.reviewable
     file_risk = {f.path: max((risks[(f.path, h.index)] for h in f.hunks), default=-1.0) for f in reviewable}
     return Plan(
         units=units,
-        skipped=tuple(sorted(skipped, key=lambda s: s.path)),
+        skipped=tuple(sorted(triage.skipped, key=lambda s: s.path)),
         reviewable=tuple(sorted(file_risk, key=lambda p: (-file_risk[p], p))),
         hunks_total={f.path: len(f.hunks) for f in files},
         lines_changed=sum(f.additions + f.deletions for f in files),
-        no_patch=tuple(sorted(no_patch)),
+        no_patch=tuple(sorted(triage.no_patch)),
         unplaced=tuple(unplaced),
     )
 
@@ -1088,6 +1258,82 @@ class _Context:
         return (), "", 0
 
 
+@dataclass(frozen=True)
+class _Reserved:
+    """What the units finished so far hold of the allowance's input tokens and money."""
+
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Finisher:
+    """What finishing every unit shares: the allowance, how a request is counted, its context."""
+
+    allowance: Allowance
+    measure: Callable[[str, str, str], int] | None
+    context: _Context
+    keep_text: bool
+
+    def unit(
+        self, u: _Open, unit_id: int, reserved: _Reserved, unplaced: list[Unplaced]
+    ) -> tuple[Unit | None, _Reserved]:
+        """`u` as it will be sent, giving up context then its least risky parts (each `budget`
+        in `unplaced`) until the exact count fits; None when no part is left."""
+        parts = list(u.parts)
+        room = u.ctx_tokens
+        while parts:
+            ordered = _ordered([(p, r) for p, r, _ in parts])
+            if not self.keep_text:
+                ordered = tuple(dataclasses.replace(p, text="") if p.text else p for p in ordered)
+            snippets, context_text, context_tokens = self.context.choose(ordered, room)
+            tokens = sum(t for _, _, t in parts) + SEPARATOR_TOKENS * (len(parts) - 1) + context_tokens
+            if self.measure is not None:
+                counted = self.measure(u.nonce, "\n\n".join(p.text for p in ordered), context_text)
+            else:
+                counted = u.overhead + tokens
+            answer = answer_tokens(self.allowance)
+            after = self._reserve(reserved, counted, answer)
+            if after is not None:
+                unit = Unit(
+                    id=unit_id,
+                    parts=ordered,
+                    tokens=tokens,
+                    risk=max(r for _, r, _ in parts),
+                    nonce=u.nonce,
+                    input_tokens=counted,
+                    answer_tokens=answer,
+                    context=snippets,
+                    context_text=context_text,
+                    context_tokens=context_tokens,
+                )
+                return unit, after
+            if snippets:
+                room = context_tokens + self.context.frame - 1
+                continue
+            dropped = min(parts, key=lambda item: item[1])
+            parts.remove(dropped)
+            part = dropped[0]
+            unplaced.append(
+                Unplaced(part.path, part.hunk_index, part.lines or WHOLE_HUNK, "budget", dropped[2])
+            )
+        return None, reserved
+
+    def _reserve(self, reserved: _Reserved, counted: int, answer: int) -> _Reserved | None:
+        """What the finished units hold once this request is added, or None when it would break
+        the call's window or the plan's token or money limit."""
+        a = self.allowance
+        held_in = _held(counted, a.margin_percent)
+        fits_window = a.window is None or held_in + answer <= a.window
+        fits_budget = a.input_tokens is None or reserved.tokens + held_in <= a.input_tokens
+        cost = _held_cost(a, counted, answer)
+        if a.cost_usd is not None and a.price is not None:
+            fits_budget = fits_budget and reserved.cost_usd + cost <= a.cost_usd + COST_SLACK_USD
+        if not (fits_window and fits_budget):
+            return None
+        return _Reserved(reserved.tokens + held_in, reserved.cost_usd + cost)
+
+
 def _finish(
     packer: _Packer,
     measure: Callable[[str, str, str], int] | None,
@@ -1099,57 +1345,13 @@ def _finish(
     """Count each finished request as it will be sent; a unit the exact count no longer fits (a
     token merge at a part join) gives up its context first (its least ranked snippets), then its
     least risky part."""
-    a = packer.allowance
+    finisher = _Finisher(packer.allowance, measure, context, keep_text)
     units: list[Unit] = []
-    held_total = 0
-    cost_total = 0.0
+    reserved = _Reserved()
     for u in packer.units:
-        parts = list(u.parts)
-        room = u.ctx_tokens
-        while parts:
-            ordered = _ordered([(p, r) for p, r, _ in parts])
-            if not keep_text:
-                ordered = tuple(dataclasses.replace(p, text="") if p.text else p for p in ordered)
-            snippets, context_text, context_tokens = context.choose(ordered, room)
-            tokens = sum(t for _, _, t in parts) + SEPARATOR_TOKENS * (len(parts) - 1) + context_tokens
-            if measure is not None:
-                counted = measure(u.nonce, "\n\n".join(p.text for p in ordered), context_text)
-            else:
-                counted = u.overhead + tokens
-            held_in = _held(counted, a.margin_percent)
-            answer = answer_tokens(a)
-            fits_window = a.window is None or held_in + answer <= a.window
-            fits_budget = a.input_tokens is None or held_total + held_in <= a.input_tokens
-            cost = _held_cost(a, counted, answer)
-            if a.cost_usd is not None and a.price is not None:
-                fits_budget = fits_budget and cost_total + cost <= a.cost_usd + COST_SLACK_USD
-            if fits_window and fits_budget:
-                units.append(
-                    Unit(
-                        id=packer.first_id + len(units),
-                        parts=ordered,
-                        tokens=tokens,
-                        risk=max(r for _, r, _ in parts),
-                        nonce=u.nonce,
-                        input_tokens=counted,
-                        answer_tokens=answer,
-                        context=snippets,
-                        context_text=context_text,
-                        context_tokens=context_tokens,
-                    )
-                )
-                held_total += held_in
-                cost_total += cost
-                break
-            if snippets:
-                room = context_tokens + context.frame - 1
-                continue
-            dropped = min(parts, key=lambda item: item[1])
-            parts.remove(dropped)
-            part = dropped[0]
-            unplaced.append(
-                Unplaced(part.path, part.hunk_index, part.lines or WHOLE_HUNK, "budget", dropped[2])
-            )
+        unit, reserved = finisher.unit(u, packer.first_id + len(units), reserved, unplaced)
+        if unit is not None:
+            units.append(unit)
     return tuple(units)
 
 
@@ -1189,69 +1391,16 @@ def coverage(
     `unsent_reason`, else `default_unsent`. With mixed reasons, a run-wide cause (no_model,
     no_credentials, model_error) is named first, then `context_window`. `carried` hunks were
     reviewed by an earlier run and are unchanged since (an incremental review): covered."""
-    known = {u.id for u in plan.units}
-    unknown = sorted(set(reviewed_units) - known) + sorted(set(unsent_reason or {}) - known)
-    if unknown:
-        raise ValueError(f"coverage: unit ids {unknown} are not in the plan (it has {len(known)} units)")
-    by_path = {f.path: f for f in files}
-    covered: dict[tuple[str, int], set[int]] = {}
-    why: dict[tuple[str, int], dict[int, str]] = {}
-    whole: dict[tuple[str, int], str] = {}
-    """Hunks whose every line got one reason at once (a whole hunk in one unit): `why` by line,
-    kept as one entry until another reason arrives for the hunk."""
-    sliced: dict[str, list[SliceCoverage]] = {}
-
-    def size(path: str, index: int) -> int:
-        f = by_path.get(path)
-        return len(f.hunks[index].lines) if f is not None and index < len(f.hunks) else 0
-
-    def positions(path: str, index: int, lines: tuple[int, int] | None) -> range:
-        n = size(path, index)
-        start, stop = lines or (0, n)
-        return range(max(start, 0), min(stop, n))
-
-    def reasons_by_line(key: tuple[str, int]) -> dict[int, str]:
-        if key in whole:
-            why[key] = dict.fromkeys(range(size(*key)), whole.pop(key))
-        return why.setdefault(key, {})
-
-    def span(path: str, index: int, lines: tuple[int, int]) -> tuple[int, int]:
-        return _span(by_path[path].hunks[index], lines[0], lines[1])
-
-    def side(path: str, index: int, lines: tuple[int, int]) -> Side:
-        return _side(by_path[path].hunks[index], lines[0], lines[1])
-
+    _check_unit_ids(plan, reviewed_units, unsent_reason or {})
+    lines = _LineLedger(files)
     for u in plan.units:
         done = u.id in reviewed_units
         for p in u.parts:
-            key = (p.path, p.hunk_index)
-            rng = positions(p.path, p.hunk_index, p.lines)
-            if done:
-                covered.setdefault(key, set()).update(rng)
-            else:
-                reason = (unsent_reason or {}).get(u.id, default_unsent)
-                if key not in why and key not in whole and rng == range(size(*key)):
-                    whole[key] = reason
-                else:
-                    reasons_by_line(key).update(dict.fromkeys(rng, reason))
-            if p.lines is not None and rng:
-                start, end = p.span or span(p.path, p.hunk_index, (rng.start, rng.stop))
-                on = side(p.path, p.hunk_index, (rng.start, rng.stop))
-                sliced.setdefault(p.path, []).append(SliceCoverage(p.hunk_index, start, end, done, on))
+            lines.add_part(p, done, (unsent_reason or {}).get(u.id, default_unsent))
     for path, index in carried:
-        covered.setdefault((path, index), set()).update(positions(path, index, None))
+        lines.add_carried(path, index)
     for x in plan.unplaced:
-        key = (x.path, x.hunk_index)
-        rng = positions(x.path, x.hunk_index, x.lines)
-        if rng:
-            reasons = reasons_by_line(key)
-            for i in rng:
-                reasons.setdefault(i, x.reason)
-        if x.lines != WHOLE_HUNK and rng:
-            start, end = span(x.path, x.hunk_index, (rng.start, rng.stop))
-            on = side(x.path, x.hunk_index, (rng.start, rng.stop))
-            sliced.setdefault(x.path, []).append(SliceCoverage(x.hunk_index, start, end, False, on))
-
+        lines.add_unplaced(x)
     skipped = {s.path: s.reason for s in plan.skipped}
     reviewable = set(plan.reviewable)
     no_patch = set(plan.no_patch)
@@ -1267,32 +1416,127 @@ def coverage(
             continue
         if f.path not in reviewable:
             raise ValueError(f"coverage: {f.path!r} is not in the plan; build the plan from the same files")
+        tally = lines.tally(f)
+        lines_reviewed += tally.lines_reviewed
+        entries.append(tally.entry(f, lines.slices(f.path)))
+    return Coverage(
+        files=tuple(entries),
+        lines_changed=sum(f.additions + f.deletions for f in files),
+        lines_reviewed=lines_reviewed,
+    )
+
+
+def _check_unit_ids(plan: Plan, reviewed_units: Collection[int], unsent_reason: Mapping[int, str]) -> None:
+    """A unit id the plan does not have means the caller mixed up plans: fail, never guess."""
+    known = {u.id for u in plan.units}
+    unknown = sorted(set(reviewed_units) - known) + sorted(set(unsent_reason) - known)
+    if unknown:
+        raise ValueError(f"coverage: unit ids {unknown} are not in the plan (it has {len(known)} units)")
+
+
+@dataclass(frozen=True)
+class _FileTally:
+    """One reviewable file's hunks, line by line: the reasons its unreviewed lines give (first
+    seen first), whether any line was reviewed, whole hunks reviewed, changed lines reviewed."""
+
+    missing: tuple[str, ...]
+    seen_any: bool
+    hunks_done: int
+    lines_reviewed: int
+
+    def entry(self, f: DiffFile, slices: tuple[SliceCoverage, ...]) -> FileCoverage:
+        total = len(f.hunks)
+        if not self.missing:
+            return FileCoverage(f.path, "reviewed", None, total, total, slices)
+        reason = next((r for r in _REASON_ORDER if r in self.missing), self.missing[0])
+        status: CoverageStatus = "partial" if self.hunks_done or self.seen_any else "listed"
+        return FileCoverage(f.path, status, reason, total, self.hunks_done, slices)
+
+
+class _LineLedger:
+    """Per hunk, the lines a reviewed call carried and the reason each other line was not
+    reviewed, with every slice as the report lists it."""
+
+    def __init__(self, files: Sequence[DiffFile]) -> None:
+        self._by_path = {f.path: f for f in files}
+        self._covered: dict[tuple[str, int], set[int]] = {}
+        self._why: dict[tuple[str, int], dict[int, str]] = {}
+        self._whole: dict[tuple[str, int], str] = {}
+        """Hunks whose every line got one reason at once (a whole hunk in one unit): `_why` by
+        line, kept as one entry until another reason arrives for the hunk."""
+        self._sliced: dict[str, list[SliceCoverage]] = {}
+
+    def _size(self, path: str, index: int) -> int:
+        f = self._by_path.get(path)
+        return len(f.hunks[index].lines) if f is not None and index < len(f.hunks) else 0
+
+    def _positions(self, path: str, index: int, lines: tuple[int, int] | None) -> range:
+        n = self._size(path, index)
+        start, stop = lines or (0, n)
+        return range(max(start, 0), min(stop, n))
+
+    def _reasons_by_line(self, key: tuple[str, int]) -> dict[int, str]:
+        if key in self._whole:
+            self._why[key] = dict.fromkeys(range(self._size(*key)), self._whole.pop(key))
+        return self._why.setdefault(key, {})
+
+    def _add_slice(
+        self, path: str, index: int, rng: range, span: tuple[int, int] | None, reviewed: bool
+    ) -> None:
+        hunk = self._by_path[path].hunks[index]
+        start, end = span or _span(hunk, rng.start, rng.stop)
+        on = _side(hunk, rng.start, rng.stop)
+        self._sliced.setdefault(path, []).append(SliceCoverage(index, start, end, reviewed, on))
+
+    def add_part(self, p: UnitPart, done: bool, reason: str) -> None:
+        """A planned part: covered when its unit was reviewed, else each of its lines gets `reason`."""
+        key = (p.path, p.hunk_index)
+        rng = self._positions(p.path, p.hunk_index, p.lines)
+        if done:
+            self._covered.setdefault(key, set()).update(rng)
+        elif key not in self._why and key not in self._whole and rng == range(self._size(*key)):
+            self._whole[key] = reason
+        else:
+            self._reasons_by_line(key).update(dict.fromkeys(rng, reason))
+        if p.lines is not None and rng:
+            self._add_slice(p.path, p.hunk_index, rng, p.span, done)
+
+    def add_carried(self, path: str, index: int) -> None:
+        """A hunk an earlier run reviewed, unchanged since."""
+        self._covered.setdefault((path, index), set()).update(self._positions(path, index, None))
+
+    def add_unplaced(self, x: Unplaced) -> None:
+        """Lines no call carried: their reason, unless a planned unit already gave them one."""
+        rng = self._positions(x.path, x.hunk_index, x.lines)
+        if rng:
+            reasons = self._reasons_by_line((x.path, x.hunk_index))
+            for i in rng:
+                reasons.setdefault(i, x.reason)
+        if x.lines != WHOLE_HUNK and rng:
+            self._add_slice(x.path, x.hunk_index, rng, None, False)
+
+    def slices(self, path: str) -> tuple[SliceCoverage, ...]:
+        return tuple(
+            sorted(self._sliced.get(path, ()), key=lambda s: (s.hunk, s.start, s.end, not s.reviewed))
+        )
+
+    def tally(self, f: DiffFile) -> _FileTally:
         missing: list[str] = []
         seen_any = False
         hunks_done = 0
+        lines_reviewed = 0
         for hunk in f.hunks:
             key = (f.path, hunk.index)
-            got = covered.get(key, set())
+            got = self._covered.get(key, set())
             seen_any = seen_any or bool(got)
             lines_reviewed += sum(1 for i in got if hunk.lines[i].kind != " ")
             gaps = [i for i in range(len(hunk.lines)) if i not in got] if got else range(len(hunk.lines))
             if not gaps:
                 hunks_done += 1
                 continue
-            if key in whole:
-                missing.append(whole[key])
+            if key in self._whole:
+                missing.append(self._whole[key])
                 continue
-            reasons = why.get(key, {})
+            reasons = self._why.get(key, {})
             missing.extend(dict.fromkeys(map(reasons.get, gaps, itertools.repeat("budget"))))
-        slices = tuple(sorted(sliced.get(f.path, ()), key=lambda s: (s.hunk, s.start, s.end, not s.reviewed)))
-        if not missing:
-            entries.append(FileCoverage(f.path, "reviewed", None, total, total, slices))
-            continue
-        reason = next((r for r in _REASON_ORDER if r in missing), missing[0])
-        status: CoverageStatus = "partial" if hunks_done or seen_any else "listed"
-        entries.append(FileCoverage(f.path, status, reason, total, hunks_done, slices))
-    return Coverage(
-        files=tuple(entries),
-        lines_changed=sum(f.additions + f.deletions for f in files),
-        lines_reviewed=lines_reviewed,
-    )
+        return _FileTally(tuple(missing), seen_any, hunks_done, lines_reviewed)

@@ -884,24 +884,45 @@ def _calibrated_review(
     prompt calibrates every later count (`ModelClient.calibration`), and what is left is re-planned
     with it within what the budget has left; units holding a slice of a hunk the first one
     carried keep their place (their need is held out of the re-plan)."""
-    cut = any(x.reason == "budget" for x in plan.unplaced)
-    if not client.needs_calibration() or not (len(plan.units) > 1 or cut):
+    if not _first_goes_alone(client, plan):
         return plan, _review_units(client, plan.units, config, renderer, change, planner)
     first, rest = plan.units[0], plan.units[1:]
     outcomes = _review_units(client, [first], config, renderer, change, planner)
     if outcomes[0].status == "replan":
         return plan, outcomes + [UnitOutcome(u.id, "replan") for u in rest]
-    sent = {(p.path, p.hunk_index) for p in first.parts}
-    kept = tuple(u for u in rest if any((p.path, p.hunk_index) in sent for p in u.parts))
-    held = sent | {(p.path, p.hunk_index) for u in kept for p in u.parts}
-    redo = {(p.path, p.hunk_index) for u in rest for p in u.parts} - held
-    redo |= {(x.path, x.hunk_index) for x in plan.unplaced if x.reason == "budget"} - held
+    kept, redo = _after_first(plan, first, rest)
     if client.needs_calibration() or not redo:
         return plan, outcomes + _review_units(client, rest, config, renderer, change, planner)
     fresh = planner.plan(budget, only=redo, first_id=max(u.id for u in plan.units) + 1, held=kept)
     unplaced = tuple(x for x in plan.unplaced if (x.path, x.hunk_index) not in redo) + fresh.unplaced
     plan = dataclasses.replace(plan, units=(first, *kept, *fresh.units), unplaced=unplaced)
     return plan, outcomes + _review_units(client, (*kept, *fresh.units), config, renderer, change, planner)
+
+
+def _first_goes_alone(client: ModelClient, plan: Plan) -> bool:
+    """Calibrating on one call pays only while counts are stand-ins and there is something later
+    (another call, or diff the budget cut) that a truer count could pack differently."""
+    cut = any(x.reason == "budget" for x in plan.unplaced)
+    return client.needs_calibration() and (len(plan.units) > 1 or cut)
+
+
+def _hunk_keys(units: Sequence[Unit]) -> set[tuple[str, int]]:
+    """The (path, hunk index) pairs the units carry: how a re-plan names what to pack."""
+    return {(p.path, p.hunk_index) for u in units for p in u.parts}
+
+
+def _after_first(
+    plan: Plan, first: Unit, rest: Sequence[Unit]
+) -> tuple[tuple[Unit, ...], set[tuple[str, int]]]:
+    """(kept, redo) once the first unit is answered: units sharing a hunk with it stay as planned,
+    since a hunk's slices are not re-split; every other hunk still to send, and the ones the budget
+    cut, are packed again."""
+    sent = _hunk_keys([first])
+    kept = tuple(u for u in rest if any((p.path, p.hunk_index) in sent for p in u.parts))
+    held = sent | _hunk_keys(kept)
+    redo = _hunk_keys(rest) - held
+    redo |= {(x.path, x.hunk_index) for x in plan.unplaced if x.reason == "budget"} - held
+    return kept, redo
 
 
 def _review_units(
