@@ -128,17 +128,21 @@ def without_dismissed(
     """The analysis with dismissed findings removed (verdict recomputed) and every dismissal listed."""
     if not dismissed:
         return analysis
+    filtered = dismissals.apply(analysis.report.findings, dismissed, files)
+    return _dropped(analysis, filtered, dismissals.merged(analysis.report.dismissed, dismissed))
+
+
+def _dropped(analysis: Analysis, filtered: dismissals.Filtered, listed: tuple[Dismissal, ...]) -> Analysis:
+    """The analysis keeping only `filtered.kept` (verdict recomputed, nothing dropped carried to the
+    next push), with `listed` as the report's dismissals."""
     report = analysis.report
-    filtered = dismissals.apply(report.findings, dismissed, files)
     gone = {f.id for f in filtered.dropped}
     verdict = gate.verdict(
         findings=list(filtered.kept), coverage=report.coverage, gaps=list(report.gaps), head_moved=False
     )
     return dataclasses.replace(
         analysis,
-        report=report.replace(
-            findings=filtered.kept, dismissed=dismissals.merged(report.dismissed, dismissed), verdict=verdict
-        ),
+        report=report.replace(findings=filtered.kept, dismissed=listed, verdict=verdict),
         carry=tuple(c for c in analysis.carry if c.id not in gone),
     )
 
@@ -175,18 +179,7 @@ def _without_ignored(analysis: Analysis, ignore: Sequence[IgnoreRule], files: Se
     filtered, listed = dismissals.ignored_by_config(analysis.report.findings, ignore, files)
     if not listed:
         return analysis
-    report = analysis.report
-    gone = {f.id for f in filtered.dropped}
-    verdict = gate.verdict(
-        findings=list(filtered.kept), coverage=report.coverage, gaps=list(report.gaps), head_moved=False
-    )
-    return dataclasses.replace(
-        analysis,
-        report=report.replace(
-            findings=filtered.kept, dismissed=(*report.dismissed, *listed), verdict=verdict
-        ),
-        carry=tuple(c for c in analysis.carry if c.id not in gone),
-    )
+    return _dropped(analysis, filtered, (*analysis.report.dismissed, *listed))
 
 
 def ignore_lines(state: StickyState, where: str) -> str:
