@@ -19,7 +19,7 @@ from reviewer.commands import ASSOCIATIONS, CommentEvent, Decision, decide
 from reviewer.dismissals import dismiss
 from reviewer.errors import GitHubError
 from reviewer.publish import find_sticky, upsert_sticky
-from reviewer.pull import PrOutcome, PullJob, SkipRules, list_comments, repo_config, review_pull, run_text
+from reviewer.pull import PrOutcome, PullJob, SkipRules, job_config, list_comments, review_pull, run_text
 from reviewer.render import Renderer, code_span, untrusted_line
 from reviewer.state import StickyState, visible_text
 
@@ -45,14 +45,7 @@ def run_command(
     from reviewer.source.github import GitHubSource
 
     source = GitHubSource(client, job.repo, event.number, run_id=job.run_id, config_path=job.config_path)
-    config = job.config or repo_config(
-        client,
-        source,
-        config_file=job.config_file,
-        config_path=job.config_path,
-        overrides=job.overrides,
-        env=job.env,
-    )
+    config = job_config(client, job, source)
     renderer = Renderer(language=config.language)
     decision = decide(event, config.maintainer_associations)
     if not decision.accepted:

@@ -335,22 +335,13 @@ def source_for(item: Item, notice: Warn) -> Source:
 
 def review_item(item: Item, config: Config, *, warn: Warn) -> tuple[Report, float]:
     """The same analysis `imreview review` runs, without publishing anything."""
-    from reviewer.budget import Budget
-    from reviewer.review import analyse, conclude
+    from reviewer.review import analyse_source, conclude
 
     renderer = Renderer(language=config.language, template_dir=config.template_dir)
     started = time.monotonic()
     source = source_for(item, warn)
     change = source.change()
-    analysis = analyse(
-        change,
-        config,
-        budget=Budget(config.limits),
-        read_file=source.read_file,
-        renderer=renderer,
-        warn=warn,
-        corpus=source.context_corpus,
-    )
+    analysis = analyse_source(source, change, config, renderer=renderer, warn=warn)
     report = conclude(analysis, current_head=source.head_sha(), outputs=(), renderer=renderer)
     return report, time.monotonic() - started
 

@@ -232,16 +232,21 @@ def _text(
     return value[:cap]
 
 
+def _float(value: object, key: str, where: str, kind: str) -> float:
+    """The numeric parse `_int` and `_number` share: a bool, or a string float() refuses, is none."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{where}: '{key}' must be {kind}")
+    try:
+        return float(value)
+    except ValueError as exc:
+        raise ValueError(f"{where}: '{key}' must be {kind}") from exc
+
+
 def _int(item: Mapping[str, Any], key: str, where: str, notes: list[str] | None = None) -> int | None:
     value = item.get(key)
     if value is None or value == "":
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"{where}: '{key}' must be an integer")
-    try:
-        number = float(value)
-    except ValueError as exc:
-        raise ValueError(f"{where}: '{key}' must be an integer") from exc
+    number = _float(value, key, where, "an integer")
     if not math.isfinite(number) or not number.is_integer():
         raise ValueError(f"{where}: '{key}' must be an integer, not {value!r}")
     if number < 0:
@@ -255,12 +260,7 @@ def _number(item: Mapping[str, Any], key: str, where: str, default: float) -> fl
     value = item.get(key, default)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"{where}: '{key}' must be a number")
-    try:
-        number = float(value)
-    except ValueError as exc:
-        raise ValueError(f"{where}: '{key}' must be a number") from exc
+    number = _float(value, key, where, "a number")
     if not math.isfinite(number):
         raise ValueError(f"{where}: '{key}' must be a finite number, not {value!r}")
     return number

@@ -256,14 +256,7 @@ def configure(client: GitHubClient, job: PullJob, opened: OpenedPull) -> PullCon
     """The config (from the base branch unless given) and templates; then the rerun skip (same head,
     same config) and the per-PR cost cap, before the diff is read when it was not yet."""
     source, info = opened.source, opened.info
-    config = job.config or repo_config(
-        client,
-        source,
-        config_file=job.config_file,
-        config_path=job.config_path,
-        overrides=job.overrides,
-        env=job.env,
-    )
+    config = job_config(client, job, source)
     renderer = _renderer(client, job, info, config)
     writing = NO_WRITING
     if opened.listed is not None:
@@ -663,6 +656,19 @@ def repo_config(
         file_layer = parse_config_text(text, config_path) if text is not None else {}
     return build_config(
         file_layer=file_layer, env=env_layer(env if env is not None else os.environ), overrides=overrides
+    )
+
+
+def job_config(client: GitHubClient, job: PullJob, source: GitHubSource) -> Config:
+    """The job's own config when it has one, else `repo_config` with the job's file, path, overrides
+    and environment: one call for a reviewed PR and a comment command alike."""
+    return job.config or repo_config(
+        client,
+        source,
+        config_file=job.config_file,
+        config_path=job.config_path,
+        overrides=job.overrides,
+        env=job.env,
     )
 
 

@@ -50,7 +50,7 @@ from reviewer.report import (
     Signal,
     Unverified,
 )
-from reviewer.source import Change
+from reviewer.source import Change, Source
 
 if TYPE_CHECKING:
     from reviewer.llm import ModelClient
@@ -192,6 +192,22 @@ def analyse(
     index = LineIndex.build(run.files)
     found = _verify(run, model, _collect(checked, reviewed.outcomes), reviewed, cov, index)
     return _gate(run, model, planner, reviewed, cov, found, index)
+
+
+def analyse_source(
+    source: Source, change: Change, config: Config, *, renderer: Renderer, warn: Warn
+) -> Analysis:
+    """`analyse` with its own budget, reading files and context from `source`: `imreview review`
+    and an eval item are the same run."""
+    return analyse(
+        change,
+        config,
+        budget=Budget(config.limits),
+        read_file=source.read_file,
+        renderer=renderer,
+        warn=warn,
+        corpus=source.context_corpus,
+    )
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from reviewer import gate
-from reviewer.budget import Budget
 from reviewer.config import Config, config_hash
 from reviewer.dismissals import merged
 from reviewer.errors import UsageError
@@ -23,7 +22,7 @@ from reviewer.incremental import CarriedFinding
 from reviewer.publish import COMMENT_LIMIT, utf16_len
 from reviewer.render import Renderer, fit
 from reviewer.report import Report
-from reviewer.review import Analysis, analyse, conclude
+from reviewer.review import Analysis, analyse_source, conclude
 from reviewer.runner_sinks import Rendered as Rendered
 from reviewer.runner_sinks import echo_untrusted
 from reviewer.source import Source
@@ -187,15 +186,7 @@ def review_and_report(
         from reviewer.llm import preload_litellm
 
         preload_litellm()  # overlaps the deterministic checks; after the diff, so an empty one exits at once
-    analysis = analyse(
-        change,
-        config,
-        budget=Budget(config.limits),
-        read_file=source.read_file,
-        renderer=renderer,
-        warn=warn,
-        corpus=source.context_corpus,
-    )
+    analysis = analyse_source(source, change, config, renderer=renderer, warn=warn)
     report, rendered = finish(analysis, source, config, renderer)
     write_report_files(
         report,

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from github import Auth, Github, GithubException, GithubRetry, RateLimitExceededException
+from github.File import File
 from github.IssueComment import IssueComment
 
 from reviewer import context as ctx
@@ -620,16 +621,7 @@ class GitHubClient:
                 if exc.status == 404:
                     return None
                 raise
-            files = tuple(
-                parse_github_file(
-                    filename=f.filename,
-                    status=f.status,
-                    patch=f.patch,
-                    previous_filename=f.previous_filename,
-                    changes=f.changes,
-                )
-                for f in found.files
-            )
+            files = tuple(_diff_file(f) for f in found.files)
             return PushedChange(status=str(found.status), files=files)
 
     def pull_files(self, repo: str, number: int, *, limit: int = FILES_LIMIT) -> list[DiffFile]:
@@ -639,18 +631,21 @@ class GitHubClient:
             if limit <= 0:
                 return files
             for f in self._repo(repo).get_pull(number).get_files():
-                files.append(
-                    parse_github_file(
-                        filename=f.filename,
-                        status=f.status,
-                        patch=f.patch,
-                        previous_filename=f.previous_filename,
-                        changes=f.changes,
-                    )
-                )
+                files.append(_diff_file(f))
                 if len(files) >= limit:
                     break  # before the paginator asks for a page we will not read
         return files
+
+
+def _diff_file(f: File) -> DiffFile:
+    """A file of a compare or of a PR's files list, parsed the one way both are read."""
+    return parse_github_file(
+        filename=f.filename,
+        status=f.status,
+        patch=f.patch,
+        previous_filename=f.previous_filename,
+        changes=f.changes,
+    )
 
 
 def _owner_name(repo: str) -> tuple[str, str]:
