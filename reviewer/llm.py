@@ -153,6 +153,22 @@ class Continuation(Generic[T]):
     affordable: Callable[[int], bool] = lambda max_tokens: True
 
 
+@dataclass(frozen=True)
+class _Asked(Generic[T]):
+    """A model's first answer to `complete_json` and what every follow-up call (repair, retry of a
+    cut answer, continuation) asks again with: one value passed on instead of nine arguments."""
+
+    model: str
+    messages: list[dict[str, str]]
+    first: Completion
+    parse: Callable[[str], T]
+    response_schema: Mapping[str, Any] | None
+    completions: list[Completion]
+    repair_prompt: Callable[[str, str], str] | None
+    max_tokens: int | None
+    continuation: Continuation[T] | None
+
+
 class _RequestCounter:
     """litellm's per-call `logger_fn`, called before every HTTP request it makes: it re-sends on
     its own after some errors (a role-alternation or 422 answer), and each request is a call."""
@@ -418,7 +434,7 @@ class ModelClient:
                 failures.append(failed)
                 continue
             completions.append(first)
-            return self._followed_up(
+            asked = _Asked(
                 model,
                 messages,
                 first,
@@ -429,143 +445,76 @@ class ModelClient:
                 max_tokens,
                 continuation,
             )
+            return self._followed_up(asked)
         last = failures[-1].cause
         message = f"model call failed for {', '.join(self.models)}; last error: {_short(last)}"
         if all(failed.config for failed in failures):
             raise ModelConfigError(message) from last
         raise ModelError(message) from last
 
-    def _followed_up(
-        self,
-        model: str,
-        messages: list[dict[str, str]],
-        first: Completion,
-        parse: Callable[[str], T],
-        response_schema: Mapping[str, Any] | None,
-        completions: list[Completion],
-        repair_prompt: Callable[[str, str], str] | None,
-        max_tokens: int | None,
-        continuation: Continuation[T] | None,
-    ) -> tuple[T, list[Completion]]:
+    def _followed_up(self, asked: _Asked[T]) -> tuple[T, list[Completion]]:
         """The first answer a model gave, as `complete_json` returns it: a cut one that did not
         parse asked again with more room, any other repaired once, a parsed but incomplete one
         continued when a `continuation` says what is missing."""
         try:
-            value = parse(first.text)
+            value = asked.parse(asked.first.text)
         except ValueError as error:
-            if first.finish_reason == "length":
-                return self._retry_cut(
-                    model, messages, first, parse, response_schema, completions, repair_prompt
-                )
-            return self._repair(
-                model,
-                messages,
-                first,
-                error,
-                parse,
-                response_schema,
-                completions,
-                repair_prompt,
-                max_tokens=max_tokens,
-            )
-        if continuation is not None and continuation.missing(value):
-            value = self._continue(
-                model,
-                messages,
-                first,
-                value,
-                parse,
-                continuation,
-                response_schema,
-                completions,
-                max_tokens=max_tokens,
-            )
-        return value, completions
+            if asked.first.finish_reason == "length":
+                return self._retry_cut(asked)
+            return self._repair(asked, error)
+        if asked.continuation is not None and asked.continuation.missing(value):
+            value = self._continue(asked, value, asked.continuation)
+        return value, asked.completions
 
-    def _repair(
-        self,
-        model: str,
-        messages: list[dict[str, str]],
-        first: Completion,
-        error: ValueError,
-        parse: Callable[[str], T],
-        response_schema: Mapping[str, Any] | None,
-        completions: list[Completion],
-        repair_prompt: Callable[[str, str], str] | None = None,
-        *,
-        max_tokens: int | None = None,
-    ) -> tuple[T, list[Completion]]:
+    def _repair(self, asked: _Asked[T], error: ValueError) -> tuple[T, list[Completion]]:
         """One more call with the same model: the conversation so far, the bad answer as the
         assistant's turn, then the repair request as the user's (strict chat templates refuse two
         user turns in a row)."""
-        second = self._follow_up(
-            model, messages, first, _short(error), "repair", response_schema, repair_prompt, max_tokens
-        )
+        model = asked.model
+        second = self._follow_up(asked, _short(error), asked.repair_prompt, asked.max_tokens)
         if isinstance(second, Exception):
             raise AnswerUnparsed(
-                first.text,
+                asked.first.text,
                 f"answer from {model} did not parse ({_short(error)}) and the repair call failed: "
                 f"{_short(second)}",
             ) from second
-        completions.append(second)
+        asked.completions.append(second)
         try:
-            return parse(second.text), completions
+            return asked.parse(second.text), asked.completions
         except ValueError as again:
             raise AnswerUnparsed(
                 second.text, f"answer from {model} did not parse, even after one repair: {_short(again)}"
             ) from again
 
-    def _continue(
-        self,
-        model: str,
-        messages: list[dict[str, str]],
-        first: Completion,
-        value: T,
-        parse: Callable[[str], T],
-        continuation: Continuation[T],
-        response_schema: Mapping[str, Any] | None,
-        completions: list[Completion],
-        *,
-        max_tokens: int | None,
-    ) -> T:
+    def _continue(self, asked: _Asked[T], value: T, continuation: Continuation[T]) -> T:
         """One call for the rest of an answer that ended early: the conversation, the answer as the
         assistant's turn, then the request for what it had not written yet. What the first answer
         holds is kept whatever happens to this call."""
-        room = self._max_tokens(model, max_tokens)
+        room = self._max_tokens(asked.model, asked.max_tokens)
         if room < min(MIN_USEFUL_MAX_TOKENS, self.config.max_output_tokens_per_call) or not (
             continuation.affordable(room)
         ):
             return value
-        prompt = continuation.prompt(first.text, value)
+        prompt = continuation.prompt(asked.first.text, value)
         try:
-            second = self._follow_up(
-                model, messages, first, "", "repair", response_schema, lambda _a, _b: prompt, max_tokens
-            )
+            second = self._follow_up(asked, "", lambda _a, _b: prompt, asked.max_tokens)
         except (BudgetExhausted, ContextExceeded):
             return value
         if isinstance(second, Exception):
             return value
-        completions.append(second)
+        asked.completions.append(second)
         try:
-            more = parse(second.text)
+            more = asked.parse(second.text)
         except ValueError:
             return value
         return continuation.join(value, more)
 
-    def _retry_cut(
-        self,
-        model: str,
-        messages: list[dict[str, str]],
-        first: Completion,
-        parse: Callable[[str], T],
-        response_schema: Mapping[str, Any] | None,
-        completions: list[Completion],
-        repair_prompt: Callable[[str, str], str] | None,
-    ) -> tuple[T, list[Completion]]:
+    def _retry_cut(self, asked: _Asked[T]) -> tuple[T, list[Completion]]:
         """An answer cut at `max_tokens` (finish_reason "length") is asked for once more: the same
         request with twice the room when the model and the budget allow it, else a request for at
         most CUT_ANSWER_FINDINGS findings in the same room. Sending it to repair with the same limit
         would only cut it again."""
+        model, first = asked.model, asked.first
         cut_at = first.max_tokens or first.output_tokens
         cut = f"the answer was cut at {cut_at} tokens (max_tokens)"
         window_room = self.context_window() - first.input_tokens - PROMPT_SAFETY_TOKENS
@@ -573,16 +522,14 @@ class ModelClient:
         try:
             if larger >= cut_at + cut_at // 2:
                 second: Completion | Exception = self._complete_with_retries(
-                    model, messages, "repair", response_schema, answer_tokens=larger
+                    model, asked.messages, "repair", asked.response_schema, answer_tokens=larger
                 )
             else:
                 reason = (
                     f"{cut}; answer again with at most {CUT_ANSWER_FINDINGS} findings, "
                     "the most important first, each as short as it can be"
                 )
-                second = self._follow_up(
-                    model, messages, first, reason, "repair", response_schema, repair_prompt, None
-                )
+                second = self._follow_up(asked, reason, asked.repair_prompt, None)
         except BudgetExhausted as refused:
             raise AnswerUnparsed(
                 first.text, f"{cut} and the budget has no room for a retry ({refused.limit})"
@@ -594,9 +541,9 @@ class ModelClient:
             second = failed.cause
         if isinstance(second, Exception):
             raise AnswerUnparsed(first.text, f"{cut} and the retry failed: {_short(second)}") from second
-        completions.append(second)
+        asked.completions.append(second)
         try:
-            return parse(second.text), completions
+            return asked.parse(second.text), asked.completions
         except ValueError as again:
             if second.finish_reason == "length":
                 detail = (
@@ -610,17 +557,14 @@ class ModelClient:
 
     def _follow_up(
         self,
-        model: str,
-        messages: list[dict[str, str]],
-        first: Completion,
+        asked: _Asked[Any],
         reason: str,
-        phase: str,
-        response_schema: Mapping[str, Any] | None,
         repair_prompt: Callable[[str, str], str] | None,
         answer_tokens: int | None,
     ) -> Completion | Exception:
-        """user → assistant (the previous answer) → user (what was wrong): one more call, or the
-        error that stopped it (BudgetExhausted still propagates)."""
+        """user → assistant (the previous answer) → user (what was wrong): one more "repair" call,
+        or the error that stopped it (BudgetExhausted still propagates)."""
+        first = asked.first
         if repair_prompt is not None:
             request = repair_prompt(first.text, reason)
         else:
@@ -629,13 +573,13 @@ class ModelClient:
                 "Answer again with only the JSON object: no prose, no code fences."
             )
         retry = [
-            *messages,
+            *asked.messages,
             {"role": "assistant", "content": first.text[:REPAIR_ANSWER_CHARS] or "(no answer)"},
             {"role": "user", "content": request},
         ]
         try:
             return self._complete_with_retries(
-                model, retry, phase, response_schema, answer_tokens=answer_tokens
+                asked.model, retry, "repair", asked.response_schema, answer_tokens=answer_tokens
             )
         except _ModelFailed as failed:
             return failed.cause
