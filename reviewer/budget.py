@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import sys
 import threading
 import time
@@ -33,6 +34,12 @@ class Limits:
     cost_usd: float = 1.00
     seconds: float = 600.0
     calls: int = 24
+
+    @classmethod
+    def unbounded(cls) -> Limits:
+        """Limits that never refuse: a ledger that only records (a scan's per-PR level between the
+        run and the PR's own budget, so a failed PR's row still shows what its calls cost)."""
+        return cls(UNBOUNDED, UNBOUNDED, math.inf, math.inf, UNBOUNDED)
 
     @classmethod
     def shared_by_run(cls, limits: Limits) -> Limits:

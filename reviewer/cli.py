@@ -394,11 +394,16 @@ def dismissed(target: str) -> None:
     state: needs GITHUB_TOKEN and the key the workflow signs with (IMREVIEW_STATE_KEY, or the model
     API key) in the environment."""
     from reviewer.memory import ignore_lines
-    from reviewer.pull import find_prior, list_comments
+    from reviewer.publish import INTEGRATION_LOGIN
+    from reviewer.pull import ListedComments, find_prior, list_comments
 
     repo, number = parse_pr_target(target)
     client = _github_client("`imreview dismissed` reads the PR's comment through the API", signs=False)
-    state = find_prior(client, repo, number, list_comments(client, repo, number)).state
+    listed = list_comments(client, repo, number)
+    state = find_prior(client, repo, number, listed).state
+    if state is None and listed.comments is not None:  # a person's token reading the workflow bot's comment
+        as_bot = ListedComments(INTEGRATION_LOGIN, listed.comments)
+        state = find_prior(client, repo, number, as_bot).state
     if state is None:
         raise UsageError(
             f"{target}: no sticky comment of imreview that this environment's key proves ours "

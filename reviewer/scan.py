@@ -385,13 +385,11 @@ def _review_one(
         if early:
             return _row(pull, "deferred", early)
     client.wait_within(run.seconds_left())
-    before = run.spent().cost_usd
+    ledger = Budget(Limits.unbounded(), parent=run)  # this PR's own calls, whatever becomes of its review
 
     def spent() -> float | None:
-        """What this PR's model calls cost (its budget is a child of the run's), also when its
-        review failed after them."""
-        now = run.spent().cost_usd
-        return None if now is None or before is None else round(now - before, 6)
+        cost = ledger.spent().cost_usd
+        return None if cost is None else round(cost, 6)
 
     renderer = Renderer(language=job.overrides.language or "en")
     on_error = job.overrides.on_error or "warn"
@@ -401,7 +399,7 @@ def _review_one(
             dataclasses.replace(job, number=pull.number),
             warn=warn,
             notices=notices,
-            parent=run,
+            parent=ledger,
             admit=_Admission(run, longest_pr, price, run_renderer),
         )
     except Retryable as exc:

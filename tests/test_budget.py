@@ -301,6 +301,21 @@ def test_an_unpriced_call_in_a_child_makes_the_runs_cost_unknown() -> None:
     assert run.spent().cost_usd is None
 
 
+def test_a_scan_knows_what_a_failed_pr_cost_after_an_earlier_pr_made_the_runs_cost_unknown() -> None:
+    """A scan gives each PR a recording ledger between the run and the PR's budget: the row of a PR
+    whose review failed after its calls shows their cost, though an earlier unpriced call made the
+    run's total unknown."""
+    run = Budget(Limits.shared_by_run(limits(cost_usd=1.0)))
+    earlier = Budget(limits(cost_usd=1.0), parent=Budget(Limits.unbounded(), parent=run))
+    earlier.settle(hold(earlier, inp=10), input_tokens=10, output_tokens=1, cost_usd=None)
+    ledger = Budget(Limits.unbounded(), parent=run)
+    failed = Budget(limits(cost_usd=1.0), parent=ledger)
+    failed.settle(hold(failed, inp=100, cost=0.01), input_tokens=100, output_tokens=5, cost_usd=0.01)
+    assert run.spent().cost_usd is None
+    assert ledger.spent().cost_usd == 0.01
+    assert run.spent().calls == 2, "both calls are charged to the run"
+
+
 def test_a_child_may_spend_exactly_what_the_parent_has_left_and_not_a_token_more() -> None:
     run = Budget(limits(input_tokens=1000, cost_usd=1.0))
     first = Budget(limits(input_tokens=10_000, cost_usd=1.0), parent=run)

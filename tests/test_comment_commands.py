@@ -625,6 +625,13 @@ def test_imreview_dismissed_prints_ignore_lines_that_quiet_the_finding_on_other_
         'reason: "dismissed by maint on octo-org/widgets#7: Division by zero when b is 0"' in printed.stdout
     )
 
+    gh.add_token("maintainer-own-token", login="maint")  # a maintainer's own token, run on their machine
+    personal = run_cli(
+        ["dismissed", f"{REPO}#7"], cwd=tmp_path, env={**env, "GITHUB_TOKEN": "maintainer-own-token"}
+    )
+    assert personal.returncode == 0, personal.stderr
+    assert personal.stdout == printed.stdout
+
     unkeyed = run_cli(
         ["dismissed", f"{REPO}#7"],
         cwd=tmp_path,
