@@ -351,6 +351,37 @@ def test_the_local_corpus_searches_the_head_commit_not_the_work_tree(repo: Repo)
     source.close()
 
 
+def test_the_local_search_finds_whole_words_as_one_fixed_string_per_name_would(repo: Repo) -> None:
+    """One extended regex for all names (hundreds of `-F -e` took minutes on a large tree) reports
+    exactly the lines a fixed-string search per name reports: whole words only, metacharacters
+    in a name taken literally, one name a prefix of another."""
+    from reviewer.source.local import LocalSource
+
+    text = (
+        "get = 1\ngetter = get\nforget = 2\nget_x = 3\n$el.on(x)\nel = 4\na.b = 5\naxb = 6\n"
+        "f(a)(b)\nx = y || z\nsize_t n;\n"
+    )
+    repo.commit({"app.js": "x = 0\n", "lib.js": text}, "base")
+    repo.branch("feature")
+    repo.commit({"app.js": "x = get\n"}, "use it")
+    source = LocalSource(repo.path, base="main")
+    corpus = source.context_corpus()
+    names = {"get", "getter", "$el", "a.b", "f(a)", "y || z", "size_t", "missing"}
+    fixed = corpus.git.run(
+        "grep", "-n", "-I", "-w", "-F", "-z", "--full-name", "-m", "400",
+        *[arg for n in sorted(names) for arg in ("-e", n)], corpus.sha, "--", check=False,
+    ).stdout  # fmt: skip
+    expected = sorted(
+        (path.split(":", 1)[1], int(line), body)
+        for path, line, body in (r.decode().split("\0", 2) for r in fixed.split(b"\n") if r)
+    )
+    found = sorted((h.path, h.line, h.text) for h in corpus.grep(names))
+    assert found == expected
+    assert ("lib.js", 3, "forget = 2") not in found and ("lib.js", 8, "axb = 6") not in found
+    assert ("lib.js", 2, "getter = get") in found and ("lib.js", 7, "a.b = 5") in found
+    source.close()
+
+
 def test_definitions_are_code_of_the_same_language_and_what_is_actually_used() -> None:
     patch = (
         b"diff --git a/src/app.c b/src/app.c\n--- a/src/app.c\n+++ b/src/app.c\n"

@@ -152,6 +152,10 @@ GREP_PER_FILE = 400
 high enough that a definition far down a file that uses many of the names is still reported."""
 
 
+_ERE_SPECIAL = re.compile(r"[.\[\]()*+?{}|^$\\]")
+"""What a POSIX extended regex would read as an operator in a name."""
+
+
 class GitCorpus:
     """The head commit as a context corpus (reviewer.context): one `git grep` over the commit's
     tree for every name, file text through the shared `git cat-file --batch` process."""
@@ -165,10 +169,12 @@ class GitCorpus:
         wanted = sorted(names)[:MAX_NAMES]
         if not wanted:
             return []
-        patterns = [arg for name in wanted for arg in ("-e", name)]
+        # one extended regex of all the names: `-F` with one `-e` per name took 39 s for 150 names
+        # over axios's tree, this takes 0.1 s and reports the same lines (benchmarks/DEFECTS.md)
+        pattern = "(" + "|".join(_ERE_SPECIAL.sub(r"\\\g<0>", name) for name in wanted) + ")"
         proc = self.git.run(
-            "grep", "-n", "-I", "-w", "-F", "-z", "--full-name", "-m", str(GREP_PER_FILE),
-            *patterns, self.sha, "--", check=False,
+            "grep", "-n", "-I", "-w", "-E", "-z", "--full-name", "-m", str(GREP_PER_FILE),
+            "-e", pattern, self.sha, "--", check=False,
         )  # fmt: skip
         if proc.returncode not in (0, 1):
             err = proc.stderr.decode("utf-8", "replace").strip()
