@@ -56,10 +56,12 @@ def _loopback(address: object) -> bool:
 @pytest.fixture(autouse=True)
 def unpaced_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     """The loopback GitHub has no secondary rate limit: writes are not spaced 0.5 s apart (a command
-    run made 3 writes; fifty of them waited a minute). Subprocess runs keep the real spacing."""
+    run made 3 writes; fifty of them waited a minute), and a retried GET does not back off (the
+    fault tests waited 1.5 s a retry). Subprocess runs keep the real timing."""
     from reviewer.source import github
 
     monkeypatch.setattr(github, "WRITE_SPACING_SECONDS", 0.0)
+    monkeypatch.setattr(github, "RETRY_BACKOFF_SECONDS", 0.0)  # the retries happen, without the waits
 
 
 @pytest.fixture(autouse=True)

@@ -233,6 +233,18 @@ def test_writes_are_spaced_for_githubs_secondary_rate_limit(
     assert any(0.3 < s <= 0.5 for s in sleeps), sleeps
 
 
+def test_a_get_that_keeps_failing_backs_off_as_shipped(
+    gh: FakeGitHub, sleeps: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the shipped backoff (the tests' conftest sets 0), the third attempt waits 1 s."""
+    monkeypatch.setattr(github, "RETRY_BACKOFF_SECONDS", 0.5)
+    add_pull(gh)
+    gh.fail("GET", r"/pulls/7$", 502, times=2)
+    assert GitHubClient("user-token", gh.url).pull(REPO, 7).head_sha == HEAD
+    assert len(gh.requests_to("GET", r"/pulls/7$")) == 3
+    assert 1.0 in sleeps, sleeps
+
+
 def test_a_502_on_get_is_retried(gh: FakeGitHub) -> None:
     add_pull(gh)
     gh.fail("GET", r"/pulls/7$", 502)

@@ -299,6 +299,10 @@ def _login(user: Any) -> str:
     return user.login if user is not None else "ghost"
 
 
+RETRY_BACKOFF_SECONDS = 0.5
+"""urllib3's backoff factor for a GET that failed with a 5xx or 429 without Retry-After: 1 s, then
+2 s, ... between attempts (the first retry is immediate). The tests' conftest sets 0."""
+
 WRITE_SPACING_SECONDS = 0.5
 """The least time between two writes (PyGithub waits for it): GitHub's secondary rate limit counts
 content-creating requests per minute. The tests' loopback server has no such limit and sets 0."""
@@ -330,7 +334,7 @@ class GitHubClient:
         retry = _BoundedRetry(
             wait_cap=self.wait_cap,
             total=retries,
-            backoff_factor=0.5,
+            backoff_factor=RETRY_BACKOFF_SECONDS,
             allowed_methods={"GET"},
             status_forcelist=[429, *range(500, 600)],
             raise_on_status=False,
