@@ -162,6 +162,14 @@ def held_cost_usd(cost_usd: float, answer_cost_usd: float, margin_percent: int =
     return (cost_usd - answer) * margin_percent / 100 + answer
 
 
+def held_call_cost(price: Price, input_tokens: int, answer_tokens: int, margin_percent: int) -> float:
+    """What a call of `input_tokens` and an answer of at most `answer_tokens` holds at `price`, as
+    `Budget.reserve` holds it (the margin on the input part only): one rule for the planner, the
+    held units of a re-plan and a scan's admission."""
+    answer = answer_tokens * price[1]
+    return held_cost_usd(input_tokens * price[0] + answer, answer, margin_percent)
+
+
 def minimal_call_cost(price: Price) -> float:
     """A floor under what one review call reserves (its prompt alone costs more)."""
     return MIN_CALL_INPUT_TOKENS * price[0]

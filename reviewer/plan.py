@@ -20,7 +20,7 @@ from reviewer.budget import (
     COST_SLACK_USD,
     Allowance,
     Deadline,
-    held_cost_usd,
+    held_call_cost,
     held_tokens,
 )
 from reviewer.diff import DiffFile, Hunk
@@ -346,16 +346,11 @@ def answer_tokens(allowance: Allowance) -> int:
     return max(1, min(caps))
 
 
-def _held(tokens: int, margin_percent: int) -> int:
-    return held_tokens(tokens, margin_percent)
-
-
 def _held_cost(allowance: Allowance, input_tokens: int, answer: int) -> float:
-    """The cost a unit holds, as `Budget.reserve` holds it: the margin on the input part only."""
+    """The cost a unit holds (0 when the price is unknown)."""
     if allowance.price is None:
         return 0.0
-    p_in, p_out = allowance.price
-    return held_cost_usd(input_tokens * p_in + answer * p_out, answer * p_out, allowance.margin_percent)
+    return held_call_cost(allowance.price, input_tokens, answer, allowance.margin_percent)
 
 
 @dataclass
@@ -488,7 +483,7 @@ class _Packer:
 
     def cost(self, overhead: int, tokens: int) -> _Cost:
         a = self.allowance
-        held_in = _held(overhead + tokens, a.margin_percent)
+        held_in = held_tokens(overhead + tokens, a.margin_percent)
         answer = answer_tokens(a)
         return _Cost(held_in, answer, _held_cost(a, overhead + tokens, answer))
 
@@ -1323,7 +1318,7 @@ class _Finisher:
         """What the finished units hold once this request is added, or None when it would break
         the call's window or the plan's token or money limit."""
         a = self.allowance
-        held_in = _held(counted, a.margin_percent)
+        held_in = held_tokens(counted, a.margin_percent)
         fits_window = a.window is None or held_in + answer <= a.window
         fits_budget = a.input_tokens is None or reserved.tokens + held_in <= a.input_tokens
         cost = _held_cost(a, counted, answer)

@@ -20,7 +20,7 @@ from reviewer import context as ctx
 from reviewer import findings as fnd
 from reviewer import gate, incremental, progress, rules, verify
 from reviewer.answer_size import answer_reservation
-from reviewer.budget import PLAN_SECONDS_SHARE, Budget, Limits, Price, held_cost_usd, held_tokens
+from reviewer.budget import PLAN_SECONDS_SHARE, Budget, Limits, Price, held_call_cost, held_tokens
 from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
 from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
@@ -578,11 +578,7 @@ def planned_cost(
     plan = _Planner(config, client, renderer, change, change.files, None, ctx.stand_in).plan(budget)
     margin = client.margin_percent()
     return sum(
-        held_cost_usd(
-            (u.input_tokens + REQUEST_SLACK_TOKENS) * price[0] + u.answer_tokens * price[1],
-            u.answer_tokens * price[1],
-            margin,
-        )
+        held_call_cost(price, u.input_tokens + REQUEST_SLACK_TOKENS, u.answer_tokens, margin)
         for u in plan.units
     )
 
@@ -746,10 +742,8 @@ def _held_limits(held: Sequence[Unit], client: ModelClient, price: Price | None,
     calibration = client.calibration(client.models[0])
     inputs = [calibration.apply(u.input_tokens) + REQUEST_SLACK_TOKENS for u in held]
     answers = [u.answer_tokens for u in held]
-    cost = 0.0
-    if price is not None:
-        pairs = zip(inputs, answers, strict=True)
-        cost = sum(held_cost_usd(i * price[0] + a * price[1], a * price[1], margin) for i, a in pairs)
+    pairs = zip(inputs, answers, strict=True)
+    cost = 0.0 if price is None else sum(held_call_cost(price, i, a, margin) for i, a in pairs)
     return Limits(
         input_tokens=sum(held_tokens(i, margin) for i in inputs),
         output_tokens=sum(answers),
@@ -878,8 +872,6 @@ def _replanned(
     hunks = {(p.path, p.hunk_index) for u in plan.units if u.id in redo for p in u.parts}
     kept = tuple(u for u in plan.units if u.id not in redo)
     fresh = planner.plan(budget, only=hunks, first_id=max(u.id for u in plan.units) + 1)
-    if any(x.reason == "budget" for x in fresh.unplaced):
-        budget.mark_exhausted()
     assumed = client.assumed_window
     if assumed is not None:
         warn(renderer.translate("warning.window_learned", assumed=assumed, window=str(planner.window)))
