@@ -103,9 +103,9 @@ class Snippet:
     def text(self) -> str:
         label = "definition of" if self.kind == "definition" else "call site of"
         head = f"## Context: {self.path} lines {self.start}-{self.end} ({label} `{self.symbol}`)"
-        body = [f"{self.start + i:>6} ~ {line}" for i, line in enumerate(self.lines)]
+        body = [f"{self.start + i} ~ {line}" for i, line in enumerate(self.lines)]
         if self.cut:
-            body.append(f"       ~ … ({self.cut} more lines)")
+            body.append(f"~ … ({self.cut} more lines)")
         return "\n".join([head, *body])
 
 

@@ -23,7 +23,7 @@ from reviewer.budget import (
     held_call_cost,
     held_tokens,
 )
-from reviewer.diff import DiffFile, Hunk
+from reviewer.diff import DiffFile, DiffLine, Hunk
 from reviewer.policy import category, opens_definition, sensitive, skip_reason
 from reviewer.report import Coverage, CoverageStatus, FileCoverage, Side, SliceCoverage
 
@@ -245,13 +245,18 @@ def _hunk_head(hunk: Hunk) -> str:
 
 def _numbered(hunk: Hunk, extension: Sequence[tuple[int, str]]) -> list[str]:
     out = [_hunk_head(hunk)]
-    out.extend(f"{n:>6} ~ {text}" for n, text in extension)
-    for line in hunk.lines:
-        if line.kind == "-":
-            out.append(f"{f'({line.old})':>6} - {line.text}")
-        else:
-            out.append(f"{line.new:>6} {'+' if line.kind == '+' else ' '} {line.text}")
+    out.extend(f"{n} ~ {text}" for n, text in extension)
+    out.extend(_number(line) + line.text for line in hunk.lines)
     return out
+
+
+def _number(line: DiffLine) -> str:
+    """A diff line's prefix: its new-file number and mark, or its old-file number in parentheses
+    for a removed line. Not padded to a column: padding cost 14 % of a diff's tokens
+    (benchmarks/PROMPT_COST.md)."""
+    if line.kind == "-":
+        return f"({line.old}) - "
+    return f"{line.new} {'+' if line.kind == '+' else ' '} "
 
 
 def _indent(text: str) -> int:
@@ -1032,11 +1037,6 @@ def _rank_prefix(
     return ((f.path, h.index) not in first, head[0], head[1])
 
 
-_NARROW_OLD = 10_000
-_NARROW_NEW = 1_000_000
-"""Below these line numbers every numbered line's prefix (`{n:>6} + `, `{(n):>6} - `) is 9 characters."""
-
-
 def _whole(
     f: DiffFile,
     hunk: Hunk,
@@ -1045,15 +1045,14 @@ def _whole(
     redact: Callable[[str], str],
     text_free: TextFree | None,
 ) -> tuple[UnitPart, int]:
-    """The whole hunk as one part and its tokens. Text-free, a hunk that redaction cannot change
-    and whose line numbers all fit the 6-column prefix is sized from its lines' lengths: the
-    numbered text is its lines joined as they are (`check`) plus the 9-character prefix of each."""
-    if text_free is not None and (
-        hunk.old_start + hunk.old_len <= _NARROW_OLD and hunk.new_start + hunk.new_len <= _NARROW_NEW
-    ):
+    """The whole hunk as one part and its tokens. Text-free, a hunk that redaction cannot change is
+    sized from its lines' lengths: the numbered text is its lines joined as they are (`check`) plus
+    each line's prefix."""
+    if text_free is not None:
         check = "\n".join([header, _hunk_head(hunk), *[line.text for line in hunk.lines]])
         if not text_free.may_redact(check):
-            return UnitPart(f.path, hunk.index, ""), text_free.tokens(len(check) + 9 * len(hunk.lines))
+            prefixes = sum(len(_number(line)) for line in hunk.lines)
+            return UnitPart(f.path, hunk.index, ""), text_free.tokens(len(check) + prefixes)
     part = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, ())])))
     return part, count_tokens(part.text)
 

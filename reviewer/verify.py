@@ -251,7 +251,7 @@ def _context(text: str | None, line: int | None, redact: Redact) -> str:
     lines = text.splitlines()
     lo = max(0, line - 1 - CONTEXT_LINES)
     hi = min(len(lines), line + CONTEXT_LINES)
-    return redact("\n".join(f"{n + 1:>6} {lines[n]}" for n in range(lo, hi)))
+    return redact("\n".join(f"{n + 1} {lines[n]}" for n in range(lo, hi)))
 
 
 def parse_verdicts(text: str) -> Mapping[str, tuple[bool, str]]:

@@ -238,7 +238,7 @@ def test_a_defect_whose_evidence_is_in_an_unchanged_file_reaches_the_model(
         f"\nUNTRUSTED {nonce.group(1)}>>>"
     )[0]
     assert "billing/money.py lines 4-6 (definition of `to_cents`)" in block
-    assert "     6 ~     return round(amount * 100)" in block
+    assert "\n6 ~     return round(amount * 100)" in block
     assert "amount = total(items)" in block, "the caller of the renamed function"
     assert report["plan"]["context_files"] == ["billing/money.py", "shop/checkout.py"]  # type: ignore[index]
     assert len(block) < 0.3 * 8192 * 4, "within the share of the call"
@@ -462,7 +462,7 @@ def test_the_verifier_sees_the_context_the_finding_was_made_from(repo: Repo, tmp
     (request,) = verify
     prompt = request["messages"][1]["content"]
     assert "billing/money.py lines 4-6 (definition of `to_cents`)" in prompt
-    assert "     6 ~     return round(amount * 100)" in prompt
+    assert "\n6 ~     return round(amount * 100)" in prompt
     report = json.loads(out.read_text())
     assert [(f["title"], f["verified"]) for f in report["findings"]] == [
         ("Cents multiplied by 100 twice", True)

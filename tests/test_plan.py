@@ -240,9 +240,7 @@ def test_part_text_numbers_lines_and_marks_removed_ones() -> None:
     plan, _ = plan_of(patch)
     text = plan.units[0].parts[0].text
     assert text.splitlines()[0] == "## File: src/calc.py (modified)"
-    assert "    10       a = 1" in text
-    assert "  (11) -     b = 2" in text
-    assert "    11 +     b = 3" in text
+    assert "\n10       a = 1\n(11) -     b = 2\n11 +     b = 3\n12       return a" in text
 
 
 def test_rename_header_names_the_old_path() -> None:
@@ -292,8 +290,8 @@ def read_head(path: str) -> str | None:
 def test_context_reaches_back_to_the_enclosing_def_when_it_fits() -> None:
     plan, _ = plan_of(CHANGE, read_file=read_head, unit_tokens=1000)
     text = plan.units[0].parts[0].text
-    assert "     4 ~ def handle(request):" in text
-    assert "     5 ~     step_0 = prepare(0)" in text
+    assert "\n4 ~ def handle(request):\n" in text
+    assert "\n5 ~     step_0 = prepare(0)\n" in text
     assert "import os" not in text
 
 

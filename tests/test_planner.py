@@ -389,7 +389,7 @@ def test_a_small_unit_gets_room_for_max_findings_whole_findings(tmp_path: Path) 
 
 def test_a_tight_output_budget_plans_fewer_units_each_with_a_whole_answer(tmp_path: Path) -> None:
     repo = build(tmp_path, pr_shapes.twelve_files())
-    with FakeModelServer(count_prompt=cl100k_count, models_max_len=8192, window=8192) as s:
+    with FakeModelServer(count_prompt=cl100k_count, models_max_len=7168, window=7168) as s:
         s.handler = answering(s)
         report = review(repo, s, tmp_path, model=UNKNOWN)
         whole = {body["max_tokens"] for body in s.requests}
