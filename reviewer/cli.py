@@ -488,7 +488,9 @@ def eval_(
         config,
         judge_model=judge_model,
         warn=_note,
-        progress=lambda item: _note(f"imreview eval: {item.id}: {item.true_positives}/{item.found} matched"),
+        progress=lambda item: _note(
+            f"imreview eval: {item.id}: {item.tally.true_positives}/{item.tally.found} matched"
+        ),
     )
     renderer = Renderer(language=config.language, template_dir=config.template_dir)
     click.echo(renderer.render("eval.md.j2", card=card.to_dict()))

@@ -122,6 +122,14 @@ def _unknown(kind: str, word: str, choices: Sequence[str]) -> str:
     return f"unknown {kind} '{word}' ({hint})"
 
 
+def _number(raw: str, convert: Callable[[str], float], expected: str) -> float:
+    """`raw` (a flag, an input or an environment variable) read by `convert`, or why it cannot be."""
+    try:
+        return convert(raw.strip())
+    except ValueError:
+        raise _Invalid(f"expected {expected}, got {_show(raw)}") from None
+
+
 @dataclass(frozen=True)
 class _Int:
     minimum: int
@@ -137,11 +145,7 @@ class _Int:
         return value
 
     def parse(self, raw: str) -> object:
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            raise _Invalid(f"expected a whole number, got {_show(raw)}") from None
-        return self.check(value)
+        return self.check(_number(raw, int, "a whole number"))
 
 
 @dataclass(frozen=True)
@@ -161,11 +165,7 @@ class _Float:
         return float(value)
 
     def parse(self, raw: str) -> object:
-        try:
-            value = float(raw.strip())
-        except ValueError:
-            raise _Invalid(f"expected a number, got {_show(raw)}") from None
-        return self.check(value)
+        return self.check(_number(raw, float, "a number"))
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,20 +60,35 @@ class Item:
 
 
 @dataclass(frozen=True)
-class ItemScore:
-    id: str
-    verdict: str
+class Tally:
+    """What one item, or the whole dataset, counts: the rates follow from the counts (micro-averaged
+    for the dataset, as `total` sums the counts)."""
+
     found: int
     true_positives: int
     false_positives: int
     false_negatives: int
     rejected_hits: int
-    precision: float | None
-    recall: float | None
-    f1: float | None
+    precision: float | None = field(init=False)
+    recall: float | None = field(init=False)
+    f1: float | None = field(init=False)
     cost_usd: float | None
     seconds: float
     calls: int
+
+    def __post_init__(self) -> None:
+        tp = self.true_positives
+        precision, recall = _ratio(tp, tp + self.false_positives), _ratio(tp, tp + self.false_negatives)
+        object.__setattr__(self, "precision", precision)
+        object.__setattr__(self, "recall", recall)
+        object.__setattr__(self, "f1", _f1(precision, recall))
+
+
+@dataclass(frozen=True)
+class ItemScore:
+    id: str
+    verdict: str
+    tally: Tally
     missed: tuple[str, ...]
     unexpected: tuple[str, ...]
 
@@ -84,20 +99,22 @@ class Scorecard:
     model: str | None
     judge_model: str | None
     items: tuple[ItemScore, ...]
-    found: int
-    true_positives: int
-    false_positives: int
-    false_negatives: int
-    rejected_hits: int
-    precision: float | None
-    recall: float | None
-    f1: float | None
-    cost_usd: float | None
-    seconds: float
-    calls: int
+    tally: Tally
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The card as the JSON file and `eval.md.j2` have it: each tally's fields in its place."""
+        return _flat(self)
+
+
+def _flat(score: Scorecard | ItemScore) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for f in dataclasses.fields(score):
+        name, value = f.name, getattr(score, f.name)
+        if isinstance(value, Tally):
+            flat.update(dataclasses.asdict(value))
+        else:
+            flat[name] = [_flat(item) for item in value] if name == "items" else value
+    return flat
 
 
 # --- the dataset ------------------------------------------------------------------------------
@@ -271,24 +288,20 @@ def score_item(item: Item, report: Report, *, seconds: float, judge: Judge | Non
     findings = list(report.findings)
     pairs, extra, missed = match(findings, item.expected, judge=judge)
     rejected_pairs, _, _ = match([findings[i] for i in extra], item.rejected)
-    tp, fp = len(pairs), len(extra)
-    precision = _ratio(tp, tp + fp)
-    recall = _ratio(tp, len(item.expected))
     used = report.budget.used
     return ItemScore(
         id=item.id,
         verdict=report.verdict,
-        found=len(findings),
-        true_positives=tp,
-        false_positives=fp,
-        false_negatives=len(missed),
-        rejected_hits=len(rejected_pairs),
-        precision=precision,
-        recall=recall,
-        f1=_f1(precision, recall),
-        cost_usd=used.cost_usd,
-        seconds=round(seconds, 3),
-        calls=used.calls,
+        tally=Tally(
+            found=len(findings),
+            true_positives=len(pairs),
+            false_positives=len(extra),
+            false_negatives=len(missed),
+            rejected_hits=len(rejected_pairs),
+            cost_usd=used.cost_usd,
+            seconds=round(seconds, 3),
+            calls=used.calls,
+        ),
         missed=tuple(f"{item.expected[i].path}:{item.expected[i].line}" for i in missed),
         unexpected=tuple(f"{findings[i].path}:{findings[i].line} {findings[i].title[:80]}" for i in extra),
     )
@@ -296,28 +309,25 @@ def score_item(item: Item, report: Report, *, seconds: float, judge: Judge | Non
 
 def total(dataset: str, model: str | None, judge_model: str | None, items: Sequence[ItemScore]) -> Scorecard:
     """Micro-averaged: precision over every finding, recall over every expected item."""
-    tp = sum(i.true_positives for i in items)
-    fp = sum(i.false_positives for i in items)
-    fn = sum(i.false_negatives for i in items)
-    costs = [i.cost_usd for i in items]
-    precision = _ratio(tp, tp + fp)
-    recall = _ratio(tp, tp + fn)
+    tallies = [i.tally for i in items]
+    costs = [t.cost_usd for t in tallies]
     return Scorecard(
         dataset=dataset,
         model=model,
         judge_model=judge_model,
         items=tuple(items),
-        found=sum(i.found for i in items),
-        true_positives=tp,
-        false_positives=fp,
-        false_negatives=fn,
-        rejected_hits=sum(i.rejected_hits for i in items),
-        precision=precision,
-        recall=recall,
-        f1=_f1(precision, recall),
-        cost_usd=None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 6),
-        seconds=round(sum(i.seconds for i in items), 3),
-        calls=sum(i.calls for i in items),
+        tally=Tally(
+            found=sum(t.found for t in tallies),
+            true_positives=sum(t.true_positives for t in tallies),
+            false_positives=sum(t.false_positives for t in tallies),
+            false_negatives=sum(t.false_negatives for t in tallies),
+            rejected_hits=sum(t.rejected_hits for t in tallies),
+            cost_usd=None
+            if any(c is None for c in costs)
+            else round(sum(c for c in costs if c is not None), 6),
+            seconds=round(sum(t.seconds for t in tallies), 3),
+            calls=sum(t.calls for t in tallies),
+        ),
     )
 
 

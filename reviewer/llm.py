@@ -6,6 +6,7 @@ seconds and fetches a cost map unless told not to, so `--help` and rendering nev
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import functools
 import os
@@ -167,6 +168,16 @@ class _Asked(Generic[T]):
     repair_prompt: Callable[[str, str], str] | None
     max_tokens: int | None
     continuation: Continuation[T] | None
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """What one request sends and the phase it is charged to: retried, reserved and sent as one."""
+
+    model: str
+    messages: list[dict[str, str]]
+    phase: str
+    response_schema: Mapping[str, Any] | None
 
 
 class _RequestCounter:
@@ -429,7 +440,7 @@ class ModelClient:
         failures: list[_ModelFailed] = []
         for model in self.models:
             try:
-                first = self._complete_with_retries(model, messages, phase, response_schema, max_tokens)
+                first = self._complete_with_retries(_Ask(model, messages, phase, response_schema), max_tokens)
             except _ModelFailed as failed:
                 failures.append(failed)
                 continue
@@ -522,7 +533,7 @@ class ModelClient:
         try:
             if larger >= cut_at + cut_at // 2:
                 second: Completion | Exception = self._complete_with_retries(
-                    model, asked.messages, "repair", asked.response_schema, answer_tokens=larger
+                    _Ask(model, asked.messages, "repair", asked.response_schema), answer_tokens=larger
                 )
             else:
                 reason = (
@@ -579,26 +590,19 @@ class ModelClient:
         ]
         try:
             return self._complete_with_retries(
-                asked.model, retry, "repair", asked.response_schema, answer_tokens=answer_tokens
+                _Ask(asked.model, retry, "repair", asked.response_schema), answer_tokens=answer_tokens
             )
         except _ModelFailed as failed:
             return failed.cause
 
     def _complete_with_retries(
-        self,
-        model: str,
-        messages: list[dict[str, str]],
-        phase: str,
-        response_schema: Mapping[str, Any] | None,
-        max_tokens: int | None = None,
-        *,
-        answer_tokens: int | None = None,
+        self, ask: _Ask, max_tokens: int | None = None, *, answer_tokens: int | None = None
     ) -> Completion:
         """Up to MAX_ATTEMPTS requests on retryable errors, never sleeping past the seconds budget.
         `answer_tokens` overrides the per-call cap (a cut answer's retry), within what is left."""
         for attempt in range(MAX_ATTEMPTS):
             try:
-                return self._complete_once(model, messages, phase, response_schema, max_tokens, answer_tokens)
+                return self._complete_once(ask, max_tokens, answer_tokens)
             except _Retryable as retryable:
                 delay = retryable.retry_after
                 if delay is None:
@@ -609,22 +613,17 @@ class ModelClient:
         raise AssertionError("unreachable")
 
     def _complete_once(
-        self,
-        model: str,
-        messages: list[dict[str, str]],
-        phase: str,
-        response_schema: Mapping[str, Any] | None,
-        requested_max_tokens: int | None = None,
-        answer_tokens: int | None = None,
+        self, ask: _Ask, requested_max_tokens: int | None = None, answer_tokens: int | None = None
     ) -> Completion:
         """One HTTP request: reserve, send, settle. The only place that calls litellm.completion."""
         litellm = _litellm()
-        messages = alternating(messages)
+        ask = dataclasses.replace(ask, messages=alternating(ask.messages))
+        model = ask.model
         api_key = self._api_key(model)
         max_tokens = self._call_max_tokens(model, requested_max_tokens, answer_tokens)
-        call = self._reserve(model, messages, phase, response_schema, max_tokens)
+        call = self._reserve(ask, max_tokens)
         requests = _RequestCounter()
-        kwargs = self._request(model, messages, call, requests, api_key, response_schema)
+        kwargs = self._request(ask, call, requests, api_key)
         try:
             answer = _Answer.of(litellm.completion(**kwargs), requests)
         except Exception as error:
@@ -642,22 +641,16 @@ class ModelClient:
             raise BudgetExhausted("output_tokens", f"only {max_tokens} output tokens left for a call")
         return max_tokens
 
-    def _reserve(
-        self,
-        model: str,
-        messages: list[dict[str, str]],
-        phase: str,
-        response_schema: Mapping[str, Any] | None,
-        max_tokens: int,
-    ) -> _Call:
+    def _reserve(self, ask: _Ask, max_tokens: int) -> _Call:
         """Hold the request's worst case in the budget before it is sent, counted as the calibrated
         local estimate, and the timeout that still fits the seconds left."""
-        local_estimate = self._count_local(model, messages, response_schema)
+        model = ask.model
+        local_estimate = self._count_local(model, ask.messages, ask.response_schema)
         input_estimate = self.calibration(model).apply(local_estimate)
         price = self.price(model)
         estimate = None if price is None else input_estimate * price[0] + max_tokens * price[1]
         reservation = self.budget.reserve(
-            phase=phase,
+            phase=ask.phase,
             input_tokens=input_estimate,
             max_output_tokens=max_tokens,
             cost_usd=estimate,
@@ -669,19 +662,13 @@ class ModelClient:
         return _Call(reservation, max_tokens, local_estimate, input_estimate, price, timeout, capped)
 
     def _request(
-        self,
-        model: str,
-        messages: list[dict[str, str]],
-        call: _Call,
-        requests: _RequestCounter,
-        api_key: str | None,
-        response_schema: Mapping[str, Any] | None,
+        self, ask: _Ask, call: _Call, requests: _RequestCounter, api_key: str | None
     ) -> dict[str, Any]:
         """litellm's arguments: its own retries off (ours wait within the seconds budget), every
         request it sends counted, the schema only to a model that takes it."""
         kwargs: dict[str, Any] = {
-            "model": model,
-            "messages": messages,
+            "model": ask.model,
+            "messages": ask.messages,
             "max_tokens": call.max_tokens,
             "timeout": call.timeout,
             "temperature": 0,
@@ -694,10 +681,10 @@ class ModelClient:
             kwargs["api_base"] = self.config.api_base
         if api_key is not None:
             kwargs["api_key"] = api_key
-        if response_schema is not None and self.facts(model).supports_schema:
+        if ask.response_schema is not None and self.facts(ask.model).supports_schema:
             kwargs["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": "imreview_answer", "schema": dict(response_schema)},
+                "json_schema": {"name": "imreview_answer", "schema": dict(ask.response_schema)},
             }
         return kwargs
 

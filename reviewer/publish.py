@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from reviewer.errors import GitHubError, NoWriteAccess, RateLimited, Retryable, Unprocessable
 from reviewer.render import fit
@@ -31,7 +31,7 @@ from reviewer.runner_sinks import READ_ONLY as READ_ONLY
 from reviewer.runner_sinks import READ_ONLY_DETAIL as READ_ONLY_DETAIL
 from reviewer.runner_sinks import SUMMARY_LIMIT_BYTES as SUMMARY_LIMIT_BYTES
 from reviewer.runner_sinks import AnnotationResult as AnnotationResult
-from reviewer.runner_sinks import Rendered, _packaged_text, refused_read_only
+from reviewer.runner_sinks import PullSink, Rendered, _packaged_text, refused_read_only
 from reviewer.runner_sinks import annotate as annotate
 from reviewer.runner_sinks import echo_untrusted as echo_untrusted
 from reviewer.runner_sinks import escape_data as escape_data
@@ -562,12 +562,10 @@ class PullTarget:
 
 
 @dataclass(frozen=True)
-class StickyComment:
+class StickyComment(PullSink):
     """The one sticky comment, edited in place (`upsert_sticky`): `rendered.comment`."""
 
     target: PullTarget
-    gated: ClassVar[bool] = True
-    records: ClassVar[bool] = True
 
     def publish(self, report: Report | None, rendered: Rendered) -> Published:
         t = self.target
@@ -577,7 +575,7 @@ class StickyComment:
 
 
 @dataclass(frozen=True)
-class InlineReview:
+class InlineReview(PullSink):
     """One `COMMENT` review with inline comments on the published, anchored findings not carried
     from an earlier review. After a read-only refusal it is not tried. When it fails for a reason a
     rerun can mend while this run's sticky comment was posted, the comment's state is edited to say
@@ -587,8 +585,6 @@ class InlineReview:
     renderer: Renderer
     max_findings: int
     index: LineIndex
-    gated: ClassVar[bool] = True
-    records: ClassVar[bool] = True
 
     def publish(self, report: Report | None, rendered: Rendered) -> Published:
         if report is None:

@@ -638,38 +638,20 @@ def unreadable(number: int, exc: GitHubError, renderer: Renderer, *, on_error: s
 # --- config, templates and the prior review from the base branch -------------------------------
 
 
-def repo_config(
-    client: GitHubClient,
-    source: GitHubSource,
-    *,
-    config_file: str | None = None,
-    config_path: str = DEFAULT_CONFIG_PATH,
-    overrides: Overrides,
-    env: Mapping[str, str] | None = None,
-) -> Config:
-    """Config from a local file when named, else from the PR's BASE branch (never the PR's head)."""
-    if config_file:
-        file_layer = load_config_file(config_file, required=True)
+def job_config(client: GitHubClient, job: PullJob, source: GitHubSource) -> Config:
+    """The job's own config when it has one, else its local file when named, else the PR's BASE
+    branch's (never the PR's head), under the job's overrides and environment: one call for a
+    reviewed PR and a comment command alike."""
+    if job.config is not None:
+        return job.config
+    if job.config_file:
+        file_layer = load_config_file(job.config_file, required=True)
     else:
         pull = source.pull_info()
-        text = client.file_text(pull.base_repo or source.repo, config_path, pull.base_sha)
-        file_layer = parse_config_text(text, config_path) if text is not None else {}
-    return build_config(
-        file_layer=file_layer, env=env_layer(env if env is not None else os.environ), overrides=overrides
-    )
-
-
-def job_config(client: GitHubClient, job: PullJob, source: GitHubSource) -> Config:
-    """The job's own config when it has one, else `repo_config` with the job's file, path, overrides
-    and environment: one call for a reviewed PR and a comment command alike."""
-    return job.config or repo_config(
-        client,
-        source,
-        config_file=job.config_file,
-        config_path=job.config_path,
-        overrides=job.overrides,
-        env=job.env,
-    )
+        text = client.file_text(pull.base_repo or source.repo, job.config_path, pull.base_sha)
+        file_layer = parse_config_text(text, job.config_path) if text is not None else {}
+    env = env_layer(job.env if job.env is not None else os.environ)
+    return build_config(file_layer=file_layer, env=env, overrides=job.overrides)
 
 
 def base_templates(

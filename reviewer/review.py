@@ -176,14 +176,28 @@ def analyse(
     corpus: Callable[[], ctx.Corpus | None] | None = None,
     increment: incremental.Increment | None = None,
 ) -> Analysis:
-    """Run every stage up to the gate; never raises for model trouble (it becomes gaps).
+    """Redact the change, set aside the patches that cannot be reviewed, check `include`, then run
+    every stage up to the gate; never raises for model trouble (it becomes gaps).
 
     `budget` is the caller's: one PR's own, or a PR's share of a scan's run budget. `corpus` opens
     the head of the repository for context (`Source.context_corpus`), only when a model will be called.
     With an `increment`, only its re-sent hunks are planned; the rest keep the earlier review's
     coverage and findings (see `reviewer.incremental`).
     """
-    run = _Run.start(change, config, budget, read_file, renderer, warn, increment)
+    warnings = _Warnings(warn)
+    change, unusable = _unusable_patches(_redacted(change), renderer)
+    included = _include_gaps(config.include, change.files, renderer, warnings)
+    run = _Run(
+        change=change,
+        config=config,
+        budget=budget,
+        renderer=renderer,
+        warnings=warnings,
+        read_file=read_file,
+        increment=increment,
+        gaps=[*change.gaps, *unusable, *included],
+        explained=frozenset(g.path for g in unusable if g.path),
+    )
     checked = _check_rules(run)
     model = _open_model(run, client_factory)
     planner, plan = _plan(run, model, corpus)
@@ -224,33 +238,6 @@ class _Run:
     gaps: list[Gap]
     explained: frozenset[str]
     """Files whose patch cannot be reviewed, already with a `no_patch` gap that says why."""
-
-    @classmethod
-    def start(
-        cls,
-        change: Change,
-        config: Config,
-        budget: Budget,
-        read_file: ReadFile,
-        renderer: Renderer,
-        warn: Warn,
-        increment: incremental.Increment | None,
-    ) -> _Run:
-        """Redact the change, set aside the patches that cannot be reviewed, check `include`."""
-        warnings = _Warnings(warn)
-        change, unusable = _unusable_patches(_redacted(change), renderer)
-        included = _include_gaps(config.include, change.files, renderer, warnings)
-        return cls(
-            change=change,
-            config=config,
-            budget=budget,
-            renderer=renderer,
-            warnings=warnings,
-            read_file=read_file,
-            increment=increment,
-            gaps=[*change.gaps, *unusable, *included],
-            explained=frozenset(g.path for g in unusable if g.path),
-        )
 
     @property
     def files(self) -> Sequence[DiffFile]:
@@ -357,9 +344,7 @@ def _review(run: _Run, model: _Model, planner: _Planner, plan: Plan) -> _Reviewe
     window = planner.window
     if plan.units:
         with progress.current().stage(f"model review ({len(plan.units)} units)"):
-            plan, outcomes, window = _review_all(
-                client, plan, planner, run.config, run.renderer, run.change, run.budget, run.warnings
-            )
+            plan, outcomes, window = _review_all(client, plan, planner, run)
     if any(x.reason == "budget" for x in plan.unplaced):  # after calibration's re-plan: what is still cut
         run.budget.mark_exhausted()
     gaps = [
@@ -623,31 +608,25 @@ def _default_client(config: Config, budget: Budget, warn: Warn) -> ModelClient:
     return ModelClient(config, budget, warn=warn)
 
 
+@dataclass(eq=False)
 class _Planner:
     """Builds the plan for what the budget still holds, counting requests exactly as they will be
     sent (each unit's own nonce, system prompt, response schema)."""
 
-    def __init__(
-        self,
-        config: Config,
-        client: ModelClient | None,
-        renderer: Renderer,
-        change: Change,
-        files: Sequence[DiffFile],
-        read_file: Callable[[str], str | None] | None,
-        finder: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None = None,
-    ) -> None:
-        self.finder = finder
-        self.config = config
-        self.client = client
-        self.renderer = renderer
-        self.change = change
-        self.files = files
-        self.read_file = read_file
+    config: Config
+    client: ModelClient | None
+    renderer: Renderer
+    change: Change
+    files: Sequence[DiffFile]
+    read_file: Callable[[str], str | None] | None
+    finder: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None = None
+
+    def __post_init__(self) -> None:
+        config, client = self.config, self.client
         self.window, self.window_source = (
             client.window() if client else (config.context_window or NO_MODEL_WINDOW, "config")
         )
-        self._system = _system_prompt(renderer, config)
+        self._system = _system_prompt(self.renderer, config)
         self.schema_sent = client is not None and client.sends_schema()
         self._answer_tokens: int | None = None
 
@@ -833,25 +812,18 @@ class _ContextFinder:
 
 
 def _review_all(
-    client: ModelClient,
-    plan: Plan,
-    planner: _Planner,
-    config: Config,
-    renderer: Renderer,
-    change: Change,
-    budget: Budget,
-    warn: Warn,
+    client: ModelClient, plan: Plan, planner: _Planner, run: _Run
 ) -> tuple[Plan, list[UnitOutcome], int]:
     """Send the planned units; when the server says a request was longer than its window, re-plan
     what was not answered for the window it told us, within what the budget has left."""
-    plan, outcomes = _calibrated_review(client, plan, planner, config, renderer, change, budget)
+    plan, outcomes = _calibrated_review(client, plan, planner, run)
     for _ in range(MAX_REPLANS):
         redo = {o.unit_id for o in outcomes if o.status == "replan"}
         if not redo:
             break
-        plan, fresh = _replanned(client, plan, redo, planner, renderer, budget, warn)
+        plan, fresh = _replanned(client, plan, redo, planner, run)
         outcomes = [o for o in outcomes if o.unit_id not in redo]
-        outcomes += _review_units(client, fresh.units, config, renderer, change, planner)
+        outcomes += _review_units(client, fresh.units, run, planner)
     outcomes = [
         dataclasses.replace(o, status="context_window") if o.status == "replan" else o for o in outcomes
     ]
@@ -859,33 +831,23 @@ def _review_all(
 
 
 def _replanned(
-    client: ModelClient,
-    plan: Plan,
-    redo: set[int],
-    planner: _Planner,
-    renderer: Renderer,
-    budget: Budget,
-    warn: Warn,
+    client: ModelClient, plan: Plan, redo: set[int], planner: _Planner, run: _Run
 ) -> tuple[Plan, Plan]:
     """(the whole plan, its fresh units): the `redo` units' hunks packed again for the window the
     server told us, numbered after the plan's units."""
     hunks = {(p.path, p.hunk_index) for u in plan.units if u.id in redo for p in u.parts}
     kept = tuple(u for u in plan.units if u.id not in redo)
-    fresh = planner.plan(budget, only=hunks, first_id=max(u.id for u in plan.units) + 1)
+    fresh = planner.plan(run.budget, only=hunks, first_id=max(u.id for u in plan.units) + 1)
     assumed = client.assumed_window
     if assumed is not None:
-        warn(renderer.translate("warning.window_learned", assumed=assumed, window=str(planner.window)))
+        run.warnings(
+            run.renderer.translate("warning.window_learned", assumed=assumed, window=str(planner.window))
+        )
     return dataclasses.replace(plan, units=kept + fresh.units, unplaced=plan.unplaced + fresh.unplaced), fresh
 
 
 def _calibrated_review(
-    client: ModelClient,
-    plan: Plan,
-    planner: _Planner,
-    config: Config,
-    renderer: Renderer,
-    change: Change,
-    budget: Budget,
+    client: ModelClient, plan: Plan, planner: _Planner, run: _Run
 ) -> tuple[Plan, list[UnitOutcome]]:
     """Send the planned units. While the model's count is an uncalibrated stand-in and the plan has
     more than one call or leaves diff unsent, the first unit goes alone: the provider's count of its
@@ -893,18 +855,18 @@ def _calibrated_review(
     with it within what the budget has left; units holding a slice of a hunk the first one
     carried keep their place (their need is held out of the re-plan)."""
     if not _first_goes_alone(client, plan):
-        return plan, _review_units(client, plan.units, config, renderer, change, planner)
+        return plan, _review_units(client, plan.units, run, planner)
     first, rest = plan.units[0], plan.units[1:]
-    outcomes = _review_units(client, [first], config, renderer, change, planner)
+    outcomes = _review_units(client, [first], run, planner)
     if outcomes[0].status == "replan":
         return plan, outcomes + [UnitOutcome(u.id, "replan") for u in rest]
     kept, redo = _after_first(plan, first, rest)
     if client.needs_calibration() or not redo:
-        return plan, outcomes + _review_units(client, rest, config, renderer, change, planner)
-    fresh = planner.plan(budget, only=redo, first_id=max(u.id for u in plan.units) + 1, held=kept)
+        return plan, outcomes + _review_units(client, rest, run, planner)
+    fresh = planner.plan(run.budget, only=redo, first_id=max(u.id for u in plan.units) + 1, held=kept)
     unplaced = tuple(x for x in plan.unplaced if (x.path, x.hunk_index) not in redo) + fresh.unplaced
     plan = dataclasses.replace(plan, units=(first, *kept, *fresh.units), unplaced=unplaced)
-    return plan, outcomes + _review_units(client, (*kept, *fresh.units), config, renderer, change, planner)
+    return plan, outcomes + _review_units(client, (*kept, *fresh.units), run, planner)
 
 
 def _first_goes_alone(client: ModelClient, plan: Plan) -> bool:
@@ -934,18 +896,13 @@ def _after_first(
 
 
 def _review_units(
-    client: ModelClient,
-    units: Sequence[Unit],
-    config: Config,
-    renderer: Renderer,
-    change: Change,
-    planner: _Planner,
+    client: ModelClient, units: Sequence[Unit], run: _Run, planner: _Planner
 ) -> list[UnitOutcome]:
     """One call per planned unit, up to `max_concurrency` at a time; the plan already fits the
     budget, so the order of completion changes timing, never what is covered. After a
     context-exceeded answer no further unit is sent: the rest is re-planned."""
     too_long = threading.Event()
-    pr_paths = frozenset(f.path for f in change.files)
+    pr_paths = frozenset(f.path for f in run.files)
     reporter = progress.current()  # read here: worker threads do not inherit the context
     finished = [0]
     lock = threading.Lock()
@@ -956,7 +913,7 @@ def _review_units(
             unit,
             client=client,
             planner=planner,
-            renderer=renderer,
+            renderer=run.renderer,
             pr_paths=pr_paths,
             too_long=too_long,
             affordable=lambda max_tokens: spare(unit, max_tokens),
@@ -975,7 +932,7 @@ def _review_units(
 
     if not units:
         return []
-    workers = max(1, min(config.max_concurrency, len(units)))
+    workers = max(1, min(run.config.max_concurrency, len(units)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="imreview-unit") as pool:
         return list(pool.map(one, units))
 

@@ -59,6 +59,20 @@ class Sink(Protocol):
     def publish(self, report: Report | None, rendered: Rendered) -> Published: ...
 
 
+class RunnerSink:
+    """A sink that writes to the runner: it runs whatever the gate says, and is not recorded."""
+
+    gated: ClassVar[bool] = False
+    records: ClassVar[bool] = False
+
+
+class PullSink:
+    """A sink that writes to the pull request: it waits for the gate, and its result is recorded."""
+
+    gated: ClassVar[bool] = True
+    records: ClassVar[bool] = True
+
+
 def publish_all(
     sinks: Sequence[Sink],
     report: Report,
@@ -103,24 +117,20 @@ def refused_read_only(report: Report | None) -> bool:
 
 
 @dataclass(frozen=True)
-class SummaryFile:
+class SummaryFile(RunnerSink):
     """The job summary (`GITHUB_STEP_SUMMARY`): `rendered.summary`, appended within the 1 MiB cap."""
 
     path: str | Path | None
-    gated: ClassVar[bool] = False
-    records: ClassVar[bool] = False
 
     def publish(self, report: Report | None, rendered: Rendered) -> Published:
         return write_summary(self.path, rendered.summary)
 
 
 @dataclass(frozen=True)
-class StepOutputs:
+class StepOutputs(RunnerSink):
     """The step outputs (`GITHUB_OUTPUT`): `rendered.outputs`, each in the heredoc form."""
 
     path: str | Path | None
-    gated: ClassVar[bool] = False
-    records: ClassVar[bool] = False
 
     def publish(self, report: Report | None, rendered: Rendered) -> Published:
         if not self.path:
@@ -135,14 +145,12 @@ class StepOutputs:
 
 
 @dataclass(frozen=True)
-class Annotations:
+class Annotations(RunnerSink):
     """`::warning`/`::notice` workflow commands on the published findings' lines (the first
     `limit`), at most ANNOTATIONS_PER_LEVEL per level; the rest are counted in the summary."""
 
     stream: TextIO
     limit: int
-    gated: ClassVar[bool] = False
-    records: ClassVar[bool] = False
 
     def publish(self, report: Report | None, rendered: Rendered) -> Published:
         if report is None:
@@ -153,7 +161,7 @@ class Annotations:
 
 
 @dataclass(frozen=True)
-class Notice:
+class Notice(RunnerSink):
     """A `::notice` workflow command: `text`, always, or only when a write to the pull request
     was refused as read-only (`on_read_only`). `recorded`: the notice is also a result in the
     report (a fork PR's read-only token, known before anything is tried)."""
@@ -161,8 +169,6 @@ class Notice:
     stream: TextIO | None
     text: str
     on_read_only: bool = False
-    gated: ClassVar[bool] = False
-    records: ClassVar[bool] = False
 
     def publish(self, report: Report | None, rendered: Rendered) -> Published:
         if self.on_read_only and not refused_read_only(report):
