@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from reviewer import answer_json
 from reviewer import answer_shapes as shapes
@@ -23,105 +23,63 @@ MAX_TEXT = 2_000
 MAX_QUOTE = 1_000
 MAX_ITEMS = 50
 _WS = re.compile(r"\s+")
+_T = TypeVar("_T")
 
 
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _TEXT = {"type": "string"}
-ANSWER_SCHEMA: Mapping[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["findings", "exclusions", "signals", "unverified"],
-    "properties": {
-        "findings": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": [
-                    "path",
-                    "line",
-                    "end_line",
-                    "side",
-                    "priority",
-                    "title",
-                    "trigger",
-                    "observation",
-                    "suggestion",
-                    "quote",
-                    "confidence",
-                ],
-                "properties": {
-                    "path": _TEXT,
-                    "line": _NULLABLE_INT,
-                    "end_line": _NULLABLE_INT,
-                    "side": {"type": "string", "enum": ["RIGHT", "LEFT"]},
-                    "priority": {"type": "string", "enum": list(PRIORITIES)},
-                    "title": _TEXT,
-                    "trigger": _TEXT,
-                    "observation": _TEXT,
-                    "suggestion": _TEXT,
-                    "quote": _TEXT,
-                    "confidence": {"type": "number"},
-                },
-            },
-        },
-        "exclusions": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["claim", "reason", "path", "line"],
-                "properties": {
-                    "claim": _TEXT,
-                    "reason": _TEXT,
-                    "path": {"type": ["string", "null"]},
-                    "line": _NULLABLE_INT,
-                },
-            },
-        },
-        "signals": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["kind", "target", "into", "reason"],
-                "properties": {
-                    "kind": {"type": "string", "enum": list(SIGNAL_KINDS)},
-                    "target": _TEXT,
-                    "into": _TEXT,
-                    "reason": _TEXT,
-                },
-            },
-        },
-        "unverified": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["what", "how"],
-                "properties": {"what": _TEXT, "how": _TEXT},
-            },
-        },
-    },
-}
+
+
+def _object(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """A strict JSON Schema object: every property required, no other."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": list(properties),
+        "properties": properties,
+    }
+
+
+def _list_of(properties: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": _object(properties)}
+
+
+ANSWER_SCHEMA: Mapping[str, Any] = _object(
+    {
+        "findings": _list_of(
+            {
+                "path": _TEXT,
+                "line": _NULLABLE_INT,
+                "end_line": _NULLABLE_INT,
+                "side": {"type": "string", "enum": ["RIGHT", "LEFT"]},
+                "priority": {"type": "string", "enum": list(PRIORITIES)},
+                "title": _TEXT,
+                "trigger": _TEXT,
+                "observation": _TEXT,
+                "suggestion": _TEXT,
+                "quote": _TEXT,
+                "confidence": {"type": "number"},
+            }
+        ),
+        "exclusions": _list_of(
+            {"claim": _TEXT, "reason": _TEXT, "path": {"type": ["string", "null"]}, "line": _NULLABLE_INT}
+        ),
+        "signals": _list_of(
+            {
+                "kind": {"type": "string", "enum": list(SIGNAL_KINDS)},
+                "target": _TEXT,
+                "into": _TEXT,
+                "reason": _TEXT,
+            }
+        ),
+        "unverified": _list_of({"what": _TEXT, "how": _TEXT}),
+    }
+)
 """The findings schema (DESIGN section 4) as JSON Schema, for providers that enforce `response_format`."""
 
-VERDICTS_SCHEMA: Mapping[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["verdicts"],
-    "properties": {
-        "verdicts": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["id", "holds", "reason"],
-                "properties": {"id": _TEXT, "holds": {"type": "boolean"}, "reason": _TEXT},
-            },
-        }
-    },
-}
+VERDICTS_SCHEMA: Mapping[str, Any] = _object(
+    {"verdicts": _list_of({"id": _TEXT, "holds": {"type": "boolean"}, "reason": _TEXT})}
+)
 
 
 @dataclass(frozen=True)
@@ -273,8 +231,6 @@ def _finding(raw: Any, where: str, clean: Clean, notes: list[str], paths: Collec
     """A finding from a model's item in any shape `answer_shapes` knows. It needs a path and a
     statement of the defect (a title or an observation); a missing trigger, fix, quote, side or
     confidence is left empty (the outputs say so) or given its default, never a reason to drop it."""
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: must be an object")
     item = shapes.finding_fields(raw, notes, paths)
     priority = str(item.get("priority", "")).upper().strip()
     if priority not in PRIORITIES:
@@ -308,8 +264,6 @@ def _finding(raw: Any, where: str, clean: Clean, notes: list[str], paths: Collec
 def _exclusion(
     raw: Any, where: str, clean: Clean, notes: list[str], paths: Collection[str] | None
 ) -> Exclusion:
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: must be an object")
     item = shapes.fields(raw, shapes.LISTS[1], notes)
     path = _text(item, "path", where, required=False)
     return Exclusion(
@@ -321,8 +275,6 @@ def _exclusion(
 
 
 def _signal(raw: Any, where: str, clean: Clean, notes: list[str], paths: Collection[str] | None) -> Signal:
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: must be an object")
     item = shapes.fields(raw, shapes.LISTS[2], notes)
     kind = str(item.get("kind", "")).upper().strip()
     if kind not in SIGNAL_KINDS:
@@ -439,6 +391,8 @@ def _read_item(
     if id(raw) in read.cut_items:
         return Dropped(where, "truncated", f"{where}: the answer ended inside it")
     try:
+        if not isinstance(raw, dict):
+            raise ValueError(f"{where}: must be an object")
         item = reader.build(raw, where, clean, notes, pr_paths)
     except ValueError as exc:
         return Dropped(where, "malformed", str(exc))
@@ -500,14 +454,15 @@ def _one_line(text: str) -> str:
 
 def dedupe_unverified(items: Iterable[Unverified], limit: int) -> tuple[Unverified, ...]:
     """Each verification gap once (same `what`, case and spacing aside), the first `limit` of them."""
-    seen: set[str] = set()
-    out: list[Unverified] = []
+    return _first_per(items, lambda u: _norm(u.what).lower())[:limit]
+
+
+def _first_per(items: Iterable[_T], key: Callable[[_T], Hashable]) -> tuple[_T, ...]:
+    """The first item of each key, in order."""
+    out: dict[Hashable, _T] = {}
     for item in items:
-        key = _norm(item.what).lower()
-        if key not in seen and len(out) < limit:
-            seen.add(key)
-            out.append(item)
-    return tuple(out)
+        out.setdefault(key(item), item)
+    return tuple(out.values())
 
 
 def group_dropped(dropped: Iterable[Dropped]) -> dict[str, list[Dropped]]:
@@ -669,22 +624,8 @@ def order(findings: Iterable[Finding]) -> list[Finding]:
 
 
 def dedupe_signals(signals: Sequence[Signal]) -> tuple[Signal, ...]:
-    seen: set[tuple[str, str, str]] = set()
-    out: list[Signal] = []
-    for signal in signals:
-        key = (signal.kind, signal.target, signal.into)
-        if key not in seen:
-            seen.add(key)
-            out.append(signal)
-    return tuple(out)
+    return _first_per(signals, lambda s: (s.kind, s.target, s.into))
 
 
 def dedupe_exclusions(exclusions: Sequence[Exclusion]) -> tuple[Exclusion, ...]:
-    seen: set[str] = set()
-    out: list[Exclusion] = []
-    for item in exclusions:
-        key = _norm(item.claim).lower()
-        if key not in seen:
-            seen.add(key)
-            out.append(item)
-    return tuple(out)
+    return _first_per(exclusions, lambda e: _norm(e.claim).lower())
