@@ -15,12 +15,13 @@ Action); this module does no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from reviewer.diff import DiffFile, Hunk
 from reviewer.policy import KEYWORDS, MIN_NAME, defined_names, definition_names, is_test_path, searchable
@@ -264,8 +265,6 @@ def _wants(hunk: Hunk) -> _Wants:
         if line.kind == "+":
             for n in _names(line.text):
                 uses[n] = uses.get(n, 0) + 1
-    for line in hunk.lines:
-        if line.kind == "+":
             own.update(definition_names(line.text))
     called = frozenset(
         m.group(1) or m.group(2)
@@ -490,19 +489,11 @@ def merge(groups: Iterable[Sequence[Snippet]]) -> list[Snippet]:
     for group in groups:
         for s in group:
             seen = merged.get(s.key)
-            if seen is None:
-                merged[s.key] = s
-            else:
-                merged[s.key] = Snippet(
-                    seen.path,
-                    seen.start,
-                    seen.lines if len(seen.lines) >= len(s.lines) else s.lines,
-                    seen.kind,
-                    seen.symbol,
-                    seen.references + s.references,
-                    seen.same_package or s.same_package,
-                    min(seen.cut, s.cut),
-                )
+            merged[s.key] = (
+                s
+                if seen is None
+                else _absorbed(seen, s, lines=max(seen.lines, s.lines, key=len), cut=min(seen.cut, s.cut))
+            )
     return rank(_without_overlaps(merged.values()))
 
 
@@ -512,20 +503,20 @@ def _without_overlaps(snippets: Iterable[Snippet]) -> list[Snippet]:
     out: list[Snippet] = []
     for s in items:
         if out and out[-1].path == s.path and s.end <= out[-1].end:
-            keep = out[-1]
-            out[-1] = Snippet(
-                keep.path,
-                keep.start,
-                keep.lines,
-                keep.kind,
-                keep.symbol,
-                keep.references + s.references,
-                keep.same_package or s.same_package,
-                keep.cut,
-            )
+            out[-1] = _absorbed(out[-1], s)
             continue
         out.append(s)
     return out
+
+
+def _absorbed(keep: Snippet, other: Snippet, **changes: Any) -> Snippet:
+    """`keep` standing for `other` too: their references summed, same package if either is."""
+    return dataclasses.replace(
+        keep,
+        references=keep.references + other.references,
+        same_package=keep.same_package or other.same_package,
+        **changes,
+    )
 
 
 SEPARATOR = "\n\n"

@@ -55,6 +55,8 @@ its room under GitHub's 65,536 characters."""
 TITLE_CHARS = 160
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _WS = re.compile(r"\s+")
+_JSON_KEYS = ("id", "path", "line", "end", "side", "p", "title", "fp", "at", "c")
+"""CarriedFinding's fields, in order, as the state names them (short: the marker has little room)."""
 
 
 @dataclass(frozen=True)
@@ -74,18 +76,7 @@ class CarriedFinding:
     confidence: float = 0.5
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "path": self.path,
-            "line": self.line,
-            "end": self.end_line,
-            "side": self.side,
-            "p": self.priority,
-            "title": self.title,
-            "fp": self.fingerprint,
-            "at": self.found_at,
-            "c": self.confidence,
-        }
+        return dict(zip(_JSON_KEYS, dataclasses.astuple(self), strict=True))
 
     @classmethod
     def from_json(cls, value: Any) -> CarriedFinding | None:
@@ -150,7 +141,7 @@ def _well_formed(strings: Sequence[Any], line: Any, end: Any) -> bool:
     priority, a full sha, and line numbers."""
     if not all(isinstance(v, str) and v for v in strings):
         return False
-    if not isinstance(line, int) or not _is_line(line) or (end is not None and not _is_line(end)):
+    if not _is_line(line) or (end is not None and not _is_line(end)):
         return False
     _, _, side, priority, _, _, at = strings
     return side in ("RIGHT", "LEFT") and priority in PRIORITIES and bool(_SHA.match(str(at)))
