@@ -234,14 +234,9 @@ def _decided(
 
 
 def _excerpts(snippets: Sequence[ctx.Snippet], redact: Redact) -> str:
-    """The best-ranked context snippets that fit MAX_EVIDENCE_CHARS, rendered as the review showed them."""
-    chosen: list[ctx.Snippet] = []
-    used = 0
-    for s in snippets:
-        size = len(redact(s.text())) + len(ctx.SEPARATOR)
-        if used + size <= MAX_EVIDENCE_CHARS:
-            chosen.append(s)
-            used += size
+    """The best-ranked context snippets that fit MAX_EVIDENCE_CHARS, rendered as the review showed them
+    (`select` charges no separator for the first snippet, this budget one for each)."""
+    chosen = ctx.select(snippets, MAX_EVIDENCE_CHARS - len(ctx.SEPARATOR), len, redact)
     return ctx.render(chosen, redact)
 
 
