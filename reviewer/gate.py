@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -16,7 +17,6 @@ from reviewer.report import (
     priority_rank,
 )
 
-FAIL_ON = ("never", "P1", "P2", "P3")
 UNREVIEWED_WHYS = frozenset(
     {
         "budget",
@@ -141,9 +141,7 @@ def _head_detail(say: Callable[..., str], pinned: str, current: str | None) -> s
 
 
 def _coverage_detail(say: Callable[..., str], coverage: Coverage) -> str:
-    counts: dict[str, int] = {}
-    for f in coverage.files:
-        counts[f.status] = counts.get(f.status, 0) + 1
+    counts = Counter(f.status for f in coverage.files)
     return ", ".join(say(f"status_count.{status}", n=n) for status, n in sorted(counts.items())) or say(
         "gate_detail.no_files"
     )
