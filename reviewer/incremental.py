@@ -318,27 +318,17 @@ def full(reason: str, since: str | None = None) -> Incremental:
 def increment(prior: Prior, pushed: Sequence[DiffFile], files: Sequence[DiffFile]) -> Increment:
     """Plan the incremental review of `files` (the PR diff at the new head) from `pushed` (the diff
     `prior.head...new head`): the hunks to re-send and the earlier findings re-anchored."""
-    by_new = {d.path: d for d in pushed}
-    resend = _pushed_hunks(by_new, files)
-    if not prior.complete:
-        everything = frozenset((f.path, h.index) for f in files for h in f.hunks)
-        return Increment(
-            since=prior.head,
-            resend=everything,
-            carried=(),
-            dropped=(),
-            hunks_total=len(everything),
-            first=frozenset(resend),
-            reason="prior_incomplete",
-        )
-    carried, dropped = _carried_over(prior.carried, pushed, files)
+    resend = frozenset(_pushed_hunks({d.path: d for d in pushed}, files))
+    everything = frozenset((f.path, h.index) for f in files for h in f.hunks)
+    carried, dropped = _carried_over(prior.carried, pushed, files) if prior.complete else ((), ())
     return Increment(
         since=prior.head,
-        resend=frozenset(resend),
+        resend=resend if prior.complete else everything,
         carried=carried,
         dropped=dropped,
-        hunks_total=sum(len(f.hunks) for f in files),
-        first=frozenset(resend),
+        hunks_total=len(everything),
+        first=resend,
+        reason="incremental" if prior.complete else "prior_incomplete",
     )
 
 
