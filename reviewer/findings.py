@@ -448,13 +448,13 @@ def parse_unverified(
 
 
 def _one_line(text: str) -> str:
-    text = _WS.sub(" ", text).strip()
+    text = norm(text)
     return text if len(text) <= UNVERIFIED_CHARS else text[: UNVERIFIED_CHARS - 1] + "…"
 
 
 def dedupe_unverified(items: Iterable[Unverified], limit: int) -> tuple[Unverified, ...]:
     """Each verification gap once (same `what`, case and spacing aside), the first `limit` of them."""
-    return _first_per(items, lambda u: _norm(u.what).lower())[:limit]
+    return _first_per(items, lambda u: norm(u.what).lower())[:limit]
 
 
 def _first_per(items: Iterable[_T], key: Callable[[_T], Hashable]) -> tuple[_T, ...]:
@@ -474,7 +474,8 @@ def group_dropped(dropped: Iterable[Dropped]) -> dict[str, list[Dropped]]:
     return out
 
 
-def _norm(text: str) -> str:
+def norm(text: str) -> str:
+    """Whitespace runs as one space, ends trimmed: how quotes and lines are compared."""
     return _WS.sub(" ", text).strip()
 
 
@@ -493,7 +494,7 @@ def anchor(
     if finding.path not in files:
         return dataclasses.replace(finding, anchored=False, anchor_reason="not_in_diff")
     lines = index.side(finding.path, finding.side)
-    first = _norm(finding.quote.splitlines()[0]) if finding.quote.strip() else ""
+    first = norm(finding.quote.splitlines()[0]) if finding.quote.strip() else ""
     if not first:
         if finding.line is not None and finding.line in lines:
             return _with_range(finding, finding.line, index, "as_stated")
@@ -518,7 +519,7 @@ def _quote_matches(
         matches = [
             n
             for n in lines
-            if quoted in _norm(text_at.get(n, "")) or quoted in _norm(redact(text_at.get(n, "")))
+            if quoted in norm(text_at.get(n, "")) or quoted in norm(redact(text_at.get(n, "")))
         ]
         if matches:
             return matches
@@ -530,7 +531,7 @@ _QUOTE_PREFIX = re.compile(r"^(?:\d{1,6}(?:\s*[:|]\s*|\s+(?=[+-])))?(?:[+-]\s?)?
 
 def bare_quote(quote: str) -> str:
     """A quote as copied from a numbered diff (`+code`, `12: +code`, `12 | code`): the code alone."""
-    return _norm(_QUOTE_PREFIX.sub("", quote, count=1))
+    return norm(_QUOTE_PREFIX.sub("", quote, count=1))
 
 
 def _hunk_of(file: DiffFile, line: int, side: str) -> tuple[int, int] | None:
@@ -580,7 +581,7 @@ def same_root_cause(a: Finding, b: Finding) -> bool:
         return False
     if a.line is not None and a.line == b.line and _title_key(a.title) == _title_key(b.title):
         return True
-    quote_a, quote_b = _norm(a.quote), _norm(b.quote)
+    quote_a, quote_b = norm(a.quote), norm(b.quote)
     if not quote_a or quote_a != quote_b:
         return False
     return a.line is None or b.line is None or abs(a.line - b.line) <= ROOT_CAUSE_LINES
@@ -628,4 +629,4 @@ def dedupe_signals(signals: Sequence[Signal]) -> tuple[Signal, ...]:
 
 
 def dedupe_exclusions(exclusions: Sequence[Exclusion]) -> tuple[Exclusion, ...]:
-    return _first_per(exclusions, lambda e: _norm(e.claim).lower())
+    return _first_per(exclusions, lambda e: norm(e.claim).lower())

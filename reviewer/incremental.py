@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reviewer.diff import DiffFile, LineIndex
-from reviewer.findings import line_texts, same_root_cause
+from reviewer.findings import line_texts, norm, same_root_cause
 from reviewer.report import PRIORITIES, Coverage, Finding, Incremental, priority_rank
 
 REASONS = (
@@ -54,7 +54,6 @@ CARRY_LIMIT_CHARS = 12_000
 its room under GitHub's 65,536 characters."""
 TITLE_CHARS = 160
 _SHA = re.compile(r"^[0-9a-f]{40}$")
-_WS = re.compile(r"\s+")
 _JSON_KEYS = ("id", "path", "line", "end", "side", "p", "title", "fp", "at", "c")
 """CarriedFinding's fields, in order, as the state names them (short: the marker has little room)."""
 
@@ -156,8 +155,7 @@ def _confidence(value: Any) -> Any:
 
 def fingerprint(texts: Sequence[str]) -> str:
     """Whitespace-insensitive hash of the lines a finding sits on (10 hex)."""
-    norm = "\n".join(_WS.sub(" ", t).strip() for t in texts)
-    return hashlib.sha256(norm.encode("utf-8")).hexdigest()[:10]
+    return hashlib.sha256("\n".join(map(norm, texts)).encode("utf-8")).hexdigest()[:10]
 
 
 def _span_texts(texts: Mapping[int, str], line: int, end_line: int | None) -> list[str] | None:
@@ -221,7 +219,7 @@ def _carried(
         end_line=f.end_line if f.end_line is not None and f.end_line > f.line else None,
         side=f.side,
         priority=f.priority,
-        title=_WS.sub(" ", f.title).strip()[:TITLE_CHARS] or f.id,
+        title=norm(f.title)[:TITLE_CHARS] or f.id,
         fingerprint=fingerprint(span),
         found_at=f.carried_from or head,
         confidence=round(f.confidence, 2),
