@@ -455,18 +455,12 @@ def _outputs(outcomes: Sequence[PrOutcome], *, index_path: str, matrix: str = ""
         "publish-ready": str(all(o.publish_ready for o in outcomes)).lower(),
         "findings": str(sum(o.findings for o in outcomes)),
         "p1": str(sum(o.p1 for o in outcomes)),
-        "max-priority": _max_priority(outcomes),
+        "max-priority": min((o.max_priority for o in outcomes if o.max_priority), default=""),  # P1 < P2
         "cost-usd": _total_cost(outcomes),
         "report-path": index_path or (outcomes[0].report_path if len(outcomes) == 1 else ""),
         "comment-url": "\n".join(o.comment_url for o in outcomes if o.comment_url),
         "matrix": matrix,
     }
-
-
-def _max_priority(outcomes: Sequence[PrOutcome]) -> str:
-    """ "P1" sorts before "P2": the first is the highest; empty when no PR has a finding."""
-    priorities = sorted(o.max_priority for o in outcomes if o.max_priority)
-    return priorities[0] if priorities else ""
 
 
 def _total_cost(outcomes: Sequence[PrOutcome]) -> str:

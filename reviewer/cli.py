@@ -367,9 +367,8 @@ def _write_scan(result: ScanResult, language: str, *, matrix: bool, opts: Mappin
     write_text(opts["json_path"], scan_json(result))
     if matrix:
         click.echo(result.matrix_json())
-        write_text(opts["summary_path"] if opts["summary_path"] != "-" else None, summary(result, renderer))
-    else:
-        write_text(opts["summary_path"], summary(result, renderer))
+    path = opts["summary_path"]
+    write_text(None if matrix and path == "-" else path, summary(result, renderer))
 
 
 def parse_pr_target(target: str) -> tuple[str, int]:
