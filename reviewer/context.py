@@ -315,7 +315,7 @@ class Finder:
         self.files = files
         self.corpus = corpus
         self._wants: dict[tuple[str, int], _Wants] = {}
-        self._hits: dict[str, list[Occurrence]] | None = None
+        self._searched = False
         self._definitions: dict[str, list[Occurrence]] = {}
         self._calls: dict[str, list[Occurrence]] = {}
         self._texts: dict[str, list[str] | None] = {}
@@ -360,12 +360,11 @@ class Finder:
             self._by_path[key] = grouped
         return self._by_path[key].get(path, [])
 
-    def _search(self) -> dict[str, list[Occurrence]]:
-        if self._hits is not None:
-            return self._hits
+    def _search(self) -> None:
+        if self._searched:
+            return
         hits = self._grep(self._most_wanted())
         changed = {n for w in self._wants.values() for n in w.changes}
-        self._hits = hits
         self._definitions = {n: [o for o in found if _is_definition(n, o)] for n, found in hits.items()}
         self._calls = {
             n: [
@@ -376,7 +375,7 @@ class Finder:
             for n in changed
             if n in hits
         }
-        return self._hits
+        self._searched = True
 
     def _most_wanted(self) -> list[str]:
         """The MAX_NAMES names the hunks use or change most often."""
