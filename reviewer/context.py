@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -126,13 +127,12 @@ class MemoryCorpus:
             text = self.texts[path]
             if "\0" in text[:8000] or not pattern.search(text):
                 continue
-            found: dict[str, int] = {}
+            found: Counter[str] = Counter()
             for number, line in enumerate(text.splitlines(), 1):
                 matched = {m.group(0) for m in pattern.finditer(line)}
-                if not matched or all(found.get(n, 0) >= self.per_file for n in matched):
+                if not matched or all(found[n] >= self.per_file for n in matched):
                     continue
-                for n in matched:
-                    found[n] = found.get(n, 0) + 1
+                found.update(matched)
                 out.append(Occurrence(path, number, line))
         return out
 
@@ -258,13 +258,12 @@ class _Wants:
 
 
 def _wants(hunk: Hunk) -> _Wants:
-    uses: dict[str, int] = {}
+    uses: Counter[str] = Counter()
     changes = tuple(changed_functions(hunk))
     own = set(changes)
     for line in hunk.lines:
         if line.kind == "+":
-            for n in _names(line.text):
-                uses[n] = uses.get(n, 0) + 1
+            uses.update(_names(line.text))
             own.update(definition_names(line.text))
     called = frozenset(
         m.group(1) or m.group(2)
@@ -379,14 +378,12 @@ class Finder:
 
     def _most_wanted(self) -> list[str]:
         """The MAX_NAMES names the hunks use or change most often."""
-        counts: dict[str, int] = {}
+        counts: Counter[str] = Counter()
         for f in self.files:
             for h in f.hunks:
                 w = self._wants_of(f.path, h)
-                for n, c in w.uses.items():
-                    counts[n] = counts.get(n, 0) + c
-                for n in w.changes:
-                    counts[n] = counts.get(n, 0) + 1
+                counts.update(w.uses)
+                counts.update(w.changes)
         return sorted(counts, key=lambda n: (-counts[n], n))[:MAX_NAMES]
 
     def _grep(self, names: list[str]) -> dict[str, list[Occurrence]]:
