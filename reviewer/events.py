@@ -47,8 +47,10 @@ def parse_pr_numbers(raw: str) -> tuple[int, ...]:
                 f"input 'pr-number': {token!r} is not a pull request number "
                 "(expected numbers like '12' or '#12', separated by commas, spaces or newlines)"
             )
-        numbers.append(int(digits))
-    return tuple(dict.fromkeys(numbers))
+        number = int(digits)
+        if number not in numbers:
+            numbers.append(number)
+    return tuple(numbers)
 
 
 @dataclass(frozen=True)
