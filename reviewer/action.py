@@ -62,17 +62,6 @@ CONFIG_INPUT_DEFAULTS = {
 }
 """action.yml's defaults for inputs that mirror config keys. The runner passes every declared input,
 so an input still at its default is "not given": the base branch's config file then applies."""
-OUTPUT_NAMES = (
-    "verdict",
-    "publish-ready",
-    "findings",
-    "p1",
-    "max-priority",
-    "cost-usd",
-    "report-path",
-    "comment-url",
-    "matrix",
-)
 
 
 @dataclass(frozen=True)
@@ -288,8 +277,7 @@ def _run_crashed(exc: Exception, out: TextIO, env: Mapping[str, str], *, on_erro
     detail = f"{type(exc).__name__}: {exc}"
     out.write(f"::error title=imreview failed::{escape_data(detail)}\n")
     echo_untrusted(out, traceback.format_exc())
-    failed = run_text(_plain_renderer(env), "failed", detail=detail)
-    publish_run(env, [failed], _outputs([_failed(0, detail)], index_path=""))
+    _publish_failure(env, "failed", detail)
     return 0 if on_error == "warn" else 3
 
 
@@ -309,8 +297,7 @@ def _finish(result: RunResult, settings: ActionSettings, env: Mapping[str, str],
 
 def _usage_error(exc: UsageError, out: TextIO, env: Mapping[str, str]) -> int:
     out.write(f"::error title=imreview configuration::{escape_data(str(exc))}\n")
-    config_error = run_text(_plain_renderer(env), "config_error", detail=str(exc))
-    publish_run(env, [config_error], _outputs([_failed(0, str(exc))], index_path=""))
+    _publish_failure(env, "config_error", str(exc))
     return 2
 
 
@@ -329,11 +316,7 @@ def _dispatch(
     renderer = Renderer(language=settings.overrides.language or "en")
     if request.kind == "skip":
         return RunResult([skipped_outcome(0, request.reason, renderer)])
-    if not settings.token:
-        raise UsageError("input 'github-token' is empty and GITHUB_TOKEN is not set")
-    from reviewer.source.github import GitHubClient, github_timeout
-
-    client = GitHubClient(settings.token, settings.api_url, timeout=github_timeout(env))
+    client = _client(settings, env)
     if request.kind == "scan":
         return _scan(client, request, settings, env, out)
     outcomes = []
@@ -368,14 +351,19 @@ def comment_command(
 def _command(
     command: CommentEvent, request: RunRequest, settings: ActionSettings, env: Mapping[str, str], out: TextIO
 ) -> RunResult:
-    if not settings.token:
-        raise UsageError("input 'github-token' is empty and GITHUB_TOKEN is not set")
     from reviewer.commanded import run_command
-    from reviewer.source.github import GitHubClient, github_timeout
 
-    client = GitHubClient(settings.token, settings.api_url, timeout=github_timeout(env))
+    client = _client(settings, env)
     job = _job(dataclasses.replace(request, explicit=True), command.number, settings, env)
     return RunResult([run_command(client, command, job, warn=echo(out), notices=out)])
+
+
+def _client(settings: ActionSettings, env: Mapping[str, str]) -> GitHubClient:
+    if not settings.token:
+        raise UsageError("input 'github-token' is empty and GITHUB_TOKEN is not set")
+    from reviewer.source.github import GitHubClient, github_timeout
+
+    return GitHubClient(settings.token, settings.api_url, timeout=github_timeout(env))
 
 
 def _scan(
@@ -436,8 +424,9 @@ def _job(request: RunRequest, number: int, settings: ActionSettings, env: Mappin
     )
 
 
-def _failed(number: int, detail: str) -> PrOutcome:
-    return PrOutcome(number=number, verdict="incomplete", summary=detail, cost_usd=None)
+def _publish_failure(env: Mapping[str, str], kind: str, detail: str) -> None:
+    failed = PrOutcome(number=0, verdict="incomplete", summary=detail, cost_usd=None)
+    publish_run(env, [run_text(_plain_renderer(env), kind, detail=detail)], _outputs([failed], index_path=""))
 
 
 def _plain_renderer(env: Mapping[str, str]) -> Renderer:
@@ -466,18 +455,12 @@ def _outputs(outcomes: Sequence[PrOutcome], *, index_path: str, matrix: str = ""
         "publish-ready": str(all(o.publish_ready for o in outcomes)).lower(),
         "findings": str(sum(o.findings for o in outcomes)),
         "p1": str(sum(o.p1 for o in outcomes)),
-        "max-priority": _max_priority(outcomes),
+        "max-priority": min((o.max_priority for o in outcomes if o.max_priority), default=""),  # P1 < P2
         "cost-usd": _total_cost(outcomes),
         "report-path": index_path or (outcomes[0].report_path if len(outcomes) == 1 else ""),
         "comment-url": "\n".join(o.comment_url for o in outcomes if o.comment_url),
         "matrix": matrix,
     }
-
-
-def _max_priority(outcomes: Sequence[PrOutcome]) -> str:
-    """ "P1" sorts before "P2": the first is the highest; empty when no PR has a finding."""
-    priorities = sorted(o.max_priority for o in outcomes if o.max_priority)
-    return priorities[0] if priorities else ""
 
 
 def _total_cost(outcomes: Sequence[PrOutcome]) -> str:

@@ -223,8 +223,9 @@ def _has_list(value: Mapping[str, Any], shape: ListShape) -> bool:
 
 
 def _lone_finding(value: Mapping[str, Any]) -> bool:
-    names = {n for n in FINDING_FIELDS["path"]} & set(value)
-    return bool(names) and any(n in value for n in (*FINDING_FIELDS["title"], *FINDING_FIELDS["observation"]))
+    return any(n in value for n in FINDING_FIELDS["path"]) and any(
+        n in value for n in (*FINDING_FIELDS["title"], *FINDING_FIELDS["observation"])
+    )
 
 
 def fields(item: Mapping[str, Any], shape: ListShape, notes: list[str]) -> dict[str, Any]:
@@ -287,11 +288,7 @@ _SIDE_WORDS = {"new": "RIGHT", "head": "RIGHT", "added": "RIGHT", "old": "LEFT",
 
 def _side_word(out: dict[str, Any], notes: list[str]) -> None:
     side = out.get("side")
-    if (
-        isinstance(side, str)
-        and side.upper() not in ("RIGHT", "LEFT")
-        and side.strip().lower() in _SIDE_WORDS
-    ):
+    if isinstance(side, str) and side.strip().lower() in _SIDE_WORDS:
         notes.append("side_word")
         out["side"] = _SIDE_WORDS[side.strip().lower()]
 

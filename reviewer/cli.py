@@ -58,9 +58,7 @@ BUDGET_KEYS = ("max_cost_usd", "max_input_tokens", "max_output_tokens", "max_sec
 def review_options(func: F) -> F:
     """The options shared by every reviewing command (DESIGN section 2)."""
     options = [
-        config_option("model"),
-        config_option("fallback_models"),
-        config_option("api_base"),
+        *map(config_option, ("model", "fallback_models", "api_base")),
         click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Config file (YAML)."),
         config_option("language"),
         *(config_option(name) for name in (*BUDGET_KEYS, "max_concurrency")),
@@ -121,12 +119,9 @@ def guarded(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except UsageError as exc:
-            click.echo(f"imreview: error: {exc}", err=True)
-            sys.exit(2)
         except ImreviewError as exc:
             click.echo(f"imreview: error: {exc}", err=True)
-            sys.exit(3)
+            sys.exit(2 if isinstance(exc, UsageError) else 3)
         except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
         except Exception as exc:
@@ -372,9 +367,8 @@ def _write_scan(result: ScanResult, language: str, *, matrix: bool, opts: Mappin
     write_text(opts["json_path"], scan_json(result))
     if matrix:
         click.echo(result.matrix_json())
-        write_text(opts["summary_path"] if opts["summary_path"] != "-" else None, summary(result, renderer))
-    else:
-        write_text(opts["summary_path"], summary(result, renderer))
+    path = opts["summary_path"]
+    write_text(None if matrix and path == "-" else path, summary(result, renderer))
 
 
 def parse_pr_target(target: str) -> tuple[str, int]:

@@ -15,12 +15,14 @@ Action); this module does no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from reviewer.diff import DiffFile, Hunk
 from reviewer.policy import KEYWORDS, MIN_NAME, defined_names, definition_names, is_test_path, searchable
@@ -125,13 +127,12 @@ class MemoryCorpus:
             text = self.texts[path]
             if "\0" in text[:8000] or not pattern.search(text):
                 continue
-            found: dict[str, int] = {}
+            found: Counter[str] = Counter()
             for number, line in enumerate(text.splitlines(), 1):
                 matched = {m.group(0) for m in pattern.finditer(line)}
-                if not matched or all(found.get(n, 0) >= self.per_file for n in matched):
+                if not matched or all(found[n] >= self.per_file for n in matched):
                     continue
-                for n in matched:
-                    found[n] = found.get(n, 0) + 1
+                found.update(matched)
                 out.append(Occurrence(path, number, line))
         return out
 
@@ -257,15 +258,12 @@ class _Wants:
 
 
 def _wants(hunk: Hunk) -> _Wants:
-    uses: dict[str, int] = {}
+    uses: Counter[str] = Counter()
     changes = tuple(changed_functions(hunk))
     own = set(changes)
     for line in hunk.lines:
         if line.kind == "+":
-            for n in _names(line.text):
-                uses[n] = uses.get(n, 0) + 1
-    for line in hunk.lines:
-        if line.kind == "+":
+            uses.update(_names(line.text))
             own.update(definition_names(line.text))
     called = frozenset(
         m.group(1) or m.group(2)
@@ -316,7 +314,7 @@ class Finder:
         self.files = files
         self.corpus = corpus
         self._wants: dict[tuple[str, int], _Wants] = {}
-        self._hits: dict[str, list[Occurrence]] | None = None
+        self._searched = False
         self._definitions: dict[str, list[Occurrence]] = {}
         self._calls: dict[str, list[Occurrence]] = {}
         self._texts: dict[str, list[str] | None] = {}
@@ -361,12 +359,11 @@ class Finder:
             self._by_path[key] = grouped
         return self._by_path[key].get(path, [])
 
-    def _search(self) -> dict[str, list[Occurrence]]:
-        if self._hits is not None:
-            return self._hits
+    def _search(self) -> None:
+        if self._searched:
+            return
         hits = self._grep(self._most_wanted())
         changed = {n for w in self._wants.values() for n in w.changes}
-        self._hits = hits
         self._definitions = {n: [o for o in found if _is_definition(n, o)] for n, found in hits.items()}
         self._calls = {
             n: [
@@ -377,18 +374,16 @@ class Finder:
             for n in changed
             if n in hits
         }
-        return self._hits
+        self._searched = True
 
     def _most_wanted(self) -> list[str]:
         """The MAX_NAMES names the hunks use or change most often."""
-        counts: dict[str, int] = {}
+        counts: Counter[str] = Counter()
         for f in self.files:
             for h in f.hunks:
                 w = self._wants_of(f.path, h)
-                for n, c in w.uses.items():
-                    counts[n] = counts.get(n, 0) + c
-                for n in w.changes:
-                    counts[n] = counts.get(n, 0) + 1
+                counts.update(w.uses)
+                counts.update(w.changes)
         return sorted(counts, key=lambda n: (-counts[n], n))[:MAX_NAMES]
 
     def _grep(self, names: list[str]) -> dict[str, list[Occurrence]]:
@@ -490,19 +485,11 @@ def merge(groups: Iterable[Sequence[Snippet]]) -> list[Snippet]:
     for group in groups:
         for s in group:
             seen = merged.get(s.key)
-            if seen is None:
-                merged[s.key] = s
-            else:
-                merged[s.key] = Snippet(
-                    seen.path,
-                    seen.start,
-                    seen.lines if len(seen.lines) >= len(s.lines) else s.lines,
-                    seen.kind,
-                    seen.symbol,
-                    seen.references + s.references,
-                    seen.same_package or s.same_package,
-                    min(seen.cut, s.cut),
-                )
+            merged[s.key] = (
+                s
+                if seen is None
+                else _absorbed(seen, s, lines=max(seen.lines, s.lines, key=len), cut=min(seen.cut, s.cut))
+            )
     return rank(_without_overlaps(merged.values()))
 
 
@@ -512,20 +499,20 @@ def _without_overlaps(snippets: Iterable[Snippet]) -> list[Snippet]:
     out: list[Snippet] = []
     for s in items:
         if out and out[-1].path == s.path and s.end <= out[-1].end:
-            keep = out[-1]
-            out[-1] = Snippet(
-                keep.path,
-                keep.start,
-                keep.lines,
-                keep.kind,
-                keep.symbol,
-                keep.references + s.references,
-                keep.same_package or s.same_package,
-                keep.cut,
-            )
+            out[-1] = _absorbed(out[-1], s)
             continue
         out.append(s)
     return out
+
+
+def _absorbed(keep: Snippet, other: Snippet, **changes: Any) -> Snippet:
+    """`keep` standing for `other` too: their references summed, same package if either is."""
+    return dataclasses.replace(
+        keep,
+        references=keep.references + other.references,
+        same_package=keep.same_package or other.same_package,
+        **changes,
+    )
 
 
 SEPARATOR = "\n\n"

@@ -41,7 +41,7 @@ def parse_pr_numbers(raw: str) -> tuple[int, ...]:
     for token in _PR_SEPARATORS.split(raw.strip()):
         if not token:
             continue
-        digits = token[1:] if token.startswith("#") else token
+        digits = token.removeprefix("#")
         if not digits.isascii() or not digits.isdigit() or int(digits) <= 0:
             raise UsageError(
                 f"input 'pr-number': {token!r} is not a pull request number "

@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from reviewer import answer_json
 from reviewer import answer_shapes as shapes
@@ -23,105 +23,63 @@ MAX_TEXT = 2_000
 MAX_QUOTE = 1_000
 MAX_ITEMS = 50
 _WS = re.compile(r"\s+")
+_T = TypeVar("_T")
 
 
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _TEXT = {"type": "string"}
-ANSWER_SCHEMA: Mapping[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["findings", "exclusions", "signals", "unverified"],
-    "properties": {
-        "findings": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": [
-                    "path",
-                    "line",
-                    "end_line",
-                    "side",
-                    "priority",
-                    "title",
-                    "trigger",
-                    "observation",
-                    "suggestion",
-                    "quote",
-                    "confidence",
-                ],
-                "properties": {
-                    "path": _TEXT,
-                    "line": _NULLABLE_INT,
-                    "end_line": _NULLABLE_INT,
-                    "side": {"type": "string", "enum": ["RIGHT", "LEFT"]},
-                    "priority": {"type": "string", "enum": list(PRIORITIES)},
-                    "title": _TEXT,
-                    "trigger": _TEXT,
-                    "observation": _TEXT,
-                    "suggestion": _TEXT,
-                    "quote": _TEXT,
-                    "confidence": {"type": "number"},
-                },
-            },
-        },
-        "exclusions": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["claim", "reason", "path", "line"],
-                "properties": {
-                    "claim": _TEXT,
-                    "reason": _TEXT,
-                    "path": {"type": ["string", "null"]},
-                    "line": _NULLABLE_INT,
-                },
-            },
-        },
-        "signals": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["kind", "target", "into", "reason"],
-                "properties": {
-                    "kind": {"type": "string", "enum": list(SIGNAL_KINDS)},
-                    "target": _TEXT,
-                    "into": _TEXT,
-                    "reason": _TEXT,
-                },
-            },
-        },
-        "unverified": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["what", "how"],
-                "properties": {"what": _TEXT, "how": _TEXT},
-            },
-        },
-    },
-}
+
+
+def _object(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """A strict JSON Schema object: every property required, no other."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": list(properties),
+        "properties": properties,
+    }
+
+
+def _list_of(properties: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": _object(properties)}
+
+
+ANSWER_SCHEMA: Mapping[str, Any] = _object(
+    {
+        "findings": _list_of(
+            {
+                "path": _TEXT,
+                "line": _NULLABLE_INT,
+                "end_line": _NULLABLE_INT,
+                "side": {"type": "string", "enum": ["RIGHT", "LEFT"]},
+                "priority": {"type": "string", "enum": list(PRIORITIES)},
+                "title": _TEXT,
+                "trigger": _TEXT,
+                "observation": _TEXT,
+                "suggestion": _TEXT,
+                "quote": _TEXT,
+                "confidence": {"type": "number"},
+            }
+        ),
+        "exclusions": _list_of(
+            {"claim": _TEXT, "reason": _TEXT, "path": {"type": ["string", "null"]}, "line": _NULLABLE_INT}
+        ),
+        "signals": _list_of(
+            {
+                "kind": {"type": "string", "enum": list(SIGNAL_KINDS)},
+                "target": _TEXT,
+                "into": _TEXT,
+                "reason": _TEXT,
+            }
+        ),
+        "unverified": _list_of({"what": _TEXT, "how": _TEXT}),
+    }
+)
 """The findings schema (DESIGN section 4) as JSON Schema, for providers that enforce `response_format`."""
 
-VERDICTS_SCHEMA: Mapping[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["verdicts"],
-    "properties": {
-        "verdicts": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["id", "holds", "reason"],
-                "properties": {"id": _TEXT, "holds": {"type": "boolean"}, "reason": _TEXT},
-            },
-        }
-    },
-}
+VERDICTS_SCHEMA: Mapping[str, Any] = _object(
+    {"verdicts": _list_of({"id": _TEXT, "holds": {"type": "boolean"}, "reason": _TEXT})}
+)
 
 
 @dataclass(frozen=True)
@@ -273,8 +231,6 @@ def _finding(raw: Any, where: str, clean: Clean, notes: list[str], paths: Collec
     """A finding from a model's item in any shape `answer_shapes` knows. It needs a path and a
     statement of the defect (a title or an observation); a missing trigger, fix, quote, side or
     confidence is left empty (the outputs say so) or given its default, never a reason to drop it."""
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: must be an object")
     item = shapes.finding_fields(raw, notes, paths)
     priority = str(item.get("priority", "")).upper().strip()
     if priority not in PRIORITIES:
@@ -308,8 +264,6 @@ def _finding(raw: Any, where: str, clean: Clean, notes: list[str], paths: Collec
 def _exclusion(
     raw: Any, where: str, clean: Clean, notes: list[str], paths: Collection[str] | None
 ) -> Exclusion:
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: must be an object")
     item = shapes.fields(raw, shapes.LISTS[1], notes)
     path = _text(item, "path", where, required=False)
     return Exclusion(
@@ -321,8 +275,6 @@ def _exclusion(
 
 
 def _signal(raw: Any, where: str, clean: Clean, notes: list[str], paths: Collection[str] | None) -> Signal:
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: must be an object")
     item = shapes.fields(raw, shapes.LISTS[2], notes)
     kind = str(item.get("kind", "")).upper().strip()
     if kind not in SIGNAL_KINDS:
@@ -439,6 +391,8 @@ def _read_item(
     if id(raw) in read.cut_items:
         return Dropped(where, "truncated", f"{where}: the answer ended inside it")
     try:
+        if not isinstance(raw, dict):
+            raise ValueError(f"{where}: must be an object")
         item = reader.build(raw, where, clean, notes, pr_paths)
     except ValueError as exc:
         return Dropped(where, "malformed", str(exc))
@@ -494,20 +448,21 @@ def parse_unverified(
 
 
 def _one_line(text: str) -> str:
-    text = _WS.sub(" ", text).strip()
+    text = norm(text)
     return text if len(text) <= UNVERIFIED_CHARS else text[: UNVERIFIED_CHARS - 1] + "…"
 
 
 def dedupe_unverified(items: Iterable[Unverified], limit: int) -> tuple[Unverified, ...]:
     """Each verification gap once (same `what`, case and spacing aside), the first `limit` of them."""
-    seen: set[str] = set()
-    out: list[Unverified] = []
+    return _first_per(items, lambda u: norm(u.what).lower())[:limit]
+
+
+def _first_per(items: Iterable[_T], key: Callable[[_T], Hashable]) -> tuple[_T, ...]:
+    """The first item of each key, in order."""
+    out: dict[Hashable, _T] = {}
     for item in items:
-        key = _norm(item.what).lower()
-        if key not in seen and len(out) < limit:
-            seen.add(key)
-            out.append(item)
-    return tuple(out)
+        out.setdefault(key(item), item)
+    return tuple(out.values())
 
 
 def group_dropped(dropped: Iterable[Dropped]) -> dict[str, list[Dropped]]:
@@ -519,7 +474,8 @@ def group_dropped(dropped: Iterable[Dropped]) -> dict[str, list[Dropped]]:
     return out
 
 
-def _norm(text: str) -> str:
+def norm(text: str) -> str:
+    """Whitespace runs as one space, ends trimmed: how quotes and lines are compared."""
     return _WS.sub(" ", text).strip()
 
 
@@ -538,7 +494,7 @@ def anchor(
     if finding.path not in files:
         return dataclasses.replace(finding, anchored=False, anchor_reason="not_in_diff")
     lines = index.side(finding.path, finding.side)
-    first = _norm(finding.quote.splitlines()[0]) if finding.quote.strip() else ""
+    first = norm(finding.quote.splitlines()[0]) if finding.quote.strip() else ""
     if not first:
         if finding.line is not None and finding.line in lines:
             return _with_range(finding, finding.line, index, "as_stated")
@@ -563,7 +519,7 @@ def _quote_matches(
         matches = [
             n
             for n in lines
-            if quoted in _norm(text_at.get(n, "")) or quoted in _norm(redact(text_at.get(n, "")))
+            if quoted in norm(text_at.get(n, "")) or quoted in norm(redact(text_at.get(n, "")))
         ]
         if matches:
             return matches
@@ -575,7 +531,7 @@ _QUOTE_PREFIX = re.compile(r"^(?:\d{1,6}(?:\s*[:|]\s*|\s+(?=[+-])))?(?:[+-]\s?)?
 
 def bare_quote(quote: str) -> str:
     """A quote as copied from a numbered diff (`+code`, `12: +code`, `12 | code`): the code alone."""
-    return _norm(_QUOTE_PREFIX.sub("", quote, count=1))
+    return norm(_QUOTE_PREFIX.sub("", quote, count=1))
 
 
 def _hunk_of(file: DiffFile, line: int, side: str) -> tuple[int, int] | None:
@@ -625,7 +581,7 @@ def same_root_cause(a: Finding, b: Finding) -> bool:
         return False
     if a.line is not None and a.line == b.line and _title_key(a.title) == _title_key(b.title):
         return True
-    quote_a, quote_b = _norm(a.quote), _norm(b.quote)
+    quote_a, quote_b = norm(a.quote), norm(b.quote)
     if not quote_a or quote_a != quote_b:
         return False
     return a.line is None or b.line is None or abs(a.line - b.line) <= ROOT_CAUSE_LINES
@@ -669,22 +625,8 @@ def order(findings: Iterable[Finding]) -> list[Finding]:
 
 
 def dedupe_signals(signals: Sequence[Signal]) -> tuple[Signal, ...]:
-    seen: set[tuple[str, str, str]] = set()
-    out: list[Signal] = []
-    for signal in signals:
-        key = (signal.kind, signal.target, signal.into)
-        if key not in seen:
-            seen.add(key)
-            out.append(signal)
-    return tuple(out)
+    return _first_per(signals, lambda s: (s.kind, s.target, s.into))
 
 
 def dedupe_exclusions(exclusions: Sequence[Exclusion]) -> tuple[Exclusion, ...]:
-    seen: set[str] = set()
-    out: list[Exclusion] = []
-    for item in exclusions:
-        key = _norm(item.claim).lower()
-        if key not in seen:
-            seen.add(key)
-            out.append(item)
-    return tuple(out)
+    return _first_per(exclusions, lambda e: norm(e.claim).lower())

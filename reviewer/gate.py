@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -16,7 +17,6 @@ from reviewer.report import (
     priority_rank,
 )
 
-FAIL_ON = ("never", "P1", "P2", "P3")
 UNREVIEWED_WHYS = frozenset(
     {
         "budget",
@@ -71,9 +71,12 @@ def evaluate(
     for is published with the overrun shown here (DESIGN 5).
 
     `say` (the renderer's `translate`) localizes the details through the `gate_detail.*` strings;
-    without it they are English.
+    without it they are the packaged English ones.
     """
-    say = say or _english
+    if say is None:
+        from reviewer.render import Renderer
+
+        say = Renderer().translate
     moved = current_head is not None and current_head != pinned_head
     unaccounted = [f.path for f in coverage.files if f.status == "partial" and not f.reason]
     over = _over_limits(budget)
@@ -91,32 +94,6 @@ def evaluate(
         GateCheck("output_limits", all(o.size <= o.limit for o in outputs), _outputs_detail(say, outputs)),
     )
     return Gate(publish_ready=all(c.ok for c in checks), checks=checks)
-
-
-_ENGLISH = {
-    "gate_detail.moved": "head moved from {head} to {now}",
-    "gate_detail.not_reread": " (not re-read)",
-    "gate_detail.no_files": "no files",
-    "gate_detail.parsed": "{parsed}/{expected} parsed",
-    "gate_detail.gapped": ", {n} reported as gaps",
-    "gate_detail.over": "over {limits}",
-    "gate_detail.disclosed": "provider-reported {limit} {used} > limit {allowed}"
-    " (usage above the reservation; disclosed, the paid-for review is published)",
-    "gate_detail.exhausted": "exhausted, disclosed",
-    "gate_detail.ok": "ok",
-    "gate_detail.output": "{name} {size:,}/{limit:,}",
-    "gate_detail.truncated": " (truncated)",
-    "gate_detail.nothing_rendered": "nothing rendered",
-}
-"""The gate's details when no renderer localizes them (`gate_detail.*` in templates/i18n)."""
-
-
-def _english(key: str, default: str | None = None, **params: object) -> str:
-    if key.startswith("status_count."):
-        return f"{params['n']} {key.removeprefix('status_count.')}"
-    if key.startswith("gate_output."):
-        return default or key.removeprefix("gate_output.")
-    return _ENGLISH[key].format(**params)
 
 
 def _over_limits(budget: BudgetReport) -> list[tuple[str, float, float]]:
@@ -141,9 +118,7 @@ def _head_detail(say: Callable[..., str], pinned: str, current: str | None) -> s
 
 
 def _coverage_detail(say: Callable[..., str], coverage: Coverage) -> str:
-    counts: dict[str, int] = {}
-    for f in coverage.files:
-        counts[f.status] = counts.get(f.status, 0) + 1
+    counts = Counter(f.status for f in coverage.files)
     return ", ".join(say(f"status_count.{status}", n=n) for status, n in sorted(counts.items())) or say(
         "gate_detail.no_files"
     )

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reviewer.diff import DiffFile, LineIndex
-from reviewer.findings import line_texts, same_root_cause
+from reviewer.findings import line_texts, norm, same_root_cause
 from reviewer.report import PRIORITIES, Coverage, Finding, Incremental, priority_rank
 
 REASONS = (
@@ -54,7 +54,8 @@ CARRY_LIMIT_CHARS = 12_000
 its room under GitHub's 65,536 characters."""
 TITLE_CHARS = 160
 _SHA = re.compile(r"^[0-9a-f]{40}$")
-_WS = re.compile(r"\s+")
+_JSON_KEYS = ("id", "path", "line", "end", "side", "p", "title", "fp", "at", "c")
+"""CarriedFinding's fields, in order, as the state names them (short: the marker has little room)."""
 
 
 @dataclass(frozen=True)
@@ -74,18 +75,7 @@ class CarriedFinding:
     confidence: float = 0.5
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "path": self.path,
-            "line": self.line,
-            "end": self.end_line,
-            "side": self.side,
-            "p": self.priority,
-            "title": self.title,
-            "fp": self.fingerprint,
-            "at": self.found_at,
-            "c": self.confidence,
-        }
+        return dict(zip(_JSON_KEYS, dataclasses.astuple(self), strict=True))
 
     @classmethod
     def from_json(cls, value: Any) -> CarriedFinding | None:
@@ -150,7 +140,7 @@ def _well_formed(strings: Sequence[Any], line: Any, end: Any) -> bool:
     priority, a full sha, and line numbers."""
     if not all(isinstance(v, str) and v for v in strings):
         return False
-    if not isinstance(line, int) or not _is_line(line) or (end is not None and not _is_line(end)):
+    if not _is_line(line) or (end is not None and not _is_line(end)):
         return False
     _, _, side, priority, _, _, at = strings
     return side in ("RIGHT", "LEFT") and priority in PRIORITIES and bool(_SHA.match(str(at)))
@@ -165,8 +155,7 @@ def _confidence(value: Any) -> Any:
 
 def fingerprint(texts: Sequence[str]) -> str:
     """Whitespace-insensitive hash of the lines a finding sits on (10 hex)."""
-    norm = "\n".join(_WS.sub(" ", t).strip() for t in texts)
-    return hashlib.sha256(norm.encode("utf-8")).hexdigest()[:10]
+    return hashlib.sha256("\n".join(map(norm, texts)).encode("utf-8")).hexdigest()[:10]
 
 
 def _span_texts(texts: Mapping[int, str], line: int, end_line: int | None) -> list[str] | None:
@@ -230,7 +219,7 @@ def _carried(
         end_line=f.end_line if f.end_line is not None and f.end_line > f.line else None,
         side=f.side,
         priority=f.priority,
-        title=_WS.sub(" ", f.title).strip()[:TITLE_CHARS] or f.id,
+        title=norm(f.title)[:TITLE_CHARS] or f.id,
         fingerprint=fingerprint(span),
         found_at=f.carried_from or head,
         confidence=round(f.confidence, 2),
@@ -327,27 +316,17 @@ def full(reason: str, since: str | None = None) -> Incremental:
 def increment(prior: Prior, pushed: Sequence[DiffFile], files: Sequence[DiffFile]) -> Increment:
     """Plan the incremental review of `files` (the PR diff at the new head) from `pushed` (the diff
     `prior.head...new head`): the hunks to re-send and the earlier findings re-anchored."""
-    by_new = {d.path: d for d in pushed}
-    resend = _pushed_hunks(by_new, files)
-    if not prior.complete:
-        everything = frozenset((f.path, h.index) for f in files for h in f.hunks)
-        return Increment(
-            since=prior.head,
-            resend=everything,
-            carried=(),
-            dropped=(),
-            hunks_total=len(everything),
-            first=frozenset(resend),
-            reason="prior_incomplete",
-        )
-    carried, dropped = _carried_over(prior.carried, pushed, files)
+    resend = frozenset(_pushed_hunks({d.path: d for d in pushed}, files))
+    everything = frozenset((f.path, h.index) for f in files for h in f.hunks)
+    carried, dropped = _carried_over(prior.carried, pushed, files) if prior.complete else ((), ())
     return Increment(
         since=prior.head,
-        resend=frozenset(resend),
+        resend=resend if prior.complete else everything,
         carried=carried,
         dropped=dropped,
-        hunks_total=sum(len(f.hunks) for f in files),
-        first=frozenset(resend),
+        hunks_total=len(everything),
+        first=resend,
+        reason="incremental" if prior.complete else "prior_incomplete",
     )
 
 

@@ -122,16 +122,6 @@ def thread_dismissals(
     return tuple(out)
 
 
-def without_dismissed(
-    analysis: Analysis, dismissed: Sequence[Dismissal], files: Sequence[DiffFile]
-) -> Analysis:
-    """The analysis with dismissed findings removed (verdict recomputed) and every dismissal listed."""
-    if not dismissed:
-        return analysis
-    filtered = dismissals.apply(analysis.report.findings, dismissed, files)
-    return _dropped(analysis, filtered, dismissals.merged(analysis.report.dismissed, dismissed))
-
-
 def _dropped(analysis: Analysis, filtered: dismissals.Filtered, listed: tuple[Dismissal, ...]) -> Analysis:
     """The analysis keeping only `filtered.kept` (verdict recomputed, nothing dropped carried to the
     next push), with `listed` as the report's dismissals."""
@@ -161,7 +151,8 @@ def remember(
     warn: Warn,
     ignore: Sequence[IgnoreRule] = (),
 ) -> Analysis:
-    """The review's analysis without what maintainers dismissed (the state's and the threads')."""
+    """The review's analysis without what maintainers dismissed (the state's and the threads'),
+    verdict recomputed, every dismissal listed."""
     if ignore:
         analysis = _without_ignored(analysis, ignore, files)
     if state is None:
@@ -171,7 +162,11 @@ def remember(
         if read_threads_too
         else ()
     )
-    return without_dismissed(analysis, dismissals.merged(state.dismissed, new), files)
+    dismissed = dismissals.merged(state.dismissed, new)
+    if not dismissed:
+        return analysis
+    filtered = dismissals.apply(analysis.report.findings, dismissed, files)
+    return _dropped(analysis, filtered, dismissals.merged(analysis.report.dismissed, dismissed))
 
 
 def _without_ignored(analysis: Analysis, ignore: Sequence[IgnoreRule], files: Sequence[DiffFile]) -> Analysis:

@@ -108,12 +108,7 @@ def _quick(pattern: re.Pattern[str]) -> re.Pattern[str]:
     too; without it the engine jumps to the literal prefix instead of testing every position
     (20-50x faster on text with no match, which is nearly all text)."""
     m = _LEADING_LOOKBEHIND.match(pattern.pattern)
-    if not m:
-        return pattern
-    try:
-        return re.compile(pattern.pattern[m.end() :], pattern.flags)
-    except re.error:
-        return pattern
+    return re.compile(pattern.pattern[m.end() :], pattern.flags) if m else pattern
 
 
 _TOKEN_GATES: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = tuple(
@@ -370,17 +365,9 @@ def redact(text: str) -> str:
 @dataclass(frozen=True)
 class _Hit:
     rule: str
-    priority: Priority
-    confidence: float
-    path: str
-    line: int
-    end_line: int | None
+    finding: Finding
+    """The card when this is the only place; its id is computed from `id_title`."""
     id_title: str
-    title: str
-    trigger: str
-    observation: str
-    suggestion: str
-    quote: str
     text: str = ""
     """The line as added (unredacted, never shown): what makes two hits the same line."""
     across_files: bool = True
@@ -404,21 +391,23 @@ def _hit(
     end_line: int | None = None,
 ) -> _Hit:
     """`title`, `trigger`, `observation` and `suggestion` are message keys, all filled from `params`."""
-    return _Hit(
-        rule=rule,
+    id_title, quote = prose.english(title, **params), redact(line.text).strip()
+    finding = Finding(
+        id=finding_id(path, quote, id_title),
         priority=priority,
-        confidence=confidence,
+        title=prose(title, **params),
         path=path,
         line=line.new or 0,
         end_line=end_line,
-        id_title=prose.english(title, **params),
-        title=prose(title, **params),
+        side="RIGHT",
         trigger=prose(trigger, **params),
         observation=prose(observation, **params),
         suggestion=prose(suggestion, **params),
-        quote=redact(line.text).strip(),
-        text=line.text.strip(),
+        quote=quote,
+        confidence=confidence,
+        source=f"rule:{rule}",
     )
+    return _Hit(rule, finding, id_title, text=line.text.strip())
 
 
 def _conflicts(path: str, hunk: Hunk, prose: _Prose) -> Iterator[_Hit]:
@@ -612,30 +601,30 @@ def _findings(hits: Sequence[_Hit], prose: _Prose) -> tuple[Finding, ...]:
 def _grouped(hits: Sequence[_Hit]) -> list[list[_Hit]]:
     """The hits of one finding id together; across files, those of one rule, title, quote and text."""
     in_file: dict[str, list[_Hit]] = {}
-    for hit in sorted(hits, key=lambda h: (h.path, h.line, h.rule)):
-        in_file.setdefault(finding_id(hit.path, hit.quote, hit.id_title), []).append(hit)
+    for hit in sorted(hits, key=lambda h: (h.finding.path, h.finding.line or 0, h.rule)):
+        in_file.setdefault(hit.finding.id, []).append(hit)
     groups: dict[tuple[object, ...], list[_Hit]] = {}
     for fid, found in in_file.items():
         first = found[0]
         same_text = frozenset(h.text for h in found)  # quotes are redacted: two keys can share one
-        key = (first.rule, first.id_title, first.quote, same_text) if first.across_files else (fid,)
+        key = (first.rule, first.id_title, first.finding.quote, same_text) if first.across_files else (fid,)
         groups.setdefault(key, []).extend(found)
     return list(groups.values())
 
 
 def _repeats(group: Sequence[_Hit], prose: _Prose) -> str:
     """The first hit's observation, naming where else the same line was added."""
-    first = group[0]
+    first, *rest = (h.finding for h in group)
     observation = first.observation
-    same = [h for h in group[1:] if h.path == first.path]
-    others = [h for h in group[1:] if h.path != first.path]
+    same = [f for f in rest if f.path == first.path]
+    others = [f for f in rest if f.path != first.path]
     if len(same) == 1:
         observation = prose("rules.repeated_line", observation=observation, line=same[0].line)
     elif len(same) > 1:
-        more = ", ".join(str(h.line) for h in same)
+        more = ", ".join(str(f.line) for f in same)
         observation = prose("rules.repeated_lines", observation=observation, lines=more)
     if others:
-        places = ", ".join(f"{h.path}:{h.line}" for h in others[:MAX_PLACES_NAMED])
+        places = ", ".join(f"{f.path}:{f.line}" for f in others[:MAX_PLACES_NAMED])
         if len(others) > MAX_PLACES_NAMED:
             places = prose("rules.and_more", places=places, n=len(others) - MAX_PLACES_NAMED)
         observation = prose("rules.repeated_places", observation=observation, places=places)
@@ -643,22 +632,7 @@ def _repeats(group: Sequence[_Hit], prose: _Prose) -> str:
 
 
 def _card(group: Sequence[_Hit], prose: _Prose) -> Finding:
-    first = group[0]
-    return Finding(
-        id=finding_id(first.path, first.quote, first.id_title),
-        priority=first.priority,
-        title=first.title,
-        path=first.path,
-        line=first.line,
-        end_line=first.end_line,
-        side="RIGHT",
-        trigger=first.trigger,
-        observation=_repeats(group, prose),
-        suggestion=first.suggestion,
-        quote=first.quote,
-        confidence=first.confidence,
-        source=f"rule:{first.rule}",
-    )
+    return dataclasses.replace(group[0].finding, observation=_repeats(group, prose))
 
 
 MAX_PLACES_NAMED = 10

@@ -44,7 +44,6 @@ Redact = Callable[[str], str]
 CONTEXT_LINES = 25
 MAX_VERIFY = 8
 MAX_EVIDENCE_CHARS = 12_000
-_WS = re.compile(r"\s+")
 _DIFF_PREFIX = re.compile(r"^\s*(?:\(?\d+\)?\s+)?[+\- ~]\s")
 _FENCED = re.compile(r"^```[\w+-]*\n(.*?)\n?```$", re.S)
 
@@ -57,14 +56,10 @@ class Outcome:
     refuted: tuple[Exclusion, ...]
 
 
-def _norm(text: str) -> str:
-    return _WS.sub(" ", text).strip()
-
-
 def _quote_line(quote: str) -> str:
     """The quote's first code line, without a diff marker or line number the model may have copied."""
     first = next((line for line in quote.splitlines() if line.strip()), "")
-    return _norm(_DIFF_PREFIX.sub("", first, count=1))
+    return fnd.norm(_DIFF_PREFIX.sub("", first, count=1))
 
 
 def _code_of(suggestion: str) -> str:
@@ -74,7 +69,7 @@ def _code_of(suggestion: str) -> str:
         text = fenced.group(1)
     elif text.startswith("`") and text.endswith("`"):
         text = text.strip("`")
-    return _norm(text)
+    return fnd.norm(text)
 
 
 def deterministic(
@@ -124,14 +119,14 @@ def _refutation(
 def _quoted_anywhere(quote: str, lines: Sequence[str], redact: Redact) -> bool:
     """The quote, as written or without a copied `+` and line number, on one of `lines`."""
     quotes = {quote, fnd.bare_quote(quote)} - {""}
-    return any(q in _norm(line) or q in _norm(redact(line)) for line in lines for q in quotes)
+    return any(q in fnd.norm(line) or q in fnd.norm(redact(line)) for line in lines for q in quotes)
 
 
 def _fix_is_the_code(finding: Finding, diff_texts: Mapping[int, str]) -> bool:
     """The suggested fix is the quoted code (or the anchored line) unchanged."""
     fix = _code_of(finding.suggestion)
-    at_line = _norm(diff_texts.get(finding.line or -1, "")) if finding.anchored else ""
-    return bool(fix) and (fix == _norm(finding.quote) or bool(at_line and fix == at_line))
+    at_line = fnd.norm(diff_texts.get(finding.line or -1, "")) if finding.anchored else ""
+    return bool(fix) and (fix == fnd.norm(finding.quote) or bool(at_line and fix == at_line))
 
 
 def recheck(
@@ -234,14 +229,9 @@ def _decided(
 
 
 def _excerpts(snippets: Sequence[ctx.Snippet], redact: Redact) -> str:
-    """The best-ranked context snippets that fit MAX_EVIDENCE_CHARS, rendered as the review showed them."""
-    chosen: list[ctx.Snippet] = []
-    used = 0
-    for s in snippets:
-        size = len(redact(s.text())) + len(ctx.SEPARATOR)
-        if used + size <= MAX_EVIDENCE_CHARS:
-            chosen.append(s)
-            used += size
+    """The best-ranked context snippets that fit MAX_EVIDENCE_CHARS, rendered as the review showed them
+    (`select` charges no separator for the first snippet, this budget one for each)."""
+    chosen = ctx.select(snippets, MAX_EVIDENCE_CHARS - len(ctx.SEPARATOR), len, redact)
     return ctx.render(chosen, redact)
 
 

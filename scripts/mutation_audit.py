@@ -271,8 +271,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     _m(
         "verify-quote-not-checked",
         "reviewer/verify.py",
-        "return any(q in _norm(line) or q in _norm(redact(line))",
-        "return True or any(q in _norm(line) or q in _norm(redact(line))",
+        "return any(q in fnd.norm(line) or q in fnd.norm(redact(line))",
+        "return True or any(q in fnd.norm(line) or q in fnd.norm(redact(line))",
         "a finding quoting code that is not at head is published instead of refuted",
         "test_verify.py",
     ),
