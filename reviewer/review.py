@@ -318,12 +318,12 @@ def _plan(run: _Run, model: _Model, corpus: Callable[[], ctx.Corpus | None] | No
         _ContextFinder(run.files, corpus, run.warnings) if client is not None and corpus is not None else None
     )
     planner = _Planner(run.config, client, run.renderer, run.change, run.files, read_head, finder)
+    planner.scope = {
+        "only": increment.resend if increment is not None else None,
+        "first": increment.first if increment is not None else (),
+    }
     with progress.current().stage("plan"):
-        plan = planner.plan(
-            run.budget,
-            only=increment.resend if increment is not None else None,
-            first=increment.first if increment is not None else (),
-        )
+        plan = planner.plan(run.budget, **planner.scope)
     return planner, plan
 
 
@@ -649,6 +649,7 @@ class _Planner:
         )
         self._system = _system_prompt(renderer, config)
         self.schema_sent = client is not None and client.sends_schema()
+        self.scope: dict[str, Any] = {}  # `plan`'s `only` and `first` for this review (an increment's)
         self._answer_tokens: int | None = None
 
     def messages(self, units_text: str, nonce: str, context_text: str = "") -> list[dict[str, str]]:
@@ -888,11 +889,15 @@ def _calibrated_review(
     budget: Budget,
 ) -> tuple[Plan, list[UnitOutcome]]:
     """Send the planned units. While the model's count is an uncalibrated stand-in and the plan has
-    more than one call or leaves diff unsent, the first unit goes alone: the provider's count of its
-    prompt calibrates every later count (`ModelClient.calibration`), and what is left is re-planned
-    with it within what the budget has left; units holding a slice of a hunk the first one
-    carried keep their place (their need is held out of the re-plan)."""
-    if not _first_goes_alone(client, plan):
+    more than one call or leaves diff unsent, the provider is first asked to count the first unit's
+    request (`ModelClient.count_with_provider`); when it does, the count is calibrated and the whole
+    PR is planned again with it, nothing sent yet. Otherwise the first unit goes alone: the
+    provider's count of its prompt calibrates every later count (`ModelClient.calibration`), and
+    what is left is re-planned with it within what the budget has left; units holding a slice of a
+    hunk the first one carried keep their place (their need is held out of the re-plan)."""
+    if _first_goes_alone(client, plan) and _counted_first(client, plan.units[0], planner):
+        plan = planner.plan(budget, **planner.scope)
+    if not plan.units or not _first_goes_alone(client, plan):
         return plan, _review_units(client, plan.units, config, renderer, change, planner)
     first, rest = plan.units[0], plan.units[1:]
     outcomes = _review_units(client, [first], config, renderer, change, planner)
@@ -905,6 +910,13 @@ def _calibrated_review(
     unplaced = tuple(x for x in plan.unplaced if (x.path, x.hunk_index) not in redo) + fresh.unplaced
     plan = dataclasses.replace(plan, units=(first, *kept, *fresh.units), unplaced=unplaced)
     return plan, outcomes + _review_units(client, (*kept, *fresh.units), config, renderer, change, planner)
+
+
+def _counted_first(client: ModelClient, first: Unit, planner: _Planner) -> bool:
+    """Whether the provider counted the first unit's request, as it would be sent, and calibrated."""
+    return client.count_with_provider(
+        planner.messages(first.text, first.nonce or unit_nonce(), first.context_text)
+    )
 
 
 def _first_goes_alone(client: ModelClient, plan: Plan) -> bool:
