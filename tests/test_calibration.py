@@ -186,3 +186,24 @@ def test_a_count_above_ours_shrinks_the_plan_and_never_takes_the_budget_over(tmp
     used = report["budget"]["used"]["input_tokens"]
     assert used == served(server) <= limit and report["budget"]["overrun"] == []
     assert not all_reviewed(report) and report["budget"]["exhausted"] is True
+
+
+@pytest.mark.parametrize("tokenize", ["anthropic", None])
+def test_a_hosted_provider_counts_through_litellm_and_its_local_fallback_is_no_count(
+    tokenize: str | None,
+) -> None:
+    """`anthropic/...` is counted by litellm's Anthropic counter (`POST /v1/messages/count_tokens`,
+    here at a loopback `api_base`); when that fails, litellm counts locally, which is not the
+    provider's count: None."""
+    import litellm
+
+    from reviewer import model_facts
+
+    messages = [{"role": "system", "content": "Review."}, {"role": "user", "content": "def f(): pass"}]
+    with FakeModelServer(tokenize=tokenize, count_prompt=lambda body: 321) as server:
+        counted = model_facts.provider_count(
+            litellm, "anthropic/claude-sonnet-4-5", messages, api_base=server.api_base[:-3], api_key="k"
+        )
+    assert counted == (321 if tokenize else None)
+    path, body = server.counts[0]
+    assert path == "/v1/messages/count_tokens" and body["system"][0]["text"] == "Review."

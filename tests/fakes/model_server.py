@@ -25,7 +25,8 @@ reply with `usage` and `timings` as llama.cpp sends them.
 `tokenize` gives it a counting endpoint, counting with `tokenize_count` (by default `count_prompt`):
 `"vllm"` answers `POST /tokenize` {model, messages} with {count, max_model_len, tokens};
 `"llamacpp"` answers `POST /apply-template` {messages} with {prompt} and `POST /tokenize` {content}
-with {tokens} (and `{"tokens": []}` to a body without `content`, as llama.cpp does). Every counting
+with {tokens} (and `{"tokens": []}` to a body without `content`, as llama.cpp does); `"anthropic"`
+answers `POST /v1/messages/count_tokens` {model, messages, system} with {input_tokens}. Every counting
 request is recorded in `counts` as (path, body), never in `requests`; `tokenize_delay` slows them.
 """
 
@@ -41,6 +42,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 CHAT_PATH = "/v1/chat/completions"
+ANTHROPIC_COUNT_PATH = "/v1/messages/count_tokens"
+COUNT_PATHS = ("/tokenize", "/apply-template", ANTHROPIC_COUNT_PATH)
 ALTERNATION_ERROR = "Conversation roles must alternate user/assistant/user/assistant/..."
 
 
@@ -391,6 +394,8 @@ class FakeModelServer:
             if not isinstance(content, str):
                 return json_reply({"tokens": []})
             return json_reply({"tokens": [0] * count({"messages": json.loads(content)})})
+        if self.tokenize == "anthropic" and path == ANTHROPIC_COUNT_PATH and isinstance(messages, list):
+            return json_reply({"input_tokens": count({"messages": messages})})
         return status(404, message=f"fake model server: no route {path}")
 
     def _wait(self, seconds: float) -> bool:
@@ -409,7 +414,7 @@ def _make_request_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandle
                 body = json.loads(raw)
             except ValueError:
                 body = {"_unparsed": raw.decode("utf-8", "replace")}
-            if self.path.rstrip("/") in ("/tokenize", "/apply-template"):
+            if self.path.rstrip("/") in COUNT_PATHS:
                 with server._lock:
                     server.counts.append((self.path.rstrip("/"), body))
                 if server.tokenize_delay and not server._wait(server.tokenize_delay):
