@@ -12,6 +12,7 @@ call loop (`reviewer.llm`) passes litellm in; nothing here asks a model for an a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -357,16 +358,31 @@ def provider_count(
         return server_count(api_base, model, messages, api_key or probe_key(), timeout)
     if provider not in _COUNTING_PROVIDERS:
         return None
-    try:
-        counting = litellm.acount_tokens(
+    result = _within(
+        lambda: litellm.acount_tokens(
             model=model, messages=list(messages), api_key=api_key, api_base=api_base
-        )
-        result = asyncio.run(asyncio.wait_for(counting, timeout))
-    except Exception:
-        return None
+        ),
+        timeout,
+    )
     if getattr(result, "error", False) or getattr(result, "tokenizer_type", None) == "local_tokenizer":
         return None
     return _positive_int(getattr(result, "total_tokens", None))
+
+
+def _within(coroutine: Callable[[], Any], timeout: float) -> Any:
+    """What the coroutine returns, run on its own loop in a daemon thread, or None when it raised or
+    took longer than `timeout`: a provider's client may block in a thread of the loop's executor,
+    which `asyncio.run` would wait for at shutdown."""
+    box: list[Any] = []
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            box.append(asyncio.run(coroutine()))
+
+    thread = threading.Thread(target=run, name="imreview-count", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return box[0] if box else None
 
 
 def server_count(
