@@ -400,6 +400,16 @@ class Budget:
                     spent.calls += calls
                 level._ledger.append(record)
 
+    def record_count(self, estimated: int, counted: int, calibrated: int) -> None:
+        """A count the provider made of a prompt before it was sent, in the ledger as phase "count":
+        our local estimate, the provider's count (`input_tokens`) and the estimate it calibrated to
+        (the estimate itself when it was implausible). It costs no tokens or money and is not a model
+        call, so it spends nothing and does not count against max-calls; its time is the clock's."""
+        record = CallRecord("count", estimated, 0, counted, 0, 0, calibrated_input_tokens=calibrated)
+        with self._locked() as chain:
+            for level in chain:
+                level._ledger.append(record)
+
     def cancel(self, r: Reservation) -> None:
         """Release a reservation whose request was never sent."""
         with self._locked() as chain:

@@ -374,6 +374,32 @@ class ModelClient:
                 estimated, reported
             )
 
+    def count_with_provider(self, messages: Sequence[Mapping[str, str]]) -> bool:
+        """Ask the provider to count the prompt of a request with `messages` before it is sent
+        (`model_facts.provider_count`, within COUNT_TIMEOUT_SECONDS and the seconds left), record the
+        count in the ledger and calibrate the primary model's stand-in count with it, as an answer's
+        usage would. True when the count is now calibrated; False (nothing changed) without an answer."""
+        model = self.models[0]
+        timeout = min(model_facts.COUNT_TIMEOUT_SECONDS, self.budget.seconds_left() / 2)
+        if not self.needs_calibration() or timeout < 0.1:
+            return False
+        sent = alternating(messages)
+        try:
+            key = model_facts.api_key(self.facts(model), self.config)
+        except LookupError:
+            return False
+        litellm = _litellm()
+        counted = model_facts.provider_count(
+            litellm, model, sent, api_base=self.config.api_base, api_key=key, timeout=timeout
+        )
+        if counted is None:
+            return False
+        local = model_facts.count(litellm, model, messages=sent)
+        self._calibrate(model, local, counted)
+        calibrated = self.calibration(model).calibrated
+        self.budget.record_count(local, counted, counted if calibrated else local)
+        return calibrated
+
     def count_request(
         self, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None = None
     ) -> int:

@@ -4,16 +4,20 @@
 environment (`read`); the window of a self-hosted server is asked of the server (`probe_window`),
 never believed above what the model can take. Token counts are local and offline (`count`): exact
 where litellm counts with the model's own tokenizer, a stand-in otherwise, which the ledger holds
-with a margin (`margin_percent`). The call loop (`reviewer.llm`) passes litellm in; nothing here
-sends a request to a model.
+with a margin (`margin_percent`), until the provider's own count calibrates it: before the first
+call where the provider counts for free (`provider_count`), else from the first answer's usage. The
+call loop (`reviewer.llm`) passes litellm in; nothing here asks a model for an answer.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +30,16 @@ from reviewer.config import Config
 ASSUMED_CONTEXT_WINDOW = 8192
 PLACEHOLDER_API_KEY = "imreview-no-key"
 PROBE_TIMEOUT_SECONDS = 3.0
+COUNT_TIMEOUT_SECONDS = 3.0
+"""A count asked of the provider before the first call waits at most this long (within the seconds
+budget); one that does not answer in time leaves the stand-in count as it was."""
+_COUNTING_PROVIDERS = frozenset({"anthropic", "gemini", "vertex_ai", "bedrock", "azure_ai", "openai"})
+"""The providers whose litellm token counter asks a counting API (each counter's
+`should_use_token_counting_api` in litellm 1.110.2): Anthropic's `count_tokens`, Gemini's and
+Vertex AI's `countTokens`, Bedrock's `CountTokens`, Azure AI's for Claude, OpenAI's Responses
+`input_tokens`. For any other provider `litellm.acount_tokens` counts locally, which is no count."""
+_SELF_HOSTED = frozenset({"openai", "hosted_vllm"})
+"""Providers that, with an `api_base`, are an OpenAI-compatible server: asked at its `/tokenize`."""
 _WINDOW_IN_ERROR = (
     re.compile(r"maximum context length is (\d+)", re.IGNORECASE),
     re.compile(r"\bn_ctx\W{1,4}(\d+)", re.IGNORECASE),
@@ -306,14 +320,93 @@ def _positive_int(value: Any) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def _get_json(url: str, api_key: str | None) -> Any:
+def _get_json(url: str, api_key: str | None, body: Any = None, timeout: float = PROBE_TIMEOUT_SECONDS) -> Any:
+    """The JSON a server answers to a GET (or, with `body`, a POST of it); None for anything else."""
     headers = {"Accept": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
+    data = None if body is None else json.dumps(body).encode()
+    if data is not None:
+        headers["Content-Type"] = "application/json"
     try:
-        with urllib.request.urlopen(
-            urllib.request.Request(url, headers=headers), timeout=PROBE_TIMEOUT_SECONDS
-        ) as response:
+        request = urllib.request.Request(url, data=data, headers=headers)
+        with urllib.request.urlopen(request, timeout=max(timeout, 0.01)) as response:
             return json.loads(response.read(1_000_000))
     except Exception:
         return None
+
+
+def provider_count(
+    litellm: ModuleType,
+    model: str,
+    messages: Sequence[Mapping[str, str]],
+    *,
+    api_base: str | None,
+    api_key: str | None,
+    timeout: float = COUNT_TIMEOUT_SECONDS,
+) -> int | None:
+    """The provider's own count of the prompt of a chat request with `messages`, asked before it is
+    sent, where the provider counts for free: an OpenAI-compatible server (`api_base`) at its
+    `/tokenize` (`server_count`), a hosted provider through `litellm.acount_tokens` when its counter
+    asks an API (`_COUNTING_PROVIDERS`; litellm's local fallback is not a count). None when there is
+    no such count, or it failed, took longer than `timeout` or was not a positive number; never raises."""
+    try:
+        provider = litellm.get_llm_provider(model)[1]
+    except Exception:
+        return None
+    if api_base and provider in _SELF_HOSTED:
+        return server_count(api_base, model, messages, api_key or probe_key(), timeout)
+    if provider not in _COUNTING_PROVIDERS:
+        return None
+    result = _within(
+        lambda: litellm.acount_tokens(
+            model=model, messages=list(messages), api_key=api_key, api_base=api_base
+        ),
+        timeout,
+    )
+    if getattr(result, "error", False) or getattr(result, "tokenizer_type", None) == "local_tokenizer":
+        return None
+    return _positive_int(getattr(result, "total_tokens", None))
+
+
+def _within(coroutine: Callable[[], Any], timeout: float) -> Any:
+    """What the coroutine returns, run on its own loop in a daemon thread, or None when it raised or
+    took longer than `timeout`: a provider's client may block in a thread of the loop's executor,
+    which `asyncio.run` would wait for at shutdown."""
+    box: list[Any] = []
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            box.append(asyncio.run(coroutine()))
+
+    thread = threading.Thread(target=run, name="imreview-count", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return box[0] if box else None
+
+
+def server_count(
+    api_base: str, model: str, messages: Sequence[Mapping[str, str]], api_key: str | None, timeout: float
+) -> int | None:
+    """An OpenAI-compatible server's count of a chat prompt, chat template applied: vLLM's
+    `POST /tokenize` {model, messages} → {count}; llama.cpp's `/tokenize` takes only text (it answers
+    `{"tokens": []}` to messages), so there `POST /apply-template` {messages} → {prompt}, then
+    `POST /tokenize` {content, add_special, parse_special} → {tokens}, as its chat endpoint tokenizes
+    the prompt. All within `timeout`; None when the server has neither."""
+    deadline = time.monotonic() + timeout
+    root = api_base.rstrip("/")
+    bare = root[: -len("/v1")] if root.endswith("/v1") else root
+    name = model.split("/", 1)[1] if "/" in model else model
+    answer = _get_json(f"{bare}/tokenize", api_key, {"model": name, "messages": list(messages)}, timeout)
+    if not isinstance(answer, dict) or "count" in answer or "tokens" not in answer:
+        return _positive_int(answer.get("count")) if isinstance(answer, dict) else None
+    templated = _get_json(
+        f"{bare}/apply-template", api_key, {"messages": list(messages)}, deadline - time.monotonic()
+    )
+    prompt = templated.get("prompt") if isinstance(templated, dict) else None
+    if not isinstance(prompt, str) or time.monotonic() >= deadline:
+        return None
+    text = {"content": prompt, "add_special": True, "parse_special": True}
+    tokens = _get_json(f"{bare}/tokenize", api_key, text, deadline - time.monotonic())
+    listed = tokens.get("tokens") if isinstance(tokens, dict) else None
+    return _positive_int(len(listed)) if isinstance(listed, list) else None

@@ -305,12 +305,10 @@ def _plan(run: _Run, model: _Model, corpus: Callable[[], ctx.Corpus | None] | No
         _ContextFinder(run.files, corpus, run.warnings) if client is not None and corpus is not None else None
     )
     planner = _Planner(run.config, client, run.renderer, run.change, run.files, read_head, finder)
+    if increment is not None:
+        planner.only, planner.first = increment.resend, increment.first
     with progress.current().stage("plan"):
-        plan = planner.plan(
-            run.budget,
-            only=increment.resend if increment is not None else None,
-            first=increment.first if increment is not None else (),
-        )
+        plan = planner.whole(run.budget)
     return planner, plan
 
 
@@ -620,6 +618,9 @@ class _Planner:
     files: Sequence[DiffFile]
     read_file: Callable[[str], str | None] | None
     finder: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None = None
+    only: Collection[tuple[str, int]] | None = None
+    """The hunks this review covers (an increment's), None for all; `first` go first (the push's)."""
+    first: Collection[tuple[str, int]] = ()
 
     def __post_init__(self) -> None:
         config, client = self.config, self.client
@@ -660,6 +661,10 @@ class _Planner:
     def measure(self, nonce: str, units_text: str, context_text: str = "") -> int:
         assert self.client is not None
         return self.client.count_request(self.messages(units_text, nonce, context_text), fnd.ANSWER_SCHEMA)
+
+    def whole(self, budget: Budget) -> Plan:
+        """The plan of this review's whole scope, nothing sent yet."""
+        return self.plan(budget, only=self.only, first=self.first)
 
     def plan(
         self,
@@ -850,11 +855,15 @@ def _calibrated_review(
     client: ModelClient, plan: Plan, planner: _Planner, run: _Run
 ) -> tuple[Plan, list[UnitOutcome]]:
     """Send the planned units. While the model's count is an uncalibrated stand-in and the plan has
-    more than one call or leaves diff unsent, the first unit goes alone: the provider's count of its
-    prompt calibrates every later count (`ModelClient.calibration`), and what is left is re-planned
-    with it within what the budget has left; units holding a slice of a hunk the first one
-    carried keep their place (their need is held out of the re-plan)."""
-    if not _first_goes_alone(client, plan):
+    more than one call or leaves diff unsent, the provider is first asked to count the first unit's
+    request (`ModelClient.count_with_provider`); when it does, the count is calibrated and the whole
+    PR is planned again with it, nothing sent yet. Otherwise the first unit goes alone: the
+    provider's count of its prompt calibrates every later count (`ModelClient.calibration`), and
+    what is left is re-planned with it within what the budget has left; units holding a slice of a
+    hunk the first one carried keep their place (their need is held out of the re-plan)."""
+    if _first_goes_alone(client, plan) and _counted_first(client, plan.units[0], planner):
+        plan = planner.whole(run.budget)
+    if not plan.units or not _first_goes_alone(client, plan):
         return plan, _review_units(client, plan.units, run, planner)
     first, rest = plan.units[0], plan.units[1:]
     outcomes = _review_units(client, [first], run, planner)
@@ -867,6 +876,13 @@ def _calibrated_review(
     unplaced = tuple(x for x in plan.unplaced if (x.path, x.hunk_index) not in redo) + fresh.unplaced
     plan = dataclasses.replace(plan, units=(first, *kept, *fresh.units), unplaced=unplaced)
     return plan, outcomes + _review_units(client, (*kept, *fresh.units), run, planner)
+
+
+def _counted_first(client: ModelClient, first: Unit, planner: _Planner) -> bool:
+    """Whether the provider counted the first unit's request, as it would be sent, and calibrated."""
+    return client.count_with_provider(
+        planner.messages(first.text, first.nonce or unit_nonce(), first.context_text)
+    )
 
 
 def _first_goes_alone(client: ModelClient, plan: Plan) -> bool:

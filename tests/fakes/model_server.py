@@ -21,6 +21,13 @@ Behaviours of real servers, each off by default (llama.cpp's `llama-server` is t
 `require_key` answers 401 unless the bearer token is that key; `cut_at_max_tokens` cuts a reply
 longer than the request's `max_tokens` and says `finish_reason: "length"`. `llama_cpp_text` builds a
 reply with `usage` and `timings` as llama.cpp sends them.
+
+`tokenize` gives it a counting endpoint, counting with `tokenize_count` (by default `count_prompt`):
+`"vllm"` answers `POST /tokenize` {model, messages} with {count, max_model_len, tokens};
+`"llamacpp"` answers `POST /apply-template` {messages} with {prompt} and `POST /tokenize` {content}
+with {tokens} (and `{"tokens": []}` to a body without `content`, as llama.cpp does); `"anthropic"`
+answers `POST /v1/messages/count_tokens` {model, messages, system} with {input_tokens}. Every counting
+request is recorded in `counts` as (path, body), never in `requests`; `tokenize_delay` slows them.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 CHAT_PATH = "/v1/chat/completions"
+ANTHROPIC_COUNT_PATH = "/v1/messages/count_tokens"
+COUNT_PATHS = ("/tokenize", "/apply-template", ANTHROPIC_COUNT_PATH)
 ALTERNATION_ERROR = "Conversation roles must alternate user/assistant/user/assistant/..."
 
 
@@ -233,7 +242,14 @@ class FakeModelServer:
         strict_roles: bool = False,
         require_key: str | None = None,
         cut_at_max_tokens: bool = False,
+        tokenize: str | None = None,
+        tokenize_count: Callable[[dict[str, Any]], int] | None = None,
+        tokenize_delay: float = 0.0,
     ) -> None:
+        self.tokenize = tokenize
+        self.tokenize_count = tokenize_count
+        self.tokenize_delay = tokenize_delay
+        self.counts: list[tuple[str, dict[str, Any]]] = []
         self.strict_roles = strict_roles
         self.require_key = require_key
         self.cut_at_max_tokens = cut_at_max_tokens
@@ -363,6 +379,25 @@ class FakeModelServer:
             return json_reply({"default_generation_settings": settings, "total_slots": 1})
         return status(404, message=f"fake model server: no route {path}")
 
+    def _count(self, path: str, body: dict[str, Any]) -> Reply:
+        """The counting endpoints of vLLM (`/tokenize` with messages) or llama.cpp (`/apply-template`,
+        then `/tokenize` of the prompt); the prompt this server templates is the messages' JSON."""
+        count = self.tokenize_count or self.count_prompt
+        messages = body.get("messages")
+        if self.tokenize == "vllm" and path == "/tokenize" and isinstance(messages, list):
+            n = count({"messages": messages})
+            return json_reply({"count": n, "max_model_len": self.models_max_len or 8192, "tokens": [0] * n})
+        if self.tokenize == "llamacpp" and path == "/apply-template" and isinstance(messages, list):
+            return json_reply({"prompt": json.dumps(messages)})
+        if self.tokenize == "llamacpp" and path == "/tokenize":
+            content = body.get("content")
+            if not isinstance(content, str):
+                return json_reply({"tokens": []})
+            return json_reply({"tokens": [0] * count({"messages": json.loads(content)})})
+        if self.tokenize == "anthropic" and path == ANTHROPIC_COUNT_PATH and isinstance(messages, list):
+            return json_reply({"input_tokens": count({"messages": messages})})
+        return status(404, message=f"fake model server: no route {path}")
+
     def _wait(self, seconds: float) -> bool:
         """Sleep `seconds` unless the server stops first; False when it stopped."""
         return not self._stopping.wait(seconds)
@@ -375,13 +410,20 @@ def _make_request_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandle
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            if self.path.rstrip("/") != CHAT_PATH:
-                self._send(status(404, message=f"fake model server: no route {self.path}"))
-                return
             try:
                 body = json.loads(raw)
             except ValueError:
                 body = {"_unparsed": raw.decode("utf-8", "replace")}
+            if self.path.rstrip("/") in COUNT_PATHS:
+                with server._lock:
+                    server.counts.append((self.path.rstrip("/"), body))
+                if server.tokenize_delay and not server._wait(server.tokenize_delay):
+                    return
+                self._send(server._count(self.path.rstrip("/"), body))
+                return
+            if self.path.rstrip("/") != CHAT_PATH:
+                self._send(status(404, message=f"fake model server: no route {self.path}"))
+                return
             reply = server._answer(body, {name.lower(): value for name, value in self.headers.items()})
             if reply.delay and not server._wait(reply.delay):
                 return
