@@ -162,6 +162,34 @@ def test_context_is_bought_only_when_it_displaces_no_diff(share: float) -> None:
     assert all(u.context_tokens <= share * 600 for u in roomy.units)
 
 
+def test_room_held_for_context_no_snippet_fills_goes_back_to_the_diff() -> None:
+    """Every snippet offered is from src/big.py, whose own diff the budget cuts: no snippet may be
+    shown, so the room the packer held for them must not stay empty while diff goes unsent (on a
+    real requests commit it left 6.4k of 30.7k tokens unspent). The plan carries exactly the diff
+    a plan without context carries."""
+    files = parse_patch(_many_hunks(60))
+    own = [ctx.Snippet("src/big.py", 1 + 20 * i, ("x = 1",) * 6, "definition", f"fn_{i}") for i in range(30)]
+
+    def planned(context: bool):  # type: ignore[no-untyped-def]
+        return make_plan(
+            files,
+            unit_tokens=600,
+            count_tokens=quarter,
+            allowance=Allowance(input_tokens=1000),
+            measure=lambda nonce, text, ctx_text: 40 + quarter(text) + quarter(ctx_text),
+            overhead=lambda nonce: 40,
+            context=(lambda f, h: own) if context else None,
+            context_share=0.3,
+        )
+
+    with_room, plain = planned(True), planned(False)
+    assert plain.unplaced, "the budget must be the limit for this test to mean anything"
+    assert with_room.context_tokens == 0
+    texts = [[p.text for u in plan.units for p in u.parts] for plan in (with_room, plain)]
+    assert texts[0] == texts[1]
+    assert with_room.input_tokens == plain.input_tokens
+
+
 def test_a_file_whose_diff_goes_unsent_is_never_context_for_another_unit() -> None:
     """src/huge.py has a line no call can hold (its diff goes unsent whatever the context does):
     its definition of `helper` is not shown as context for src/use.py, while lib/other.py's is."""
