@@ -43,10 +43,6 @@ class Read:
     open_lists: frozenset[int] = frozenset()
     notes: tuple[str, ...] = ()
 
-    @property
-    def ended_early(self) -> bool:
-        return bool(self.open_lists or self.cut_items)
-
 
 @dataclass
 class _Open:

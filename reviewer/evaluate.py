@@ -408,8 +408,3 @@ def evaluate(
         if progress is not None:
             progress(scored)
     return total(str(dataset), config.model, judge_model, scores)
-
-
-def scorecard_view(card: Scorecard) -> Mapping[str, Any]:
-    """The dict the `eval.md.j2` template reads."""
-    return card.to_dict()
