@@ -404,13 +404,9 @@ class ModelClient:
         self, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None = None
     ) -> int:
         """Tokens of a request as it will be sent to the primary model: the messages with their
-        framing, plus the response schema when it goes out as `response_format`."""
-        return self._count_request(self.models[0], messages, response_schema)
-
-    def _count_request(
-        self, model: str, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None
-    ) -> int:
-        """The local count, calibrated by the provider's counts when they are known."""
+        framing, plus the response schema when it goes out as `response_format`; the local count,
+        calibrated by the provider's counts when they are known."""
+        model = self.models[0]
         return self.calibration(model).apply(self._count_local(model, messages, response_schema))
 
     def _count_local(
@@ -883,8 +879,8 @@ def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> tup
     `reasoning_tokens` outside `completion_tokens` get both counted; without usage, the visible
     text and any `reasoning_content` are counted locally. A report below what the answer's own size
     makes plausible (less than 1/PLAUSIBLE_USAGE_RATIO of the local count, and by more than
-    PLAUSIBLE_USAGE_SLACK_TOKENS) is not trusted: the answer
-    is charged its local count, so a server cannot send megabytes and charge a handful of tokens.
+    PLAUSIBLE_USAGE_SLACK_TOKENS) is not trusted: the answer is charged its local count, so a
+    server cannot send megabytes and charge a handful of tokens.
     (tokens, whether the server's report was used)."""
     completion = getattr(usage, "completion_tokens", None)
     details = getattr(usage, "completion_tokens_details", None)
