@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 MAX_REPAIR_CHARS = 16_000
@@ -48,7 +48,6 @@ class Read:
 class _Open:
     kind: str  # "{" or "["
     children: int = 0  # containers begun directly inside this one
-    child_stack: list[_Open] = field(default_factory=list)
 
 
 def strip_thinking(text: str) -> tuple[str, bool]:
