@@ -6,6 +6,7 @@ seconds and fetches a cost map unless told not to, so `--help` and rendering nev
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import email.utils
 import functools
@@ -76,7 +77,6 @@ class _Preload:
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
         self.seconds: float | None = None
-        self.failed = False
 
     def start(self) -> None:
         """Not a daemon: a run that ends before it needs the model (an empty diff, an error) waits
@@ -88,13 +88,10 @@ class _Preload:
 
     def _run(self) -> None:
         started = time.perf_counter()
-        try:
+        with contextlib.suppress(BaseException):  # `_litellm` imports again in the caller's thread
             _import_litellm()
-        except BaseException:  # `_litellm` imports again in the caller's thread and raises there
-            self.failed = True
-        finally:
-            self.seconds = time.perf_counter() - started
-            self._done.set()
+        self.seconds = time.perf_counter() - started
+        self._done.set()
 
     def wait(self) -> float:
         """Seconds the caller waited for the import to finish (starting it if nobody had)."""
