@@ -287,8 +287,7 @@ def _window_in_models(models: Any, model: str) -> int | None:
     chosen = [e for e in dicts if e.get("id") in (name, model)] or (dicts if len(dicts) == 1 else [])
     for entry in chosen:
         for key in ("max_model_len", "context_length", "max_context_length"):
-            window = _positive_int(entry.get(key))
-            if window is not None:
+            if window := _positive_int(entry.get(key)):
                 return window
     return None
 
@@ -299,11 +298,8 @@ def _window_in_props(props: Any) -> int | None:
     if not isinstance(props, dict):
         return None
     settings = props.get("default_generation_settings")
-    for value in (settings.get("n_ctx") if isinstance(settings, dict) else None, props.get("n_ctx")):
-        window = _positive_int(value)
-        if window is not None:
-            return window
-    return None
+    nested = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return _positive_int(nested) or _positive_int(props.get("n_ctx"))
 
 
 def _positive_int(value: Any) -> int | None:
