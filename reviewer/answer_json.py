@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 MAX_REPAIR_CHARS = 16_000
@@ -43,16 +43,11 @@ class Read:
     open_lists: frozenset[int] = frozenset()
     notes: tuple[str, ...] = ()
 
-    @property
-    def ended_early(self) -> bool:
-        return bool(self.open_lists or self.cut_items)
-
 
 @dataclass
 class _Open:
     kind: str  # "{" or "["
     children: int = 0  # containers begun directly inside this one
-    child_stack: list[_Open] = field(default_factory=list)
 
 
 def strip_thinking(text: str) -> tuple[str, bool]:

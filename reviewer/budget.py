@@ -259,19 +259,15 @@ class Budget:
                 level._open[reservation.id] = reservation
             return reservation
 
-    def _chain(self) -> list[Budget]:
-        """This budget and every budget above it, child first."""
+    @contextmanager
+    def _locked(self) -> Iterator[list[Budget]]:
+        """This budget and every budget above it, each locked, child first (the one order, so two
+        children never deadlock)."""
         chain: list[Budget] = []
         level: Budget | None = self
         while level is not None:
             chain.append(level)
             level = level.parent
-        return chain
-
-    @contextmanager
-    def _locked(self) -> Iterator[list[Budget]]:
-        """Every lock of the chain, child first (the one order, so two children never deadlock)."""
-        chain = self._chain()
         with ExitStack() as stack:
             for level in chain:
                 stack.enter_context(level._lock)
@@ -479,13 +475,8 @@ def _smaller(a: Limits, b: Limits) -> Limits:
 def overruns(limits: Limits, used: Usage) -> tuple[Overrun, ...]:
     """Each token, cost or call limit that `used` is above."""
     out = []
-    for name, value in (
-        ("input_tokens", used.input_tokens),
-        ("output_tokens", used.output_tokens),
-        ("cost_usd", used.cost_usd),
-        ("calls", used.calls),
-    ):
-        limit = getattr(limits, name)
+    for name in ("input_tokens", "output_tokens", "cost_usd", "calls"):
+        value, limit = getattr(used, name), getattr(limits, name)
         if value is not None and value > limit + 1e-9:
             out.append(Overrun(limit=name, used=value, allowed=limit))
     return tuple(out)

@@ -261,12 +261,7 @@ def decode(raw: bytes | str) -> str:
 def _lines(text: str) -> list[str]:
     """Split at `\\n` only: `str.splitlines` would also cut at form feeds, U+2028 and friends,
     which are ordinary characters inside a source line."""
-    parts = text.split("\n")
-    last = parts.pop()
-    out = [part + "\n" for part in parts]
-    if last:
-        out.append(last)
-    return out
+    return [line for line in re.split(r"(?<=\n)", text) if line]
 
 
 def parse_patch(raw: bytes | str) -> tuple[DiffFile, ...]:

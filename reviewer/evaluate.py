@@ -311,22 +311,18 @@ def total(dataset: str, model: str | None, judge_model: str | None, items: Seque
     """Micro-averaged: precision over every finding, recall over every expected item."""
     tallies = [i.tally for i in items]
     costs = [t.cost_usd for t in tallies]
+    counts = ("found", "true_positives", "false_positives", "false_negatives", "rejected_hits", "calls")
     return Scorecard(
         dataset=dataset,
         model=model,
         judge_model=judge_model,
         items=tuple(items),
         tally=Tally(
-            found=sum(t.found for t in tallies),
-            true_positives=sum(t.true_positives for t in tallies),
-            false_positives=sum(t.false_positives for t in tallies),
-            false_negatives=sum(t.false_negatives for t in tallies),
-            rejected_hits=sum(t.rejected_hits for t in tallies),
+            **{name: sum(getattr(t, name) for t in tallies) for name in counts},
             cost_usd=None
             if any(c is None for c in costs)
             else round(sum(c for c in costs if c is not None), 6),
             seconds=round(sum(t.seconds for t in tallies), 3),
-            calls=sum(t.calls for t in tallies),
         ),
     )
 
@@ -334,22 +330,19 @@ def total(dataset: str, model: str | None, judge_model: str | None, items: Seque
 # --- running ----------------------------------------------------------------------------------
 
 
-def source_for(item: Item, notice: Warn) -> Source:
-    if item.diff is not None:
-        return PatchSource(item.diff, base=item.base, head=item.head)
-    from reviewer.source.local import LocalSource
-
-    assert item.repo is not None
-    return LocalSource(item.repo, base=item.base, head=item.head)
-
-
 def review_item(item: Item, config: Config, *, warn: Warn) -> tuple[Report, float]:
     """The same analysis `imreview review` runs, without publishing anything."""
     from reviewer.review import analyse_source, conclude
+    from reviewer.source.local import LocalSource
 
     renderer = Renderer(language=config.language, template_dir=config.template_dir)
     started = time.monotonic()
-    source = source_for(item, warn)
+    source: Source
+    if item.diff is not None:
+        source = PatchSource(item.diff, base=item.base, head=item.head)
+    else:
+        assert item.repo is not None
+        source = LocalSource(item.repo, base=item.base, head=item.head)
     change = source.change()
     analysis = analyse_source(source, change, config, renderer=renderer, warn=warn)
     report = conclude(analysis, current_head=source.head_sha(), outputs=(), renderer=renderer)
@@ -408,8 +401,3 @@ def evaluate(
         if progress is not None:
             progress(scored)
     return total(str(dataset), config.model, judge_model, scores)
-
-
-def scorecard_view(card: Scorecard) -> Mapping[str, Any]:
-    """The dict the `eval.md.j2` template reads."""
-    return card.to_dict()

@@ -6,6 +6,7 @@ seconds and fetches a cost map unless told not to, so `--help` and rendering nev
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import email.utils
 import functools
@@ -76,7 +77,6 @@ class _Preload:
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
         self.seconds: float | None = None
-        self.failed = False
 
     def start(self) -> None:
         """Not a daemon: a run that ends before it needs the model (an empty diff, an error) waits
@@ -88,13 +88,10 @@ class _Preload:
 
     def _run(self) -> None:
         started = time.perf_counter()
-        try:
+        with contextlib.suppress(BaseException):  # `_litellm` imports again in the caller's thread
             _import_litellm()
-        except BaseException:  # `_litellm` imports again in the caller's thread and raises there
-            self.failed = True
-        finally:
-            self.seconds = time.perf_counter() - started
-            self._done.set()
+        self.seconds = time.perf_counter() - started
+        self._done.set()
 
     def wait(self) -> float:
         """Seconds the caller waited for the import to finish (starting it if nobody had)."""
@@ -404,13 +401,9 @@ class ModelClient:
         self, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None = None
     ) -> int:
         """Tokens of a request as it will be sent to the primary model: the messages with their
-        framing, plus the response schema when it goes out as `response_format`."""
-        return self._count_request(self.models[0], messages, response_schema)
-
-    def _count_request(
-        self, model: str, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None
-    ) -> int:
-        """The local count, calibrated by the provider's counts when they are known."""
+        framing, plus the response schema when it goes out as `response_format`; the local count,
+        calibrated by the provider's counts when they are known."""
+        model = self.models[0]
         return self.calibration(model).apply(self._count_local(model, messages, response_schema))
 
     def _count_local(
@@ -883,8 +876,8 @@ def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> tup
     `reasoning_tokens` outside `completion_tokens` get both counted; without usage, the visible
     text and any `reasoning_content` are counted locally. A report below what the answer's own size
     makes plausible (less than 1/PLAUSIBLE_USAGE_RATIO of the local count, and by more than
-    PLAUSIBLE_USAGE_SLACK_TOKENS) is not trusted: the answer
-    is charged its local count, so a server cannot send megabytes and charge a handful of tokens.
+    PLAUSIBLE_USAGE_SLACK_TOKENS) is not trusted: the answer is charged its local count, so a
+    server cannot send megabytes and charge a handful of tokens.
     (tokens, whether the server's report was used)."""
     completion = getattr(usage, "completion_tokens", None)
     details = getattr(usage, "completion_tokens_details", None)

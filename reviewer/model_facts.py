@@ -206,11 +206,7 @@ def find_window(
 
 def probe_key() -> str | None:
     """The key a window probe sends to a self-hosted server, if the environment has one."""
-    for name in ("OPENAI_API_KEY", "HOSTED_VLLM_API_KEY"):
-        value = os.environ.get(name)
-        if value:
-            return value
-    return None
+    return os.environ.get("OPENAI_API_KEY") or os.environ.get("HOSTED_VLLM_API_KEY") or None
 
 
 def api_key(facts: ModelFacts, config: Config) -> str | None:
@@ -265,11 +261,7 @@ def _exact_tokenizer(litellm: ModuleType, model: str) -> bool:
 def window_in_error(message: str) -> int | None:
     """The context window a server names in its refusal (vLLM/OpenAI: "maximum context length is
     N tokens"; llama.cpp: `n_ctx`), or None."""
-    for pattern in _WINDOW_IN_ERROR:
-        match = pattern.search(message)
-        if match:
-            return int(match.group(1))
-    return None
+    return next((int(m.group(1)) for pattern in _WINDOW_IN_ERROR if (m := pattern.search(message))), None)
 
 
 def probe_window(api_base: str, model: str, api_key: str | None = None) -> int | None:
@@ -277,8 +269,7 @@ def probe_window(api_base: str, model: str, api_key: str | None = None) -> int |
     `max_model_len`, or `context_length` as LM Studio and others say) for this model (or the only
     one served), then llama.cpp's `GET /props` (`default_generation_settings.n_ctx`, or `n_ctx`).
     None when neither answers; never raises."""
-    root = api_base.rstrip("/")
-    bare = root[: -len("/v1")] if root.endswith("/v1") else root
+    bare = api_base.rstrip("/").removesuffix("/v1")
     window = _window_in_models(_get_json(f"{bare}/v1/models", api_key), model)
     if window is not None:
         return window
@@ -296,8 +287,7 @@ def _window_in_models(models: Any, model: str) -> int | None:
     chosen = [e for e in dicts if e.get("id") in (name, model)] or (dicts if len(dicts) == 1 else [])
     for entry in chosen:
         for key in ("max_model_len", "context_length", "max_context_length"):
-            window = _positive_int(entry.get(key))
-            if window is not None:
+            if window := _positive_int(entry.get(key)):
                 return window
     return None
 
@@ -308,11 +298,8 @@ def _window_in_props(props: Any) -> int | None:
     if not isinstance(props, dict):
         return None
     settings = props.get("default_generation_settings")
-    for value in (settings.get("n_ctx") if isinstance(settings, dict) else None, props.get("n_ctx")):
-        window = _positive_int(value)
-        if window is not None:
-            return window
-    return None
+    nested = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return _positive_int(nested) or _positive_int(props.get("n_ctx"))
 
 
 def _positive_int(value: Any) -> int | None:
@@ -394,8 +381,7 @@ def server_count(
     `POST /tokenize` {content, add_special, parse_special} → {tokens}, as its chat endpoint tokenizes
     the prompt. All within `timeout`; None when the server has neither."""
     deadline = time.monotonic() + timeout
-    root = api_base.rstrip("/")
-    bare = root[: -len("/v1")] if root.endswith("/v1") else root
+    bare = api_base.rstrip("/").removesuffix("/v1")
     name = model.split("/", 1)[1] if "/" in model else model
     answer = _get_json(f"{bare}/tokenize", api_key, {"model": name, "messages": list(messages)}, timeout)
     if not isinstance(answer, dict) or "count" in answer or "tokens" not in answer:

@@ -27,31 +27,10 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-_LOCKFILES = frozenset(
-    {
-        "package-lock.json",
-        "npm-shrinkwrap.json",
-        "yarn.lock",
-        "pnpm-lock.yaml",
-        "bun.lockb",
-        "deno.lock",
-        "poetry.lock",
-        "pdm.lock",
-        "uv.lock",
-        "pipfile.lock",
-        "cargo.lock",
-        "go.sum",
-        "go.work.sum",
-        "gemfile.lock",
-        "composer.lock",
-        "podfile.lock",
-        "pubspec.lock",
-        "mix.lock",
-        "flake.lock",
-        "packages.lock.json",
-        "gradle.lockfile",
-        "package.resolved",
-    }
+_LOCKFILES = _words(
+    "package-lock.json npm-shrinkwrap.json yarn.lock pnpm-lock.yaml bun.lockb deno.lock poetry.lock pdm.lock "
+    "uv.lock pipfile.lock cargo.lock go.sum go.work.sum gemfile.lock composer.lock podfile.lock pubspec.lock "
+    "mix.lock flake.lock packages.lock.json gradle.lockfile package.resolved"
 )
 _VENDOR_DIRS = _words(
     "vendor third_party third-party thirdparty node_modules bower_components jspm_packages .yarn"
@@ -280,21 +259,8 @@ def is_test_path(path: str) -> bool:
     return bool({part.lower() for part in pure.parts[:-1]} & _TEST_DIRS) or bool(_TEST_NAME.match(pure.name))
 
 
-_SAMPLE_DIRS = frozenset(
-    {
-        "fixtures",
-        "fixture",
-        "__fixtures__",
-        "testdata",
-        "test_data",
-        "test-data",
-        "examples",
-        "example",
-        "samples",
-        "sample",
-        "demo",
-        "demos",
-    }
+_SAMPLE_DIRS = _words(
+    "fixtures fixture __fixtures__ testdata test_data test-data examples example samples sample demo demos"
 )
 
 

@@ -29,12 +29,21 @@ class Progress:
         """One review unit (one model call's worth of hunks) finished."""
 
 
-class ActionsProgress(Progress):
-    """A collapsible log group per stage, its time as the group's last line."""
+class _Writer(Progress):
+    """A reporter that writes to one stream, one whole write at a time (units finish on workers)."""
 
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
         self._lock = threading.Lock()
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            self._stream.write(text)
+            self._stream.flush()
+
+
+class ActionsProgress(_Writer):
+    """A collapsible log group per stage, its time as the group's last line."""
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -48,19 +57,13 @@ class ActionsProgress(Progress):
     def unit(self, done: int, total: int, what: str, outcome: str, seconds: float) -> None:
         self._write(f"imreview: unit {done}/{total} {outcome} in {seconds:.1f} s ({_plain(what)})\n")
 
-    def _write(self, text: str) -> None:
-        with self._lock:
-            self._out.write(text)
-            self._out.flush()
 
-
-class TerminalProgress(Progress):
+class TerminalProgress(_Writer):
     """A line per finished unit on stderr; with `verbose`, stage timings too."""
 
     def __init__(self, err: TextIO, *, verbose: bool = False) -> None:
-        self._err = err
+        super().__init__(err)
         self._verbose = verbose
-        self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -69,15 +72,10 @@ class TerminalProgress(Progress):
             yield
         finally:
             if self._verbose:
-                self._write(f"imreview: {name}: {time.monotonic() - start:.1f} s")
+                self._write(f"imreview: {name}: {time.monotonic() - start:.1f} s\n")
 
     def unit(self, done: int, total: int, what: str, outcome: str, seconds: float) -> None:
-        self._write(f"imreview: [{done}/{total}] {outcome} {_plain(what)} ({seconds:.1f} s)")
-
-    def _write(self, line: str) -> None:
-        with self._lock:
-            self._err.write(line + "\n")
-            self._err.flush()
+        self._write(f"imreview: [{done}/{total}] {outcome} {_plain(what)} ({seconds:.1f} s)\n")
 
 
 def for_environment(

@@ -20,7 +20,7 @@ import re
 import secrets
 import traceback
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -150,26 +150,8 @@ def new_nonce() -> str:
 # --- text measures and truncation -------------------------------------------------------------
 
 
-def _utf16_len(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
-def _utf8_len(text: str) -> int:
-    return len(text.encode("utf-8"))
-
-
-def _prefix_utf16(text: str, limit: int) -> str:
-    return text.encode("utf-16-le")[: max(limit, 0) * 2].decode("utf-16-le", errors="ignore")
-
-
-def _prefix_utf8(text: str, limit: int) -> str:
-    return text.encode("utf-8")[: max(limit, 0)].decode("utf-8", errors="ignore")
-
-
-_UNITS: Mapping[str, tuple[Callable[[str], int], Callable[[str, int], str]]] = {
-    "utf16": (_utf16_len, _prefix_utf16),
-    "utf8": (_utf8_len, _prefix_utf8),
-}
+_UNITS: Mapping[str, tuple[str, int]] = {"utf16": ("utf-16-le", 2), "utf8": ("utf-8", 1)}
+"""Each unit `fit` measures in: its encoding and the bytes of one unit."""
 
 
 def _markdown_closers(text: str) -> str:
@@ -195,7 +177,14 @@ def fit(text: str, limit: int, *, unit: str, note: str) -> tuple[str, bool]:
         raise ValueError(f"fit(): unit must be 'utf16' or 'utf8', not {unit!r}")
     if limit < 0:
         raise ValueError(f"fit(): limit must be >= 0, not {limit}")
-    size, prefix = _UNITS[unit]
+    encoding, width = _UNITS[unit]
+
+    def size(text: str) -> int:
+        return len(text.encode(encoding)) // width
+
+    def prefix(text: str, limit: int) -> str:
+        return text.encode(encoding)[: max(limit, 0) * width].decode(encoding, errors="ignore")
+
     if size(text) <= limit:
         return text, False
     budget = limit - size(note) - 1

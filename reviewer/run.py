@@ -23,12 +23,11 @@ from reviewer.publish import COMMENT_LIMIT, utf16_len
 from reviewer.render import Renderer, fit
 from reviewer.report import Report
 from reviewer.review import Analysis, analyse_source, conclude
+from reviewer.runner_sinks import SUMMARY_LIMIT_BYTES, echo_untrusted
 from reviewer.runner_sinks import Rendered as Rendered
-from reviewer.runner_sinks import echo_untrusted
 from reviewer.source import Source
 from reviewer.state import StickyState
 
-SUMMARY_LIMIT = 1_000_000
 Warn = Callable[[str], None]
 
 
@@ -61,7 +60,7 @@ def state_for(
         verdict=report.verdict,
         findings=len(report.findings),
         p1=counts["P1"],
-        max_priority=max_priority(report),
+        max_priority=report.findings[0].priority if report.findings else "",
         merge_base=report.snapshot.merge_base,
         complete=complete and report.verdict != "incomplete",
         carried=carry,
@@ -69,10 +68,6 @@ def state_for(
             prior.dismissed if prior is not None else (), (d for d in report.dismissed if d.how != "config")
         ),
     )
-
-
-def max_priority(report: Report) -> str:
-    return report.findings[0].priority if report.findings else ""
 
 
 def render_bodies(
@@ -92,13 +87,9 @@ def render_bodies(
             "run.md.j2", kind="cost_line", run=state.cost_usd, total=state.total_cost_usd
         )
         body = f"{body.rstrip()}\n\n{cost_line.strip()}\n"
-    note = (
-        "\n\n"
-        + renderer.translate("truncated_comment", "_(comment truncated: the job summary has the rest)_")
-        + "\n"
-    )
+    note = renderer.translate("truncated_comment", "_(comment truncated: the job summary has the rest)_")
     room = COMMENT_LIMIT - utf16_len(marker) - 2
-    body, truncated = fit(body, room, unit="utf16", note=note)
+    body, truncated = fit(body, room, unit="utf16", note=f"\n\n{note}\n")
     return Rendered(comment=f"{body.rstrip()}\n\n{marker}", comment_truncated=truncated, state=state)
 
 
@@ -127,15 +118,8 @@ def finish(
 
 def summary_text(report: Report, renderer: Renderer, *, annotations_dropped: int = 0) -> str:
     text = renderer.summary(report.to_dict(), annotations_dropped=annotations_dropped)
-    text, _ = fit(
-        text,
-        SUMMARY_LIMIT,
-        unit="utf8",
-        note="\n\n"
-        + renderer.translate("truncated_summary", "_(summary truncated at GitHub's size limit)_")
-        + "\n",
-    )
-    return text
+    note = renderer.translate("truncated_summary", "_(summary truncated at GitHub's size limit)_")
+    return fit(text, SUMMARY_LIMIT_BYTES, unit="utf8", note=f"\n\n{note}\n")[0]
 
 
 def write_text(path: str | None, text: str) -> None:

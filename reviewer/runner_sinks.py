@@ -211,7 +211,10 @@ def write_summary(path: str | Path | None, text: str, *, limit_bytes: int = SUMM
         prefix = "\n" if used and not _ends_with_newline(target) else ""
         room = max(limit_bytes - used - len(prefix), 0)
         truncated = full > room
-        kept = _truncate_summary(text, full, room) if truncated else text
+        kept = text
+        if truncated:
+            note = "\n" + _packaged_text("publish.summary_truncated", full=f"{full:,}") + "\n"
+            kept = fit(text, room, unit="utf8", note=note)[0]
         if not kept and truncated:
             return Published(
                 "summary",
@@ -237,11 +240,6 @@ def _ends_with_newline(path: Path) -> bool:
     with path.open("rb") as fh:
         fh.seek(-1, 2)
         return fh.read(1) == b"\n"
-
-
-def _truncate_summary(text: str, full: int, room: int) -> str:
-    note = "\n" + _packaged_text("publish.summary_truncated", full=f"{full:,}") + "\n"
-    return fit(text, room, unit="utf8", note=note)[0]
 
 
 def _packaged_text(key: str, **params: Any) -> str:
