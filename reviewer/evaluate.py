@@ -311,18 +311,20 @@ def total(dataset: str, model: str | None, judge_model: str | None, items: Seque
     """Micro-averaged: precision over every finding, recall over every expected item."""
     tallies = [i.tally for i in items]
     costs = [t.cost_usd for t in tallies]
-    counts = ("found", "true_positives", "false_positives", "false_negatives", "rejected_hits", "calls")
     return Scorecard(
         dataset=dataset,
         model=model,
         judge_model=judge_model,
         items=tuple(items),
         tally=Tally(
-            **{name: sum(getattr(t, name) for t in tallies) for name in counts},
-            cost_usd=None
-            if any(c is None for c in costs)
-            else round(sum(c for c in costs if c is not None), 6),
+            found=sum(t.found for t in tallies),
+            true_positives=sum(t.true_positives for t in tallies),
+            false_positives=sum(t.false_positives for t in tallies),
+            false_negatives=sum(t.false_negatives for t in tallies),
+            rejected_hits=sum(t.rejected_hits for t in tallies),
+            cost_usd=None if None in costs else round(sum(c for c in costs if c is not None), 6),
             seconds=round(sum(t.seconds for t in tallies), 3),
+            calls=sum(t.calls for t in tallies),
         ),
     )
 
