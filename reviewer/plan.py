@@ -85,7 +85,17 @@ class Unit:
 
     @property
     def text(self) -> str:
-        return "\n\n".join(part.text for part in self.parts)
+        return joined(self.parts)
+
+
+def joined(parts: Sequence[UnitPart]) -> str:
+    """A unit's diff text: its parts in order, a file's header written once (a part of the same file
+    as the one before it leaves out its header line, the first line of every part's text)."""
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        same_file = i > 0 and parts[i - 1].path == part.path
+        out.append(part.text.partition("\n")[2] if same_file else part.text)
+    return "\n\n".join(out)
 
 
 @dataclass(frozen=True)
@@ -371,6 +381,8 @@ class _Open:
     ctx_limit: int = 0
     ctx_tokens: int = 0
     ctx: dict[tuple[str, int], int] = field(default_factory=dict)
+    paths: set[str] = field(default_factory=set)
+    """The files its parts are from (a file's header is written once per unit)."""
 
 
 @dataclass(frozen=True)
@@ -481,6 +493,10 @@ class _Packer:
         self._only_size = self._unlimited and a.window is None
         """Nothing but `unit_tokens` limits a unit (no model): the free-room tree alone decides."""
         self._call_rooms: dict[int, int] = {}
+        self.header_tokens: Mapping[str, int] = {}
+        """Each file header's tokens: a unit that already holds a part of the file writes it once."""
+        self._home: dict[str, int] = {}
+        """The last unit that took a part of each file."""
         self.full = False
         """No unit, open or fresh, has room for even one slice (MIN_SLICE_TOKENS): set by `_fill`
         once it finds that, and final, because units only grow and the budget only fills. Every
@@ -556,15 +572,19 @@ class _Packer:
         risk: float,
         context: Mapping[tuple[str, int], int] | None = None,
     ) -> bool:
-        """First fit: the earliest unit that takes the part (its richest option that fits, with room
-        for the context it asks for, else without), else a new one.
+        """The last unit that took a part of the same file (its header is written once), else first
+        fit: the earliest unit that takes the part (its richest option that fits, with room for the
+        context it asks for, else without), else a new one.
 
         A unit whose free room cannot hold even the smallest option (with its separator) fails
         `fits_call` for every option, so the free-room tree skips it without asking."""
         if self.full:
             return False
+        home = self._home.get(options[0][0].path)
         if self._only_size and len(options) == 1 and not context:
-            return self._add_sized(*options[0], risk)
+            return self._add_sized(*options[0], risk, home)
+        if home is not None and self._place(home, options, risk, context or {}):
+            return True
         need = min(tokens for _, tokens in options) + SEPARATOR_TOKENS
         index = self._free.first(need, 0)
         while index is not None:
@@ -573,20 +593,26 @@ class _Packer:
             index = self._free.first(need, index + 1)
         return self._place(len(self.units), options, risk, context or {})
 
-    def _add_sized(self, part: UnitPart, tokens: int, risk: float) -> bool:
-        """`add` when only `unit_tokens` limits a unit: the first unit with room takes the part."""
-        index = self._free.first(tokens + SEPARATOR_TOKENS, 0)
+    def _add_sized(self, part: UnitPart, tokens: int, risk: float, home: int | None) -> bool:
+        """`add` when only `unit_tokens` limits a unit: the unit holding the file if it has room for
+        the part less its header, else the first unit with room takes the part."""
+        shared = self.header_tokens.get(part.path, 0)
+        index: int | None = home
+        if home is None or self.units[home].tokens + tokens - shared + SEPARATOR_TOKENS > self.unit_tokens:
+            shared, index = 0, self._free.first(tokens + SEPARATOR_TOKENS, 0)
         if index is not None:
             unit = self.units[index]
-            unit.parts.append((part, risk, tokens))
-            unit.tokens += tokens + SEPARATOR_TOKENS
+            unit.parts.append((part, risk, tokens - shared))
+            unit.tokens += tokens - shared + SEPARATOR_TOKENS
             self._free.set(index, self.unit_tokens - unit.tokens)
+            self._home[part.path] = index
             return True
         if tokens > self.unit_tokens:
             return False
         unit = self.fresh()
         unit.parts.append((part, risk, tokens))
         unit.tokens = tokens
+        self._home[part.path] = len(self.units)
         self.units.append(unit)
         self._next = None
         self._free.append(self.unit_tokens - tokens)
@@ -604,7 +630,10 @@ class _Packer:
         new = index == len(self.units)
         unit = self.fresh() if new else self.units[index]
         grown = self._context_room(unit, context)
-        for part, tokens in options:
+        path = options[0][0].path
+        shared = self.header_tokens.get(path, 0) if path in unit.paths else 0
+        for part, whole_tokens in options:
+            tokens = whole_tokens - shared
             diff = unit.tokens - unit.ctx_tokens + tokens + (SEPARATOR_TOKENS if unit.parts else 0)
             for room in dict.fromkeys((grown, unit.ctx_tokens)):
                 total = diff + room
@@ -615,6 +644,8 @@ class _Packer:
                     c = self.cost(unit.overhead, total)
                     self._sums = (held + c.held_in, out + c.answer, cost + c.cost)
                 unit.parts.append((part, risk, tokens))
+                unit.paths.add(path)
+                self._home[path] = index
                 unit.tokens = total
                 if room == grown and context:
                     unit.ctx.update(context)
@@ -910,6 +941,7 @@ class _Packing:
         self.args = args
         self.counted = counted
         self.packer = _new_packer(args)
+        self.packer.header_tokens = {path: args.count_tokens(h) for path, h in counted.headers.items()}
         self.wanted = _Wanted(args)
         self._heads = _Heads(args.read_file)
         self._clock = _Clock(args.deadline, 1.0)
@@ -1285,7 +1317,7 @@ class _Finisher:
             snippets, context_text, context_tokens = self.context.choose(ordered, room)
             tokens = sum(t for _, _, t in parts) + SEPARATOR_TOKENS * (len(parts) - 1) + context_tokens
             if self.measure is not None:
-                counted = self.measure(u.nonce, "\n\n".join(p.text for p in ordered), context_text)
+                counted = self.measure(u.nonce, joined(ordered), context_text)
             else:
                 counted = u.overhead + tokens
             answer = answer_tokens(self.allowance)

@@ -193,7 +193,8 @@ def test_big_file_splits_at_hunk_boundaries_within_the_token_limit() -> None:
         assert all(f"line_{part.hunk_index}_{j} = {j}" in part.text for j in range(8))
     first = plan.units[0]
     joins = SEPARATOR_TOKENS * (len(first.parts) - 1)
-    assert sum(quarter(p.text) for p in first.parts) + joins == first.tokens
+    headers = quarter("## File: src/big.py (modified)") * (len(first.parts) - 1)  # written once
+    assert sum(quarter(p.text) for p in first.parts) + joins - headers == first.tokens
 
 
 def test_a_hunk_larger_than_one_call_is_sent_in_overlapping_slices() -> None:
@@ -434,3 +435,22 @@ def test_a_request_that_counts_a_few_tokens_more_than_its_parts_still_fits_its_w
     statuses = status_of(plan, files, reviewed_units={u.id for u in plan.units})
     assert statuses["src/big.py"][:2] == ("reviewed", None)
     assert all(held_tokens(u.input_tokens, 110) + u.answer_tokens <= 8192 for u in plan.units)
+
+
+def test_a_unit_writes_each_file_header_once_and_packs_the_tokens_it_saves() -> None:
+    """Two hunks of one file in one call: the `## File:` line once, and the header's tokens are not
+    held twice, so a call with room for both hunks but not for two headers still takes both."""
+    patch = modified(
+        "src/service/handlers.py",
+        hunk(1, "a", ["first = compute(1)", "more = compute(2)"]),
+        hunk(40, "b", ["second = compute(3)", "rest = compute(4)"], old_start=38),
+    )
+    roomy, files = plan_of(patch)
+    (unit,) = roomy.units
+    assert unit.text.count("## File: src/service/handlers.py") == 1
+    assert "first = compute(1)" in unit.text and "rest = compute(4)" in unit.text
+    header = quarter("## File: src/service/handlers.py (modified)")
+    both = sum(quarter(p.text) for p in unit.parts) + SEPARATOR_TOKENS
+    tight, _ = plan_of(patch, unit_tokens=both - header)
+    assert [len(u.parts) for u in tight.units] == [2], "both hunks in one call, one header"
+    assert quarter(tight.units[0].text) <= both - header
