@@ -28,7 +28,6 @@ MAX_DISMISSED = 100
 """Dismissals a state keeps (newest kept): bounds the sticky marker."""
 _WORDS = re.compile(r"[^\w]+")
 _WS = re.compile(r"\s+")
-_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
 
 
 def normalised_title(title: str) -> str:
@@ -143,7 +142,3 @@ def _ignores(rule: IgnoreRule, finding: Finding, key: str | None) -> bool:
     if rule.path:
         return bool(glob_regex(rule.path).match(finding.path))
     return key is not None and key == rule.fingerprint
-
-
-def valid_login(login: str) -> bool:
-    return bool(_LOGIN.fullmatch(login))

@@ -31,12 +31,12 @@ from reviewer.config import (
     parse_config_text,
 )
 from reviewer.diff import LineIndex
-from reviewer.errors import ConfigError, GitHubError, NoWriteAccess
+from reviewer.errors import ConfigError, GitHubError
 from reviewer.events import skip_reason
 from reviewer.incremental import Increment
 from reviewer.publish import InlineReview, PullTarget, StickyComment, find_sticky, upsert_sticky
 from reviewer.render import Renderer
-from reviewer.report import PRIORITIES, Incremental, Published, Report, priority_rank
+from reviewer.report import PRIORITIES, Incremental, Report, priority_rank
 from reviewer.report_files import ReportDir
 from reviewer.runner_sinks import (
     READ_ONLY_DETAIL,
@@ -73,7 +73,6 @@ TEMPLATE_FILES = (
     "i18n/zh-CN.yml",
 )
 Warn = Callable[[str], None]
-Publisher = Callable[[Report, str, LineIndex], Sequence[Published]]
 
 
 @dataclass(frozen=True)
@@ -868,18 +867,11 @@ class ListedComments:
 
 
 def list_comments(client: GitHubClient, repo: str, number: int) -> ListedComments:
-    login = viewer_login(client)
+    login = client.viewer_login()
     try:
         return ListedComments(login, client.issue_comments(repo, number))
     except GitHubError:
         return ListedComments(login, None)
-
-
-def viewer_login(client: GitHubClient) -> str:
-    try:
-        return client.viewer_login()
-    except NoWriteAccess:
-        return "github-actions[bot]"
 
 
 def echo(stream: TextIO) -> Warn:

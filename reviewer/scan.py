@@ -37,7 +37,6 @@ from reviewer.pull import (
     is_same_review,
     review_pull,
     unreadable,
-    viewer_login,
 )
 from reviewer.render import Renderer
 from reviewer.review import planned_cost
@@ -339,7 +338,7 @@ def _sticky_states(
     """The sticky state of each PR from one repository-wide listing, and whether that listing was
     complete; a sticky is never older than its PR, so comments last updated before the oldest PR
     was opened are not read."""
-    login = viewer_login(client)
+    login = client.viewer_login()
     opened = [when for when in (_when(p.created_at) for p in pulls) if when is not None]
     since = min(opened) if len(opened) == len(pulls) and opened else None
     comments, complete = client.repo_issue_comments(repo, since=since, max_pages=COMMENT_PAGES)
@@ -355,7 +354,7 @@ def _own_state(client: GitHubClient, repo: str, number: int) -> StickyState | No
     PR read as new would take a matrix job and a `scan-limit` slot from one that needs a review.
     Read only while the matrix has room; None when the read fails (the review job decides then)."""
     try:
-        found = find_sticky(client, repo, number, login=viewer_login(client))
+        found = find_sticky(client, repo, number, login=client.viewer_login())
     except GitHubError:
         return None
     return StickyState.parse(found.body) if found is not None else None
