@@ -23,43 +23,29 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from reviewer.errors import GitHubError, NoWriteAccess, RateLimited, Retryable, Unprocessable
 from reviewer.render import fit
 from reviewer.report import Finding, Published, Report
-from reviewer.runner_sinks import (  # moved to runner_sinks; the names stay importable here
-    ANNOTATION_MESSAGE_MAX as ANNOTATION_MESSAGE_MAX,
+from reviewer.runner_sinks import (
+    READ_ONLY,
+    READ_ONLY_DETAIL,
+    PullSink,
+    Rendered,
+    _packaged_text,
+    refused_read_only,
 )
-from reviewer.runner_sinks import ANNOTATIONS_PER_LEVEL as ANNOTATIONS_PER_LEVEL
-from reviewer.runner_sinks import READ_ONLY as READ_ONLY
-from reviewer.runner_sinks import READ_ONLY_DETAIL as READ_ONLY_DETAIL
-from reviewer.runner_sinks import SUMMARY_LIMIT_BYTES as SUMMARY_LIMIT_BYTES
-from reviewer.runner_sinks import AnnotationResult as AnnotationResult
-from reviewer.runner_sinks import PullSink, Rendered, _packaged_text, refused_read_only
-from reviewer.runner_sinks import annotate as annotate
-from reviewer.runner_sinks import echo_untrusted as echo_untrusted
-from reviewer.runner_sinks import escape_data as escape_data
-from reviewer.runner_sinks import escape_property as escape_property
-from reviewer.runner_sinks import mask as mask
-from reviewer.runner_sinks import workflow_command as workflow_command
-from reviewer.runner_sinks import write_outputs as write_outputs
-from reviewer.runner_sinks import write_summary as write_summary
-from reviewer.state import (  # the state's one owner; the names its callers used here stay importable
+from reviewer.state import (
     _MARKER_END,
+    MARKER_PREFIX,
+    PENDING_REVIEW,
     _is_sha,
     _last_line,
     _marker_json,
     _parse_marker,
     bind_sticky,
     bound_to_itself,
+    mark_pending,
     proven_ours,
     sign_sticky,
     state_key,
 )
-from reviewer.state import BOUND_KEY as BOUND_KEY
-from reviewer.state import MARKER_PREFIX as MARKER_PREFIX
-from reviewer.state import PENDING_REVIEW as PENDING_REVIEW
-from reviewer.state import STATE_KEY_ENV as STATE_KEY_ENV
-from reviewer.state import StickyState as StickyState
-from reviewer.state import mark_pending as mark_pending
-from reviewer.state import parse_state as parse_state
-from reviewer.state import state_marker as state_marker
 
 if TYPE_CHECKING:
     from reviewer.diff import LineIndex
