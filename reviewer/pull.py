@@ -638,16 +638,26 @@ def unreadable(number: int, exc: GitHubError, renderer: Renderer, *, on_error: s
 
 
 def job_config(client: GitHubClient, job: PullJob, source: GitHubSource) -> Config:
-    """The job's own config when it has one, else its local file when named, else the PR's BASE
-    branch's (never the PR's head), under the job's overrides and environment: one call for a
-    reviewed PR and a comment command alike."""
+    """`config_at` the PR's BASE branch (never its head): one call for a reviewed PR and a comment
+    command alike."""
+
+    def base() -> tuple[str, str | None]:
+        pull = source.pull_info()
+        return pull.base_repo or source.repo, pull.base_sha
+
+    return config_at(client, job, base)
+
+
+def config_at(client: GitHubClient, job: PullJob, where: Callable[[], tuple[str, str | None]]) -> Config:
+    """The job's own config when it has one, else its local file when named, else the file at
+    `where()` (repo, ref), under the job's overrides and environment (a scan reads it once)."""
     if job.config is not None:
         return job.config
     if job.config_file:
         file_layer = load_config_file(job.config_file, required=True)
     else:
-        pull = source.pull_info()
-        text = client.file_text(pull.base_repo or source.repo, job.config_path, pull.base_sha)
+        repo, ref = where()
+        text = client.file_text(repo, job.config_path, ref)
         file_layer = parse_config_text(text, job.config_path) if text is not None else {}
     env = env_layer(job.env if job.env is not None else os.environ)
     return build_config(file_layer=file_layer, env=env, overrides=job.overrides)

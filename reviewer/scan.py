@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TextIO
 
 from reviewer.budget import Budget, Limits, Price, minimal_call_cost
-from reviewer.config import Config, build_config, config_hash, env_layer, load_config_file, parse_config_text
+from reviewer.config import Config, config_hash
 from reviewer.errors import GitHubError, Retryable, UsageError
 from reviewer.events import is_bot
 from reviewer.publish import find_sticky, stickies_by_pull
@@ -33,6 +32,7 @@ from reviewer.pull import (
     PrOutcome,
     PullJob,
     base_templates,
+    config_at,
     crashed,
     is_same_review,
     review_pull,
@@ -175,7 +175,7 @@ def _row(pull: PullInfo, status: Status, reason: str = "", outcome: PrOutcome | 
 
 def _setup(client: GitHubClient, settings: ScanSettings, scratch: Path | None) -> _Setup:
     """Config and templates read once, so that no PR is judged with another config than the rest."""
-    config = _run_config(client, settings)
+    config = config_at(client, settings.job, lambda: (settings.repo, settings.config_ref))
     renderer, templates = _run_renderer(client, settings, config, scratch)
     job = dataclasses.replace(settings.job, config=config, templates=templates)
     return _Setup(job, config, renderer, config_hash(config, renderer.templates_digest()))
@@ -450,22 +450,6 @@ def _outcome_row(pull: PullInfo, outcome: PrOutcome) -> ScanRow:
 
 
 DEFER_REASONS = frozenset({"budget", "seconds", "rate_limited"})
-
-
-def _run_config(client: GitHubClient, settings: ScanSettings) -> Config:
-    job = settings.job
-    if job.config is not None:
-        return job.config
-    if job.config_file:
-        file_layer = load_config_file(job.config_file, required=True)
-    else:
-        text = client.file_text(settings.repo, job.config_path, settings.config_ref)
-        file_layer = parse_config_text(text, job.config_path) if text is not None else {}
-    return build_config(
-        file_layer=file_layer,
-        env=env_layer(job.env if job.env is not None else os.environ),
-        overrides=job.overrides,
-    )
 
 
 def _run_renderer(
