@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from github import Auth, Github, GithubException, GithubRetry, RateLimitExceededException
 from github.File import File
+from github.GithubObject import NotSet
 from github.IssueComment import IssueComment
 
 from reviewer import context as ctx
@@ -369,8 +370,7 @@ class GitHubClient:
         return wait if wait <= self.wait_cap.seconds() else None
 
     def _repo(self, repo: str) -> Any:
-        if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
-            raise UsageError(f"{repo!r} is not OWNER/REPO")
+        _owner_name(repo)
         return self._gh.get_repo(repo)
 
     def pull(self, repo: str, number: int) -> PullInfo:
@@ -407,11 +407,8 @@ class GitHubClient:
         """
         found: list[tuple[int, CommentInfo]] = []
         with _translated(f"list the issue comments of {repo}"):
-            listing = (
-                self._repo(repo).get_issues_comments(sort="updated", direction="desc", since=since)
-                if since is not None
-                else self._repo(repo).get_issues_comments(sort="updated", direction="desc")
-            )
+            after = NotSet if since is None else since
+            listing = self._repo(repo).get_issues_comments(sort="updated", direction="desc", since=after)
             for page in range(max_pages):
                 items = listing.get_page(page)
                 for comment in items:
