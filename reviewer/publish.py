@@ -168,12 +168,8 @@ def stickies_by_pull(
     grouped: dict[int, list[CommentInfo]] = {}
     for number, comment in comments:
         grouped.setdefault(number, []).append(comment)
-    found: dict[int, CommentInfo] = {}
-    for number, group in grouped.items():
-        ours = _our_stickies(group, login, repo=repo, number=number, key=key)
-        if ours:
-            found[number] = ours[0]
-    return found
+    ours = {n: _our_stickies(group, login, repo=repo, number=n, key=key) for n, group in grouped.items()}
+    return {n: found[0] for n, found in ours.items() if found}
 
 
 def upsert_sticky(
@@ -220,7 +216,7 @@ def _edit_sticky(
     client: GitHubClient, repo: str, ours: Sequence[CommentInfo], *, body: str, login: str, key: bytes | None
 ) -> Published:
     """Our oldest sticky comment edited in place; our own newer duplicates deleted."""
-    body = bind_sticky(body, ours[0].id) if key is None else body
+    body = _bound(body, ours[0].id, key)
     info = _write(client, lambda: client.edit_issue_comment(repo, ours[0].id, body))
     duplicates = _deletable(ours[1:], login, key)
     return _sticky_done(client, repo, "updated the sticky comment", info, duplicates, reason="updated")
