@@ -36,6 +36,7 @@ from reviewer.pull import (
     crashed,
     is_same_review,
     review_pull,
+    run_text,
     unreadable,
 )
 from reviewer.render import Renderer
@@ -302,20 +303,17 @@ def summary(result: ScanResult, renderer: Renderer) -> str:
         for r in result.rows
     ]
     totals = {status: sum(1 for r in result.rows if r.status == status) for status in _ROW_ORDER}
-    return (
-        renderer.render(
-            "run.md.j2",
-            kind="scan",
-            repo=result.repo,
-            rows=rows,
-            totals=totals,
-            matrix=list(result.matrix),
-            cost=result.cost_usd,
-            cost_limit=result.cost_limit,
-            seconds=result.seconds,
-            seconds_limit=result.seconds_limit,
-        ).strip("\n")
-        + "\n"
+    return run_text(
+        renderer,
+        "scan",
+        repo=result.repo,
+        rows=rows,
+        totals=totals,
+        matrix=list(result.matrix),
+        cost=result.cost_usd,
+        cost_limit=result.cost_limit,
+        seconds=result.seconds,
+        seconds_limit=result.seconds_limit,
     )
 
 
