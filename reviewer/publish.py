@@ -184,11 +184,8 @@ def upsert_sticky(
     """Edit our one comment in place, or create it; then delete our own newer duplicates (a race).
 
     The list is read before any write, so a retried job edits rather than posts twice; `comments`
-    is that list when this run already read it (one request fewer). A comment created meanwhile by
-    a concurrent job is still found: after creating, the list is read again and the newer copy goes.
-    A create whose answer was lost (a timeout, a reset, a 5xx: GitHub may have created it anyway)
-    is looked for again by its body before it is called failed, so the summary never says "not
-    posted" about a comment that is on the PR.
+    is that list when this run already read it (one request fewer). A lost create is looked for
+    again before it is called failed (`_write`).
     """
     key = state_key()
     body = sign_sticky(body, repo=repo, number=number, key=key)

@@ -294,19 +294,17 @@ def allot(
             number=job.number, verdict="skipped", summary="", reason=refused, title=info.title, url=info.url
         )
     limits = pr.config.limits
-    if job.max_pr_cost_usd > 0:
+    capped = job.max_pr_cost_usd > 0
+    if capped:
         state = pr.writing.prior.state
         cap_left = job.max_pr_cost_usd - (state.spent() if state is not None else 0.0)
         if cap_left < limits.cost_usd:
             limits = dataclasses.replace(limits, cost_usd=cap_left)
     budget = Budget(limits, parent=parent)
-    if job.max_pr_cost_usd <= 0:
+    if not (capped and pr.config.model and budget.limits.cost_usd > 0 and job.post_comment):
         return budget, None, pr
-    if not (pr.config.model and budget.limits.cost_usd > 0 and job.post_comment):
-        return budget, None, pr
-    allowance = budget.limits.cost_usd
     reservation = reserve_spend(
-        client, job, pr.writing, pr.renderer, head_sha=pr.info.head_sha, allowance=allowance
+        client, job, pr.writing, pr.renderer, head_sha=pr.info.head_sha, allowance=budget.limits.cost_usd
     )
     if reservation is not None and reservation.created:  # list again: the PR now holds this run's comment
         pr = dataclasses.replace(pr, writing=dataclasses.replace(pr.writing, comments=None))
@@ -747,13 +745,10 @@ def reserve_spend(
     head_sha: str,
     allowance: float,
 ) -> Reservation | None:
-    """Before the first model call, record in the sticky state that this run may spend `allowance`:
-    the PR's total becomes what it had cost plus the allowance. A run that ends unpublished (the head
-    moved, publishing failed) or never ends (cancelled by a push, killed) has then been counted at
-    its most, and `max-pr-cost-usd` holds under any pattern of pushes; a published run's state
-    replaces the reservation with what it really cost, and `settle_spend` does so for one that
-    published nothing. None (nothing reserved) when there is no key to sign the state with, no
-    sticky sink, or the write failed: the run goes on, as it would without the cap's record."""
+    """Before the first model call, add `allowance` to the PR's total in the sticky state: a run
+    that ends unpublished or never ends (cancelled, killed) is then counted at its most, so
+    `max-pr-cost-usd` holds under any pattern of pushes (`settle_spend` counts what it really cost).
+    None when there is no key to sign with, no sticky sink, or the write failed: the run goes on."""
     if not writing.on or state_key() is None:
         return None
     prior = writing.prior
@@ -788,11 +783,9 @@ def settle_spend(
     *,
     warn: Warn,
 ) -> Report:
-    """After the run: a sticky comment this run wrote holds what the run really cost (its state was
-    built from the state before the reservation). Otherwise the reservation is replaced by what the
-    run spent, the comment's text kept (or, on a comment this run created, saying the review was
-    not published). A cost that cannot be priced is not counted, as in a published run. The
-    report returned says the comment was created when the reservation created it."""
+    """After the run: a sticky comment this run wrote already holds what it really cost (its state
+    was built from the one before the reservation); otherwise `release_spend`. The report returned
+    says the comment was created when the reservation created it."""
     comment = next((p for p in report.published if p.sink == "comment"), None)
     if comment is not None and comment.ok:
         if not reservation.created:
