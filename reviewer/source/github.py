@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from github import Auth, Github, GithubException, GithubRetry, RateLimitExceededException
@@ -379,18 +380,12 @@ class GitHubClient:
 
     def open_pulls(self, repo: str, *, limit: int, labels: Sequence[str] = ()) -> list[PullInfo]:
         """Open PRs, newest first, carrying every label in `labels`; counts are None (see PullInfo)."""
-        wanted = set(labels)
-        found: list[PullInfo] = []
         if limit <= 0:
-            return found
+            return []
         with _translated(f"list open pull requests of {repo}"):
-            for pr in self._repo(repo).get_pulls(state="open", sort="created", direction="desc"):
-                info = _pull_info(repo, pr, full=False)
-                if wanted <= set(info.labels):
-                    found.append(info)
-                    if len(found) >= limit:
-                        break
-        return found
+            pulls = self._repo(repo).get_pulls(state="open", sort="created", direction="desc")
+            infos = (_pull_info(repo, pr, full=False) for pr in pulls)
+            return list(islice((i for i in infos if set(labels) <= set(i.labels)), limit))
 
     def open_pull_list(self, repo: str) -> list[PullInfo]:
         """Every open PR, least recently updated first, 100 per request; counts are None."""
@@ -440,8 +435,7 @@ class GitHubClient:
         text: str | None = None
         try:
             with _translated(f"read {path} at {ref or 'the default branch'} in {repo}"):
-                gh_repo = self._repo(repo)
-                content = gh_repo.get_contents(path, ref=ref) if ref else gh_repo.get_contents(path)
+                content = self._repo(repo).get_contents(path, ref=ref or NotSet)
                 if (
                     not isinstance(content, list)
                     and content.type == "file"
@@ -627,15 +621,11 @@ class GitHubClient:
 
     def pull_files(self, repo: str, number: int, *, limit: int = FILES_LIMIT) -> list[DiffFile]:
         """The PR files list (GitHub stops at 3000), parsed; a file without a patch is listed."""
-        files: list[DiffFile] = []
         with _translated(f"list files of {repo}#{number}"):
             if limit <= 0:
-                return files
-            for f in self._repo(repo).get_pull(number).get_files():
-                files.append(_diff_file(f))
-                if len(files) >= limit:
-                    break  # before the paginator asks for a page we will not read
-        return files
+                return []
+            files = self._repo(repo).get_pull(number).get_files()
+            return [_diff_file(f) for f in islice(files, limit)]  # asks for no page past the limit
 
 
 def _diff_file(f: File) -> DiffFile:
