@@ -956,12 +956,8 @@ class GitHubSource:
         position = self._position.get(path)
         wanted = info is not None and sha == info.head_sha and position is not None
         if wanted and position is not None and not self.client.has_text(self.repo, sha, path):
-            batch: list[str] = []
-            for later in (*self._context[position:], *self._context[:position]):
-                if len(batch) >= CONTENTS_BATCH:
-                    break
-                if not self.client.has_text(self.repo, sha, later):
-                    batch.append(later)
+            ring = (*self._context[position:], *self._context[:position])
+            unread = (p for p in ring if not self.client.has_text(self.repo, sha, p))
             with contextlib.suppress(GitHubError):
-                self.client.file_texts(self.repo, [(sha, p) for p in batch])
+                self.client.file_texts(self.repo, [(sha, p) for p in islice(unread, CONTENTS_BATCH)])
         return self.client.file_text(self.repo, path, sha)
