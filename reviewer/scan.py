@@ -16,6 +16,7 @@ any request of their own.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -397,7 +398,7 @@ def _review_one(
             warn=warn,
             notices=notices,
             parent=ledger,
-            admit=_Admission(run, longest_pr, price, run_renderer),
+            admit=functools.partial(_admit, run, longest_pr, price, run_renderer),
         )
     except Retryable as exc:
         warn(f"imreview: #{pull.number} deferred: {exc}")
@@ -418,24 +419,18 @@ def _review_one(
     return _outcome_row(pull, outcome)
 
 
-@dataclass(frozen=True)
-class _Admission:
+def _admit(
+    run: Budget, longest_pr: float, price: Price | None, renderer: Renderer, change: Change, config: Config
+) -> str:
     """`review_pull`'s `admit`: once a PR's change and config are known, whether the run can still
     pay for its planned cost; a reason to defer it, or "" to go on."""
-
-    run: Budget
-    longest_pr: float
-    price: Price | None
-    renderer: Renderer
-
-    def __call__(self, change: Change, config: Config) -> str:
-        early = _early_deferral(self.run, self.longest_pr, config, self.price)
-        if early:
-            return early
-        needed = planned_cost(change, config, renderer=self.renderer)
-        if needed is not None and needed > self.run.left().cost_usd:
-            return "budget"
-        return ""
+    early = _early_deferral(run, longest_pr, config, price)
+    if early:
+        return early
+    needed = planned_cost(change, config, renderer=renderer)
+    if needed is not None and needed > run.left().cost_usd:
+        return "budget"
+    return ""
 
 
 def _outcome_row(pull: PullInfo, outcome: PrOutcome) -> ScanRow:
