@@ -554,19 +554,11 @@ class GitHubClient:
             )
             return _review_info(review)
 
-    def edit_review_body(self, repo: str, number: int, review_id: int, body: str) -> ReviewInfo:
+    def edit_review_body(self, repo: str, number: int, review_id: int, body: str) -> None:
         """Replace a submitted review's body (its inline comments stay as they are)."""
         with _translated(f"edit review {review_id} on {repo}#{number}", write=True):
             url = f"{self._repo(repo).url}/pulls/{int(number)}/reviews/{int(review_id)}"
-            _, data = self._gh.requester.requestJsonAndCheck("PUT", url, input={"body": body})
-            user = data.get("user") or {}
-            return ReviewInfo(
-                id=int(data["id"]),
-                user=str(user.get("login") or "ghost"),
-                body=str(data.get("body") or ""),
-                commit_id=str(data.get("commit_id") or ""),
-                url=str(data.get("html_url") or ""),
-            )
+            self._gh.requester.requestJsonAndCheck("PUT", url, input={"body": body})
 
     def rest(
         self, method: str, path: str, what: str, *, body: Mapping[str, Any] | None = None, write: bool = False
