@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from reviewer.commands import ASSOCIATIONS, CommentEvent, Decision, decide
+from reviewer.commands import ASSOCIATIONS, CommentEvent, Decision, Reaction, decide
 from reviewer.dismissals import dismiss
 from reviewer.errors import GitHubError
 from reviewer.publish import find_sticky, upsert_sticky
@@ -139,12 +139,12 @@ def _refuse(
     return _outcome(event, renderer, text, reason=reason)
 
 
-def _react(client: GitHubClient, event: CommentEvent, content: str, warn: Warn) -> None:
+def _react(client: GitHubClient, event: CommentEvent, content: Reaction, warn: Warn) -> None:
     """One reaction on the command's comment; a failure is a warning (the summary says the rest)."""
     from reviewer.source.threads import react
 
     try:
-        react(client, event.repo, event.kind, event.comment_id, "eyes" if content == "eyes" else "-1")
+        react(client, event.repo, event.kind, event.comment_id, content)
     except GitHubError as exc:
         warn(f"imreview: could not react to comment {event.comment_id}: {exc}")
 

@@ -271,12 +271,8 @@ class _StrList:
         return tuple(items)
 
     def parse(self, raw: str) -> object:
-        parts = [part.strip() for part in _LIST_SEPARATORS.split(raw)]
-        items: list[str] = []
-        for part in parts:
-            if part:
-                items.append(str(self.item.check(part)))
-        return tuple(items)
+        parts = (part.strip() for part in _LIST_SEPARATORS.split(raw))
+        return tuple(str(self.item.check(part)) for part in parts if part)
 
 
 IGNORE_SELECTORS = ("rule", "path", "fingerprint")
@@ -330,7 +326,7 @@ class _IgnoreList:
             raise _Invalid(f"{where}: `{key}` must be {what[key]}, got {_show(raw)}", (index, key))
         if key == "path":
             try:
-                _GLOB_ITEM.check(text)
+                _GLOB.check(text)
             except _Invalid as exc:
                 raise _Invalid(f"{where}: {exc.message}", (index, key)) from None
         return text
@@ -393,8 +389,8 @@ class ConfigKey:
 
     name: str
     type: ValueType
-    flag: str | None
-    input: str | None
+    flag: str | None = None
+    input: str | None = None
     limit: str | None = None
     flag_help: str = ""
 
@@ -418,17 +414,12 @@ def _mirrored(name: str, value_type: ValueType, flag_help: str, *, limit: str | 
     return ConfigKey(name, value_type, flag=f"--{kebab}", input=kebab, limit=limit, flag_help=flag_help)
 
 
-def _file_only(name: str, value_type: ValueType) -> ConfigKey:
-    return ConfigKey(name, value_type, flag=None, input=None)
-
-
 _DEFAULT_CONFIG = Config()
 _LANGUAGE = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*")
 _NO_SPACE = re.compile(r"\S+")
 _URL = re.compile(r"https?://\S+", re.IGNORECASE)
 _MODEL = _Str("a model name without spaces", _NO_SPACE, nullable=True)
 _GLOB = _Glob("a glob", empty_ok=True)
-_GLOB_ITEM = _GLOB
 
 _KEYS: tuple[ConfigKey, ...] = (
     _mirrored("model", _MODEL, "litellm model string, e.g. openai/gpt-4o-mini (env IMREVIEW_MODEL)."),
@@ -449,7 +440,7 @@ _KEYS: tuple[ConfigKey, ...] = (
         _Str("a language tag like 'en' or 'zh-CN'", _LANGUAGE),
         "Language of prompts and reports, e.g. en, zh-CN.",
     ),
-    _file_only("instructions", _Str("text", empty_ok=True)),
+    ConfigKey("instructions", _Str("text", empty_ok=True)),
     _mirrored("include", _StrList(_GLOB), "Only review paths matching this glob (repeatable)."),
     _mirrored("exclude", _StrList(_GLOB), "Never review paths matching this glob (repeatable)."),
     _mirrored(
@@ -491,16 +482,16 @@ _KEYS: tuple[ConfigKey, ...] = (
     ),
     _mirrored("max_concurrency", _Int(1), "Model requests in flight at once (default 4)."),
     _mirrored("max_findings", _Int(0), "Findings published to the PR (default 6)."),
-    _file_only("context_window", _Int(1, nullable=True)),
-    _file_only("context_share", _Share(0.9)),
+    ConfigKey("context_window", _Int(1, nullable=True)),
+    ConfigKey("context_share", _Share(0.9)),
     _mirrored(
         "fail_on",
         _Choice(("never", "P1", "P2", "P3")),
         "Exit 1 on a finding at or above this priority (any case; default never).",
     ),
-    _file_only("prices", _PriceTable()),
-    _file_only("ignore", _IgnoreList()),
-    _file_only(
+    ConfigKey("prices", _PriceTable()),
+    ConfigKey("ignore", _IgnoreList()),
+    ConfigKey(
         "maintainer_associations",
         _StrList(
             _Str(

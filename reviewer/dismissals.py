@@ -10,9 +10,10 @@ sticky state (`reviewer.state.StickyState.dismissed`), so a forged state changes
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reviewer.config import IgnoreRule
@@ -28,7 +29,6 @@ MAX_DISMISSED = 100
 """Dismissals a state keeps (newest kept): bounds the sticky marker."""
 _WORDS = re.compile(r"[^\w]+")
 _WS = re.compile(r"\s+")
-_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
 
 
 def normalised_title(title: str) -> str:
@@ -98,20 +98,21 @@ def apply(
         return Filtered(tuple(findings), ())
     keys = {d.key for d in dismissed}
     ids = {d.id for d in dismissed}
-    by_path = {f.path: f for f in files}
-    texts: dict[tuple[str, str], Mapping[int, str]] = {}
+    key_in = _key_reader(files)
     kept: list[Finding] = []
     dropped: list[Finding] = []
     for f in findings:
-        diff = by_path.get(f.path)
-        key = None
-        if diff is not None:
-            side = (f.path, f.side)
-            if side not in texts:
-                texts[side] = line_texts(diff, f.side)
-            key = key_of(f, texts[side])
+        key = key_in(f)
         (dropped if f.id in ids or (key is not None and key in keys) else kept).append(f)
     return Filtered(tuple(kept), tuple(dropped))
+
+
+def _key_reader(files: Sequence[DiffFile]) -> Callable[[Finding], str | None]:
+    """A finding's key from its file's lines in the diff (read once per path and side); None when
+    its file is not in the diff."""
+    by_path = {f.path: f for f in files}
+    texts = functools.cache(lambda path, side: line_texts(by_path[path], side))
+    return lambda f: key_of(f, texts(f.path, f.side)) if f.path in by_path else None
 
 
 def ignored_by_config(
@@ -121,13 +122,12 @@ def ignored_by_config(
     key), and each as a `config` dismissal for the comment's folded list."""
     if not rules:
         return Filtered(tuple(findings), ()), ()
-    by_path = {f.path: f for f in files}
+    key_in = _key_reader(files)
     kept: list[Finding] = []
     dropped: list[Finding] = []
     listed: list[Dismissal] = []
     for f in findings:
-        diff = by_path.get(f.path)
-        key = key_of(f, line_texts(diff, f.side)) if diff is not None else None
+        key = key_in(f)
         rule = next((r for r in rules if _ignores(r, f, key)), None)
         if rule is None:
             kept.append(f)
@@ -143,7 +143,3 @@ def _ignores(rule: IgnoreRule, finding: Finding, key: str | None) -> bool:
     if rule.path:
         return bool(glob_regex(rule.path).match(finding.path))
     return key is not None and key == rule.fingerprint
-
-
-def valid_login(login: str) -> bool:
-    return bool(_LOGIN.fullmatch(login))

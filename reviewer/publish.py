@@ -23,43 +23,29 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from reviewer.errors import GitHubError, NoWriteAccess, RateLimited, Retryable, Unprocessable
 from reviewer.render import fit
 from reviewer.report import Finding, Published, Report
-from reviewer.runner_sinks import (  # moved to runner_sinks; the names stay importable here
-    ANNOTATION_MESSAGE_MAX as ANNOTATION_MESSAGE_MAX,
+from reviewer.runner_sinks import (
+    READ_ONLY,
+    READ_ONLY_DETAIL,
+    PullSink,
+    Rendered,
+    _packaged_text,
+    refused_read_only,
 )
-from reviewer.runner_sinks import ANNOTATIONS_PER_LEVEL as ANNOTATIONS_PER_LEVEL
-from reviewer.runner_sinks import READ_ONLY as READ_ONLY
-from reviewer.runner_sinks import READ_ONLY_DETAIL as READ_ONLY_DETAIL
-from reviewer.runner_sinks import SUMMARY_LIMIT_BYTES as SUMMARY_LIMIT_BYTES
-from reviewer.runner_sinks import AnnotationResult as AnnotationResult
-from reviewer.runner_sinks import PullSink, Rendered, _packaged_text, refused_read_only
-from reviewer.runner_sinks import annotate as annotate
-from reviewer.runner_sinks import echo_untrusted as echo_untrusted
-from reviewer.runner_sinks import escape_data as escape_data
-from reviewer.runner_sinks import escape_property as escape_property
-from reviewer.runner_sinks import mask as mask
-from reviewer.runner_sinks import workflow_command as workflow_command
-from reviewer.runner_sinks import write_outputs as write_outputs
-from reviewer.runner_sinks import write_summary as write_summary
-from reviewer.state import (  # the state's one owner; the names its callers used here stay importable
+from reviewer.state import (
     _MARKER_END,
+    MARKER_PREFIX,
+    PENDING_REVIEW,
     _is_sha,
     _last_line,
     _marker_json,
     _parse_marker,
     bind_sticky,
     bound_to_itself,
+    mark_pending,
     proven_ours,
     sign_sticky,
     state_key,
 )
-from reviewer.state import BOUND_KEY as BOUND_KEY
-from reviewer.state import MARKER_PREFIX as MARKER_PREFIX
-from reviewer.state import PENDING_REVIEW as PENDING_REVIEW
-from reviewer.state import STATE_KEY_ENV as STATE_KEY_ENV
-from reviewer.state import StickyState as StickyState
-from reviewer.state import mark_pending as mark_pending
-from reviewer.state import parse_state as parse_state
-from reviewer.state import state_marker as state_marker
 
 if TYPE_CHECKING:
     from reviewer.diff import LineIndex
@@ -182,12 +168,8 @@ def stickies_by_pull(
     grouped: dict[int, list[CommentInfo]] = {}
     for number, comment in comments:
         grouped.setdefault(number, []).append(comment)
-    found: dict[int, CommentInfo] = {}
-    for number, group in grouped.items():
-        ours = _our_stickies(group, login, repo=repo, number=number, key=key)
-        if ours:
-            found[number] = ours[0]
-    return found
+    ours = {n: _our_stickies(group, login, repo=repo, number=n, key=key) for n, group in grouped.items()}
+    return {n: found[0] for n, found in ours.items() if found}
 
 
 def upsert_sticky(
@@ -202,11 +184,8 @@ def upsert_sticky(
     """Edit our one comment in place, or create it; then delete our own newer duplicates (a race).
 
     The list is read before any write, so a retried job edits rather than posts twice; `comments`
-    is that list when this run already read it (one request fewer). A comment created meanwhile by
-    a concurrent job is still found: after creating, the list is read again and the newer copy goes.
-    A create whose answer was lost (a timeout, a reset, a 5xx: GitHub may have created it anyway)
-    is looked for again by its body before it is called failed, so the summary never says "not
-    posted" about a comment that is on the PR.
+    is that list when this run already read it (one request fewer). A lost create is looked for
+    again before it is called failed (`_write`).
     """
     key = state_key()
     body = sign_sticky(body, repo=repo, number=number, key=key)
@@ -234,7 +213,7 @@ def _edit_sticky(
     client: GitHubClient, repo: str, ours: Sequence[CommentInfo], *, body: str, login: str, key: bytes | None
 ) -> Published:
     """Our oldest sticky comment edited in place; our own newer duplicates deleted."""
-    body = bind_sticky(body, ours[0].id) if key is None else body
+    body = _bound(body, ours[0].id, key)
     info = _write(client, lambda: client.edit_issue_comment(repo, ours[0].id, body))
     duplicates = _deletable(ours[1:], login, key)
     return _sticky_done(client, repo, "updated the sticky comment", info, duplicates, reason="updated")

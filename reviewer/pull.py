@@ -31,12 +31,12 @@ from reviewer.config import (
     parse_config_text,
 )
 from reviewer.diff import LineIndex
-from reviewer.errors import ConfigError, GitHubError, NoWriteAccess
+from reviewer.errors import ConfigError, GitHubError
 from reviewer.events import skip_reason
 from reviewer.incremental import Increment
 from reviewer.publish import InlineReview, PullTarget, StickyComment, find_sticky, upsert_sticky
 from reviewer.render import Renderer
-from reviewer.report import PRIORITIES, Incremental, Published, Report, priority_rank
+from reviewer.report import PRIORITIES, Incremental, Report, priority_rank
 from reviewer.report_files import ReportDir
 from reviewer.runner_sinks import (
     READ_ONLY_DETAIL,
@@ -73,7 +73,6 @@ TEMPLATE_FILES = (
     "i18n/zh-CN.yml",
 )
 Warn = Callable[[str], None]
-Publisher = Callable[[Report, str, LineIndex], Sequence[Published]]
 
 
 @dataclass(frozen=True)
@@ -295,19 +294,17 @@ def allot(
             number=job.number, verdict="skipped", summary="", reason=refused, title=info.title, url=info.url
         )
     limits = pr.config.limits
-    if job.max_pr_cost_usd > 0:
+    capped = job.max_pr_cost_usd > 0
+    if capped:
         state = pr.writing.prior.state
         cap_left = job.max_pr_cost_usd - (state.spent() if state is not None else 0.0)
         if cap_left < limits.cost_usd:
             limits = dataclasses.replace(limits, cost_usd=cap_left)
     budget = Budget(limits, parent=parent)
-    if job.max_pr_cost_usd <= 0:
+    if not (capped and pr.config.model and budget.limits.cost_usd > 0 and job.post_comment):
         return budget, None, pr
-    if not (pr.config.model and budget.limits.cost_usd > 0 and job.post_comment):
-        return budget, None, pr
-    allowance = budget.limits.cost_usd
     reservation = reserve_spend(
-        client, job, pr.writing, pr.renderer, head_sha=pr.info.head_sha, allowance=allowance
+        client, job, pr.writing, pr.renderer, head_sha=pr.info.head_sha, allowance=budget.limits.cost_usd
     )
     if reservation is not None and reservation.created:  # list again: the PR now holds this run's comment
         pr = dataclasses.replace(pr, writing=dataclasses.replace(pr.writing, comments=None))
@@ -639,16 +636,26 @@ def unreadable(number: int, exc: GitHubError, renderer: Renderer, *, on_error: s
 
 
 def job_config(client: GitHubClient, job: PullJob, source: GitHubSource) -> Config:
-    """The job's own config when it has one, else its local file when named, else the PR's BASE
-    branch's (never the PR's head), under the job's overrides and environment: one call for a
-    reviewed PR and a comment command alike."""
+    """`config_at` the PR's BASE branch (never its head): one call for a reviewed PR and a comment
+    command alike."""
+
+    def base() -> tuple[str, str | None]:
+        pull = source.pull_info()
+        return pull.base_repo or source.repo, pull.base_sha
+
+    return config_at(client, job, base)
+
+
+def config_at(client: GitHubClient, job: PullJob, where: Callable[[], tuple[str, str | None]]) -> Config:
+    """The job's own config when it has one, else its local file when named, else the file at
+    `where()` (repo, ref), under the job's overrides and environment (a scan reads it once)."""
     if job.config is not None:
         return job.config
     if job.config_file:
         file_layer = load_config_file(job.config_file, required=True)
     else:
-        pull = source.pull_info()
-        text = client.file_text(pull.base_repo or source.repo, job.config_path, pull.base_sha)
+        repo, ref = where()
+        text = client.file_text(repo, job.config_path, ref)
         file_layer = parse_config_text(text, job.config_path) if text is not None else {}
     env = env_layer(job.env if job.env is not None else os.environ)
     return build_config(file_layer=file_layer, env=env, overrides=job.overrides)
@@ -738,13 +745,10 @@ def reserve_spend(
     head_sha: str,
     allowance: float,
 ) -> Reservation | None:
-    """Before the first model call, record in the sticky state that this run may spend `allowance`:
-    the PR's total becomes what it had cost plus the allowance. A run that ends unpublished (the head
-    moved, publishing failed) or never ends (cancelled by a push, killed) has then been counted at
-    its most, and `max-pr-cost-usd` holds under any pattern of pushes; a published run's state
-    replaces the reservation with what it really cost, and `settle_spend` does so for one that
-    published nothing. None (nothing reserved) when there is no key to sign the state with, no
-    sticky sink, or the write failed: the run goes on, as it would without the cap's record."""
+    """Before the first model call, add `allowance` to the PR's total in the sticky state: a run
+    that ends unpublished or never ends (cancelled, killed) is then counted at its most, so
+    `max-pr-cost-usd` holds under any pattern of pushes (`settle_spend` counts what it really cost).
+    None when there is no key to sign with, no sticky sink, or the write failed: the run goes on."""
     if not writing.on or state_key() is None:
         return None
     prior = writing.prior
@@ -779,11 +783,9 @@ def settle_spend(
     *,
     warn: Warn,
 ) -> Report:
-    """After the run: a sticky comment this run wrote holds what the run really cost (its state was
-    built from the state before the reservation). Otherwise the reservation is replaced by what the
-    run spent, the comment's text kept (or, on a comment this run created, saying the review was
-    not published). A cost that cannot be priced is not counted, as in a published run. The
-    report returned says the comment was created when the reservation created it."""
+    """After the run: a sticky comment this run wrote already holds what it really cost (its state
+    was built from the one before the reservation); otherwise `release_spend`. The report returned
+    says the comment was created when the reservation created it."""
     comment = next((p for p in report.published if p.sink == "comment"), None)
     if comment is not None and comment.ok:
         if not reservation.created:
@@ -868,18 +870,11 @@ class ListedComments:
 
 
 def list_comments(client: GitHubClient, repo: str, number: int) -> ListedComments:
-    login = viewer_login(client)
+    login = client.viewer_login()
     try:
         return ListedComments(login, client.issue_comments(repo, number))
     except GitHubError:
         return ListedComments(login, None)
-
-
-def viewer_login(client: GitHubClient) -> str:
-    try:
-        return client.viewer_login()
-    except NoWriteAccess:
-        return "github-actions[bot]"
 
 
 def echo(stream: TextIO) -> Warn:

@@ -16,8 +16,8 @@ any request of their own.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TextIO
 
 from reviewer.budget import Budget, Limits, Price, minimal_call_cost
-from reviewer.config import Config, build_config, config_hash, env_layer, load_config_file, parse_config_text
+from reviewer.config import Config, config_hash
 from reviewer.errors import GitHubError, Retryable, UsageError
 from reviewer.events import is_bot
 from reviewer.publish import find_sticky, stickies_by_pull
@@ -33,11 +33,12 @@ from reviewer.pull import (
     PrOutcome,
     PullJob,
     base_templates,
+    config_at,
     crashed,
     is_same_review,
     review_pull,
+    run_text,
     unreadable,
-    viewer_login,
 )
 from reviewer.render import Renderer
 from reviewer.review import planned_cost
@@ -176,7 +177,7 @@ def _row(pull: PullInfo, status: Status, reason: str = "", outcome: PrOutcome | 
 
 def _setup(client: GitHubClient, settings: ScanSettings, scratch: Path | None) -> _Setup:
     """Config and templates read once, so that no PR is judged with another config than the rest."""
-    config = _run_config(client, settings)
+    config = config_at(client, settings.job, lambda: (settings.repo, settings.config_ref))
     renderer, templates = _run_renderer(client, settings, config, scratch)
     job = dataclasses.replace(settings.job, config=config, templates=templates)
     return _Setup(job, config, renderer, config_hash(config, renderer.templates_digest()))
@@ -303,20 +304,17 @@ def summary(result: ScanResult, renderer: Renderer) -> str:
         for r in result.rows
     ]
     totals = {status: sum(1 for r in result.rows if r.status == status) for status in _ROW_ORDER}
-    return (
-        renderer.render(
-            "run.md.j2",
-            kind="scan",
-            repo=result.repo,
-            rows=rows,
-            totals=totals,
-            matrix=list(result.matrix),
-            cost=result.cost_usd,
-            cost_limit=result.cost_limit,
-            seconds=result.seconds,
-            seconds_limit=result.seconds_limit,
-        ).strip("\n")
-        + "\n"
+    return run_text(
+        renderer,
+        "scan",
+        repo=result.repo,
+        rows=rows,
+        totals=totals,
+        matrix=list(result.matrix),
+        cost=result.cost_usd,
+        cost_limit=result.cost_limit,
+        seconds=result.seconds,
+        seconds_limit=result.seconds_limit,
     )
 
 
@@ -339,7 +337,7 @@ def _sticky_states(
     """The sticky state of each PR from one repository-wide listing, and whether that listing was
     complete; a sticky is never older than its PR, so comments last updated before the oldest PR
     was opened are not read."""
-    login = viewer_login(client)
+    login = client.viewer_login()
     opened = [when for when in (_when(p.created_at) for p in pulls) if when is not None]
     since = min(opened) if len(opened) == len(pulls) and opened else None
     comments, complete = client.repo_issue_comments(repo, since=since, max_pages=COMMENT_PAGES)
@@ -355,7 +353,7 @@ def _own_state(client: GitHubClient, repo: str, number: int) -> StickyState | No
     PR read as new would take a matrix job and a `scan-limit` slot from one that needs a review.
     Read only while the matrix has room; None when the read fails (the review job decides then)."""
     try:
-        found = find_sticky(client, repo, number, login=viewer_login(client))
+        found = find_sticky(client, repo, number, login=client.viewer_login())
     except GitHubError:
         return None
     return StickyState.parse(found.body) if found is not None else None
@@ -400,7 +398,7 @@ def _review_one(
             warn=warn,
             notices=notices,
             parent=ledger,
-            admit=_Admission(run, longest_pr, price, run_renderer),
+            admit=functools.partial(_admit, run, longest_pr, price, run_renderer),
         )
     except Retryable as exc:
         warn(f"imreview: #{pull.number} deferred: {exc}")
@@ -421,24 +419,18 @@ def _review_one(
     return _outcome_row(pull, outcome)
 
 
-@dataclass(frozen=True)
-class _Admission:
+def _admit(
+    run: Budget, longest_pr: float, price: Price | None, renderer: Renderer, change: Change, config: Config
+) -> str:
     """`review_pull`'s `admit`: once a PR's change and config are known, whether the run can still
     pay for its planned cost; a reason to defer it, or "" to go on."""
-
-    run: Budget
-    longest_pr: float
-    price: Price | None
-    renderer: Renderer
-
-    def __call__(self, change: Change, config: Config) -> str:
-        early = _early_deferral(self.run, self.longest_pr, config, self.price)
-        if early:
-            return early
-        needed = planned_cost(change, config, renderer=self.renderer)
-        if needed is not None and needed > self.run.left().cost_usd:
-            return "budget"
-        return ""
+    early = _early_deferral(run, longest_pr, config, price)
+    if early:
+        return early
+    needed = planned_cost(change, config, renderer=renderer)
+    if needed is not None and needed > run.left().cost_usd:
+        return "budget"
+    return ""
 
 
 def _outcome_row(pull: PullInfo, outcome: PrOutcome) -> ScanRow:
@@ -451,22 +443,6 @@ def _outcome_row(pull: PullInfo, outcome: PrOutcome) -> ScanRow:
 
 
 DEFER_REASONS = frozenset({"budget", "seconds", "rate_limited"})
-
-
-def _run_config(client: GitHubClient, settings: ScanSettings) -> Config:
-    job = settings.job
-    if job.config is not None:
-        return job.config
-    if job.config_file:
-        file_layer = load_config_file(job.config_file, required=True)
-    else:
-        text = client.file_text(settings.repo, job.config_path, settings.config_ref)
-        file_layer = parse_config_text(text, job.config_path) if text is not None else {}
-    return build_config(
-        file_layer=file_layer,
-        env=env_layer(job.env if job.env is not None else os.environ),
-        overrides=job.overrides,
-    )
 
 
 def _run_renderer(

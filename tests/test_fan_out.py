@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from reviewer.publish import StickyState, sign_sticky, state_key
+from reviewer.state import StickyState, sign_sticky, state_key
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer
 from tests.test_action_e2e import REPO, Runner

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from reviewer.incremental import unpack
-from reviewer.publish import parse_state
+from reviewer.state import parse_state
 from tests import test_action_e2e as e2e
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer

@@ -21,10 +21,10 @@ import pytest
 from reviewer.config import Overrides
 from reviewer.diff import DiffFile, parse_github_file
 from reviewer.incremental import map_line, to_carry
-from reviewer.publish import StickyState, state_marker
 from reviewer.pull import PrOutcome, PullJob, SkipRules, review_pull
 from reviewer.report import Finding, Report
 from reviewer.source.github import GitHubClient
+from reviewer.state import StickyState, state_marker
 from tests.fakes.git_repo import GitRepo
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.model_server import FakeModelServer, Reply, text

@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reviewer.config import Overrides
-from reviewer.publish import StickyState, sign_sticky, state_key
 from reviewer.pull import PullJob, SkipRules, review_pull
 from reviewer.source.github import GitHubClient
+from reviewer.state import StickyState, sign_sticky, state_key
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 

@@ -13,23 +13,11 @@ from typing import Any
 import pytest
 
 from reviewer import publish
-from reviewer.publish import (
-    MARKER_PREFIX,
-    annotate,
-    echo_untrusted,
-    find_sticky,
-    fit_comment,
-    mask,
-    parse_state,
-    post_inline_review,
-    state_marker,
-    upsert_sticky,
-    utf16_len,
-    write_outputs,
-    write_summary,
-)
+from reviewer.publish import find_sticky, fit_comment, post_inline_review, upsert_sticky, utf16_len
 from reviewer.report import Finding
+from reviewer.runner_sinks import annotate, echo_untrusted, mask, write_outputs, write_summary
 from reviewer.source.github import CommentInfo, GitHubClient
+from reviewer.state import MARKER_PREFIX, STATE_KEY_ENV, parse_state, sign_sticky, state_key, state_marker
 from tests.factories import (
     BASE,
     HEAD,
@@ -352,13 +340,13 @@ def writes(gh: FakeGitHub) -> list[str]:
 @pytest.fixture(autouse=True)
 def state_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     """The workflow's secret that signs our state marker (a model API key or IMREVIEW_STATE_KEY)."""
-    monkeypatch.setenv(publish.STATE_KEY_ENV, "test-state-secret-0123456789abcdefgh")
+    monkeypatch.setenv(STATE_KEY_ENV, "test-state-secret-0123456789abcdefgh")
 
 
 def sticky_body(text: str, **state: Any) -> str:
     """A sticky comment as we write it: the state marker signed with the workflow's key."""
     body = f"{text}\n\n{state_marker(sample_state(**state))}"
-    return publish.sign_sticky(body, repo=REPO, number=7, key=publish.state_key())
+    return sign_sticky(body, repo=REPO, number=7, key=state_key())
 
 
 def test_sticky_is_created_once_then_edited_in_place(gh: FakeGitHub) -> None:

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from reviewer.config import build_config, parse_config_text
-from reviewer.publish import sign_sticky, state_key
 from reviewer.render import Renderer
 from reviewer.review import planned_cost
 from reviewer.scan import MATRIX_MAX
 from reviewer.source.github import GitHubClient, GitHubSource
+from reviewer.state import sign_sticky, state_key
 from tests.conftest import cli_env, run_cli
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text

@@ -17,10 +17,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from github import Auth, Github, GithubException, GithubRetry, RateLimitExceededException
 from github.File import File
+from github.GithubObject import NotSet
 from github.IssueComment import IssueComment
 
 from reviewer import context as ctx
@@ -369,8 +371,7 @@ class GitHubClient:
         return wait if wait <= self.wait_cap.seconds() else None
 
     def _repo(self, repo: str) -> Any:
-        if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
-            raise UsageError(f"{repo!r} is not OWNER/REPO")
+        _owner_name(repo)
         return self._gh.get_repo(repo)
 
     def pull(self, repo: str, number: int) -> PullInfo:
@@ -379,18 +380,12 @@ class GitHubClient:
 
     def open_pulls(self, repo: str, *, limit: int, labels: Sequence[str] = ()) -> list[PullInfo]:
         """Open PRs, newest first, carrying every label in `labels`; counts are None (see PullInfo)."""
-        wanted = set(labels)
-        found: list[PullInfo] = []
         if limit <= 0:
-            return found
+            return []
         with _translated(f"list open pull requests of {repo}"):
-            for pr in self._repo(repo).get_pulls(state="open", sort="created", direction="desc"):
-                info = _pull_info(repo, pr, full=False)
-                if wanted <= set(info.labels):
-                    found.append(info)
-                    if len(found) >= limit:
-                        break
-        return found
+            pulls = self._repo(repo).get_pulls(state="open", sort="created", direction="desc")
+            infos = (_pull_info(repo, pr, full=False) for pr in pulls)
+            return list(islice((i for i in infos if set(labels) <= set(i.labels)), limit))
 
     def open_pull_list(self, repo: str) -> list[PullInfo]:
         """Every open PR, least recently updated first, 100 per request; counts are None."""
@@ -407,11 +402,8 @@ class GitHubClient:
         """
         found: list[tuple[int, CommentInfo]] = []
         with _translated(f"list the issue comments of {repo}"):
-            listing = (
-                self._repo(repo).get_issues_comments(sort="updated", direction="desc", since=since)
-                if since is not None
-                else self._repo(repo).get_issues_comments(sort="updated", direction="desc")
-            )
+            after = NotSet if since is None else since
+            listing = self._repo(repo).get_issues_comments(sort="updated", direction="desc", since=after)
             for page in range(max_pages):
                 items = listing.get_page(page)
                 for comment in items:
@@ -443,8 +435,7 @@ class GitHubClient:
         text: str | None = None
         try:
             with _translated(f"read {path} at {ref or 'the default branch'} in {repo}"):
-                gh_repo = self._repo(repo)
-                content = gh_repo.get_contents(path, ref=ref) if ref else gh_repo.get_contents(path)
+                content = self._repo(repo).get_contents(path, ref=ref or NotSet)
                 if (
                     not isinstance(content, list)
                     and content.type == "file"
@@ -563,19 +554,11 @@ class GitHubClient:
             )
             return _review_info(review)
 
-    def edit_review_body(self, repo: str, number: int, review_id: int, body: str) -> ReviewInfo:
+    def edit_review_body(self, repo: str, number: int, review_id: int, body: str) -> None:
         """Replace a submitted review's body (its inline comments stay as they are)."""
         with _translated(f"edit review {review_id} on {repo}#{number}", write=True):
             url = f"{self._repo(repo).url}/pulls/{int(number)}/reviews/{int(review_id)}"
-            _, data = self._gh.requester.requestJsonAndCheck("PUT", url, input={"body": body})
-            user = data.get("user") or {}
-            return ReviewInfo(
-                id=int(data["id"]),
-                user=str(user.get("login") or "ghost"),
-                body=str(data.get("body") or ""),
-                commit_id=str(data.get("commit_id") or ""),
-                url=str(data.get("html_url") or ""),
-            )
+            self._gh.requester.requestJsonAndCheck("PUT", url, input={"body": body})
 
     def rest(
         self, method: str, path: str, what: str, *, body: Mapping[str, Any] | None = None, write: bool = False
@@ -630,15 +613,11 @@ class GitHubClient:
 
     def pull_files(self, repo: str, number: int, *, limit: int = FILES_LIMIT) -> list[DiffFile]:
         """The PR files list (GitHub stops at 3000), parsed; a file without a patch is listed."""
-        files: list[DiffFile] = []
         with _translated(f"list files of {repo}#{number}"):
             if limit <= 0:
-                return files
-            for f in self._repo(repo).get_pull(number).get_files():
-                files.append(_diff_file(f))
-                if len(files) >= limit:
-                    break  # before the paginator asks for a page we will not read
-        return files
+                return []
+            files = self._repo(repo).get_pull(number).get_files()
+            return [_diff_file(f) for f in islice(files, limit)]  # asks for no page past the limit
 
 
 def _diff_file(f: File) -> DiffFile:
@@ -969,12 +948,8 @@ class GitHubSource:
         position = self._position.get(path)
         wanted = info is not None and sha == info.head_sha and position is not None
         if wanted and position is not None and not self.client.has_text(self.repo, sha, path):
-            batch: list[str] = []
-            for later in (*self._context[position:], *self._context[:position]):
-                if len(batch) >= CONTENTS_BATCH:
-                    break
-                if not self.client.has_text(self.repo, sha, later):
-                    batch.append(later)
+            ring = (*self._context[position:], *self._context[:position])
+            unread = (p for p in ring if not self.client.has_text(self.repo, sha, p))
             with contextlib.suppress(GitHubError):
-                self.client.file_texts(self.repo, [(sha, p) for p in batch])
+                self.client.file_texts(self.repo, [(sha, p) for p in islice(unread, CONTENTS_BATCH)])
         return self.client.file_text(self.repo, path, sha)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from reviewer.commands import Kind, Reaction
 from reviewer.errors import GitHubError
 
 if TYPE_CHECKING:
@@ -37,9 +38,6 @@ THREADS_QUERY = (
     "{ nodes { databaseId body authorAssociation author { login } } } "
     "} } } } }"
 )
-
-Reaction = Literal["eyes", "-1"]
-CommentKind = Literal["issue", "review"]
 
 
 @dataclass(frozen=True)
@@ -125,7 +123,7 @@ def read_threads(client: GitHubClient, repo: str, number: int) -> tuple[Thread, 
     return parse_threads(answer)
 
 
-def react(client: GitHubClient, repo: str, kind: CommentKind, comment_id: int, content: Reaction) -> None:
+def react(client: GitHubClient, repo: str, kind: Kind, comment_id: int, content: Reaction) -> None:
     """One reaction on a comment (GitHub answers 200 when it is already there: still one)."""
     where = "issues" if kind == "issue" else "pulls"
     client.rest(
