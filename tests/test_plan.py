@@ -445,7 +445,7 @@ def test_a_unit_writes_each_file_header_once_and_packs_the_tokens_it_saves() -> 
         hunk(1, "a", ["first = compute(1)", "more = compute(2)"]),
         hunk(40, "b", ["second = compute(3)", "rest = compute(4)"], old_start=38),
     )
-    roomy, files = plan_of(patch)
+    roomy, _ = plan_of(patch)
     (unit,) = roomy.units
     assert unit.text.count("## File: src/service/handlers.py") == 1
     assert "first = compute(1)" in unit.text and "rest = compute(4)" in unit.text
