@@ -829,6 +829,7 @@ _HASHED_FIELDS = (
     "context_window",
     "context_share",
     "prices",
+    "ignore",
 )
 
 

@@ -503,6 +503,7 @@ BASE = Config(model="m")
         dataclasses.replace(BASE, limits=Limits(cost_usd=0.5)),
         dataclasses.replace(BASE, limits=Limits(calls=0)),
         dataclasses.replace(BASE, max_output_tokens_per_call=1024),
+        dataclasses.replace(BASE, ignore=(IgnoreRule(reason="on purpose", rule="debugger"),)),
     ],
 )
 def test_config_hash_changes_with_anything_that_shapes_the_review(changed: Config) -> None:
