@@ -131,8 +131,8 @@ class Plan:
     no_patch: tuple[str, ...]
     unplaced: tuple[Unplaced, ...] = ()
     context_displaced_lines: int = 0
-    """Changed lines the repository context would have pushed out of the plan: above 0, the plan
-    carries no context (the diff before the context, `make_plan`)."""
+    """Changed lines the context would have pushed out had it been packed with the diff: above 0,
+    the diff went alone and repository context only got what the budget left (`make_plan`)."""
 
     @property
     def input_tokens(self) -> int:
@@ -800,8 +800,40 @@ class _Counted:
 
 
 def _plan(args: _PlanArgs, triage: _Triage) -> Plan:
-    """`make_plan` once its arguments are gathered: triage, count, pack, finish; then, when the
-    units carry context while some diff goes unsent, the diff before the context."""
+    """`make_plan` once its arguments are gathered: triage, count, pack, finish; then the diff before
+    the context. Repository context (even room held for it that no snippet filled, its files' diff
+    being unsent) and enclosing definitions are kept only when they displace no diff; when they
+    would, the diff goes alone and what the budget has left after it buys repository context."""
+    packed, held_room = _packed(args, triage)
+    reviewable, only = triage.reviewable, args.only
+    unsent = _unsent_lines(packed.units, reviewable, only)
+    if not unsent or not (held_room or args.read_file is not None):
+        return packed
+    diff_only, _ = _packed(dataclasses.replace(args, context=None, context_share=0.0, read_file=None), triage)
+    plain_unsent = _unsent_lines(diff_only.units, reviewable, only)
+    if unsent <= plain_unsent:
+        return packed
+    refilled = _refilled(args, triage, diff_only)
+    if refilled is not None and _unsent_lines(refilled.units, reviewable, only) <= plain_unsent:
+        diff_only = refilled
+    return dataclasses.replace(diff_only, context_displaced_lines=unsent - plain_unsent)
+
+
+def _refilled(args: _PlanArgs, triage: _Triage, diff_only: Plan) -> Plan | None:
+    """The plan with repository context capped at what `diff_only` leaves of the input budget
+    (None: no context source, no input limit, or nothing left)."""
+    a = args.allowance
+    if not args.share or a.input_tokens is None:
+        return None
+    left = a.input_tokens - sum(held_tokens(u.input_tokens, a.margin_percent) for u in diff_only.units)
+    if left <= 0:
+        return None
+    share = min(args.share, left / a.input_tokens)
+    return _packed(dataclasses.replace(args, context_share=share, read_file=None), triage)[0]
+
+
+def _packed(args: _PlanArgs, triage: _Triage) -> tuple[Plan, bool]:
+    """Count, pack and finish, as `args` say; and whether any unit held room for context."""
     risks = {(f.path, h.index): hunk_risk(f.path, h) for f in triage.reviewable for h in f.hunks}
     chosen = [
         (risks[(f.path, h.index)], f, h)
@@ -816,16 +848,8 @@ def _plan(args: _PlanArgs, triage: _Triage) -> Plan:
     wanted = packing.wanted.snippets
     shown = _Context(wanted, args.count_tokens, args.redact, packing.packer.context_frame, barred)
     units = _finish(packing.packer, args.measure, unplaced, shown, keep_text=args.text_free is None)
-    reviewable, only = triage.reviewable, args.only
-    held_room = any(u.ctx_tokens for u in packing.packer.units)
-    if args.share and held_room and _unsent_lines(units, reviewable, only):
-        # the diff before the context: room held for context (even room no snippet filled in the
-        # end, its files' diff being unsent) is kept only when it displaces no diff
-        diff_only = _plan(dataclasses.replace(args, context=None, context_share=0.0), triage)
-        displaced = _unsent_lines(units, reviewable, only) - _unsent_lines(diff_only.units, reviewable, only)
-        if displaced > 0:
-            return dataclasses.replace(diff_only, context_displaced_lines=displaced)
-    return _assembled(triage, risks, units, unplaced)
+    held_room = bool(args.share) and any(u.ctx_tokens for u in packing.packer.units)
+    return _assembled(triage, risks, units, unplaced), held_room
 
 
 def _triage(files: Sequence[DiffFile], include: Sequence[str], exclude: Sequence[str]) -> _Triage:

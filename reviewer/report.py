@@ -301,7 +301,8 @@ class PlanSummary:
     context_tokens: int = 0
     """Tokens of repository context in the planned calls."""
     context_displaced_lines: int = 0
-    """Changed lines the context would have pushed out of the plan: above 0, none was bought."""
+    """Changed lines the context would have pushed out had it been packed with the diff: above 0,
+    the diff went alone and context only got what the budget had left after it."""
 
 
 @dataclass(frozen=True)

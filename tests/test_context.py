@@ -162,6 +162,33 @@ def test_context_is_bought_only_when_it_displaces_no_diff(share: float) -> None:
     assert all(u.context_tokens <= share * 600 for u in roomy.units)
 
 
+def test_what_the_whole_diff_leaves_of_the_budget_buys_context() -> None:
+    """Packed with its context first, the diff would not all fit; packed alone it fits with budget
+    to spare: the plan sends the whole diff, then context within what is left, never more."""
+    files = parse_patch(_many_hunks(8))
+    snippets = _big_snippets(30, lines=6)
+
+    def planned(context: bool, input_tokens: int):  # type: ignore[no-untyped-def]
+        return make_plan(
+            files,
+            unit_tokens=600,
+            count_tokens=quarter,
+            allowance=Allowance(input_tokens=input_tokens),
+            measure=lambda nonce, text, ctx_text: 40 + quarter(text) + quarter(ctx_text),
+            overhead=lambda nonce: 40,
+            context=(lambda f, h: snippets) if context else None,
+            context_share=0.5,
+        )
+
+    alone = planned(False, 10_000).input_tokens
+    budget = alone + 150  # the diff fits; the context it asks for (half of each call) does not
+    plan = planned(True, budget)
+    assert not plan.unplaced, "the whole diff goes"
+    assert plan.context_displaced_lines > 0, "context first would have pushed diff out"
+    assert 0 < plan.context_tokens <= budget - alone
+    assert plan.input_tokens <= budget
+
+
 def test_room_held_for_context_no_snippet_fills_goes_back_to_the_diff() -> None:
     """Every snippet offered is from src/big.py, whose own diff the budget cuts: no snippet may be
     shown, so the room the packer held for them must not stay empty while diff goes unsent (on a
