@@ -207,3 +207,44 @@ def test_a_hosted_provider_counts_through_litellm_and_its_local_fallback_is_no_c
     assert counted == (321 if tokenize else None)
     path, body = server.counts[0]
     assert path == "/v1/messages/count_tokens" and body["system"][0]["text"] == "Review."
+
+
+def test_a_server_dripping_its_count_answer_never_holds_the_count_past_its_timeout() -> None:
+    """A server that answers `/tokenize` one byte at a time, each within the socket timeout, must not
+    keep the count (and the run) waiting past the count's timeout: urlopen's timeout is per read."""
+    import socket
+    import threading
+    import time
+
+    from reviewer import model_facts
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def drip() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")
+        for byte in b'{"count": 12' + b" " * 200:
+            if stop.is_set():
+                break
+            try:
+                conn.sendall(bytes([byte]))
+            except OSError:
+                break
+            time.sleep(0.1)
+        conn.close()
+
+    threading.Thread(target=drip, daemon=True).start()
+    started = time.monotonic()
+    try:
+        counted = model_facts.server_count(
+            f"http://127.0.0.1:{port}/v1", "hosted_vllm/m", [{"role": "user", "content": "x"}], None, 0.5
+        )
+    finally:
+        stop.set()
+        listener.close()
+    assert counted is None and time.monotonic() - started < 2.0
