@@ -176,3 +176,45 @@ def test_a_typechange_reports_reviewed_only_the_lines_it_sent() -> None:
     sent = "\n".join(u.text for u in plan.units)
     cov = coverage(plan, files, reviewed_units={u.id for u in plan.units})
     assert cov.lines_reviewed <= sum(1 for line in ("old one", "old two", "target") if line in sent)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    drawn=patches(), allowance=allowances(), overhead=st.integers(0, 200), data=st.data()
+)
+def test_an_increment_keeps_to_its_hunks_and_the_diff_before_the_context(
+    drawn: tuple[str, dict[str, str]], allowance: Allowance, overhead: int, data: st.DataObject
+) -> None:
+    patch, heads = drawn
+    files = parse_patch(patch)
+    keys = [(f.path, h.index) for f in files for h in f.hunks]
+    only = set(data.draw(st.lists(st.sampled_from(keys), min_size=1)))
+    first = set(data.draw(st.lists(st.sampled_from(sorted(only)))))
+    common = dict(
+        unit_tokens=allowance.window or 1_000_000,
+        count_tokens=quarter,
+        allowance=allowance,
+        overhead=lambda nonce: overhead,
+        measure=lambda nonce, text, context: overhead + quarter(text) + quarter(context),
+        only=only,
+        first=first,
+    )
+    plan = make_plan(files, read_file=heads.get, context=finder, context_share=0.4, **common)
+    bare = make_plan(files, **common)
+    assert {(p.path, p.hunk_index) for u in plan.units for p in u.parts} <= only
+    if allowance.input_tokens is not None:
+        assert sum(held_tokens(u.input_tokens, allowance.margin_percent) for u in plan.units) <= allowance.input_tokens
+    scoped = [f for f in files]
+
+    def unsent_only(p):  # type: ignore[no-untyped-def]
+        carried: dict[tuple[str, int], set[int]] = {}
+        for u in p.units:
+            for part in u.parts:
+                n = next(len(h.lines) for f in scoped if f.path == part.path for h in f.hunks if h.index == part.hunk_index)
+                carried.setdefault((part.path, part.hunk_index), set()).update(range(*(part.lines or (0, n))))
+        return sum(
+            1 for f in scoped for h in f.hunks if (f.path, h.index) in only
+            for i, line in enumerate(h.lines) if line.kind != " " and i not in carried.get((f.path, h.index), set())
+        )
+
+    assert unsent_only(plan) <= unsent_only(bare)
