@@ -18,6 +18,7 @@ import gc
 import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
@@ -272,7 +273,7 @@ def parse_patch(raw: bytes | str) -> tuple[DiffFile, ...]:
     collecting = gc.isenabled()
     gc.disable()  # hundreds of thousands of acyclic objects: the collector would only rescan them
     try:
-        return _parse_fast(text)
+        return _typechanges_merged(_parse_fast(text))
     except _Unusual:
         pass
     finally:
@@ -285,7 +286,26 @@ def parse_patch(raw: bytes | str) -> tuple[DiffFile, ...]:
     except Exception as exc:  # unidiff has failed with errors of its own on hostile input, not only this one
         detail = str(exc) if isinstance(exc, unidiff.UnidiffParseError) else type(exc).__name__
         raise PatchError(f"malformed diff: {detail}") from exc
-    return tuple(_file_from_unidiff(f) for f in patch)
+    return _typechanges_merged(tuple(_file_from_unidiff(f) for f in patch))
+
+
+def _typechanges_merged(files: tuple[DiffFile, ...]) -> tuple[DiffFile, ...]:
+    """`git diff` writes a file whose type changed (a file made a symlink, or back) as two files of
+    one path, removed then added: one file here, its hunks in that order, so that each (path, hunk
+    index) names one hunk (the plan, coverage and increments key hunks so)."""
+    out: list[DiffFile] = []
+    for f in files:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and (prev.path, prev.status, f.status) == (f.path, "removed", "added")
+            and not (prev.binary or f.binary or prev.submodule or f.submodule or prev.unusable or f.unusable)
+        ):
+            hunks = tuple(dataclasses.replace(h, index=i) for i, h in enumerate((*prev.hunks, *f.hunks)))
+            out[-1] = dataclasses.replace(prev, status="modified", hunks=hunks, new_mode=f.new_mode)
+            continue
+        out.append(f)
+    return tuple(out)
 
 
 class _Unusual(Exception):

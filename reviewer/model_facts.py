@@ -315,12 +315,20 @@ def _get_json(url: str, api_key: str | None, body: Any = None, timeout: float = 
     data = None if body is None else json.dumps(body).encode()
     if data is not None:
         headers["Content-Type"] = "application/json"
-    try:
-        request = urllib.request.Request(url, data=data, headers=headers)
-        with urllib.request.urlopen(request, timeout=max(timeout, 0.01)) as response:
-            return json.loads(response.read(1_000_000))
-    except Exception:
-        return None
+    box: list[Any] = []
+
+    def ask() -> None:
+        with contextlib.suppress(Exception):
+            request = urllib.request.Request(url, data=data, headers=headers)
+            with urllib.request.urlopen(request, timeout=max(timeout, 0.01)) as response:
+                box.append(json.loads(response.read(1_000_000)))
+
+    # urlopen's timeout bounds each socket read, not the request: a server dripping its answer a
+    # byte at a time would hold the run; the whole request gets `timeout` (the thread is a daemon)
+    thread = threading.Thread(target=ask, name="imreview-probe", daemon=True)
+    thread.start()
+    thread.join(max(timeout, 0.01))
+    return box[0] if box else None
 
 
 def provider_count(

@@ -207,3 +207,64 @@ def test_a_hosted_provider_counts_through_litellm_and_its_local_fallback_is_no_c
     assert counted == (321 if tokenize else None)
     path, body = server.counts[0]
     assert path == "/v1/messages/count_tokens" and body["system"][0]["text"] == "Review."
+
+
+def test_a_server_dripping_its_count_answer_never_holds_the_count_past_its_timeout() -> None:
+    """A server that answers `/tokenize` one byte at a time, each within the socket timeout, must not
+    keep the count (and the run) waiting past the count's timeout: urlopen's timeout is per read."""
+    import socket
+    import threading
+    import time
+
+    from reviewer import model_facts
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def drip() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")
+        for byte in b'{"count": 12' + b" " * 200:
+            if stop.is_set():
+                break
+            try:
+                conn.sendall(bytes([byte]))
+            except OSError:
+                break
+            time.sleep(0.1)
+        conn.close()
+
+    threading.Thread(target=drip, daemon=True).start()
+    started = time.monotonic()
+    try:
+        counted = model_facts.server_count(
+            f"http://127.0.0.1:{port}/v1", "hosted_vllm/m", [{"role": "user", "content": "x"}], None, 0.5
+        )
+    finally:
+        stop.set()
+        listener.close()
+    assert counted is None and time.monotonic() - started < 2.0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (review18): a pre-send count is trusted as much as an answer's usage (3 % margin); "
+    "a counting endpoint 40 % below the usage (within PLAUSIBLE_CALIBRATION) overruns the input limit by 33 %",
+)
+def test_a_count_below_the_usage_never_takes_the_budget_over(tmp_path: Path) -> None:
+    """A counting endpoint that says 60 % of what the same server's answers then report as usage
+    (plausible: within PLAUSIBLE_CALIBRATION): the plan made with that count must still never let
+    the input tokens used exceed max-input-tokens."""
+    _, need_server = counted_run(tmp_path, 1.0, "--max-input-tokens", "1000000", tokenize=None)
+    need = served(need_server)
+    limit = int(need * 0.75)
+    report, server = counted_run(
+        tmp_path, 1.0, "--max-input-tokens", str(limit), tokenize_count=counting(0.6)
+    )
+    used = report["budget"]["used"]["input_tokens"]
+    assert used == served(server) <= limit, (used, limit, report["budget"]["overrun"])
+    assert report["budget"]["overrun"] == []
