@@ -14,11 +14,11 @@ GitHub accepts an inline comment only on a line of a hunk: RIGHT for added and c
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 

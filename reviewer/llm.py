@@ -392,9 +392,12 @@ class ModelClient:
         if counted is None:
             return False
         local = model_facts.count(litellm, model, messages=sent)
-        self._calibrate(model, local, counted)
+        # trusted upward only: the endpoint that counts is not the one that bills, so a count below
+        # our own confirms ours (margin 3 %) but never makes the first calls hold less than it
+        trusted = max(counted, local) if model_facts.plausible(local, counted) else counted
+        self._calibrate(model, local, trusted)
         calibrated = self.calibration(model).calibrated
-        self.budget.record_count(local, counted, counted if calibrated else local)
+        self.budget.record_count(local, counted, trusted if calibrated else local)
         return calibrated
 
     def count_request(

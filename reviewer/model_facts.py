@@ -85,6 +85,12 @@ PLAUSIBLE_CALIBRATION = (0.5, 2.0)
 by well under 2x) but a broken or lying server: it calibrates nothing."""
 
 
+def plausible(estimated: int, reported: int) -> bool:
+    """Whether the provider's count of what we counted as `estimated` is a tokenizer's difference."""
+    low, high = PLAUSIBLE_CALIBRATION
+    return estimated > 0 and low * estimated <= reported <= high * estimated
+
+
 @dataclass(frozen=True)
 class Calibration:
     """A stand-in count corrected by the provider's: over the answered requests, `estimated` tokens
@@ -100,8 +106,7 @@ class Calibration:
 
     def add(self, estimated: int, reported: int) -> Calibration:
         """With one more answered request; an implausible count (PLAUSIBLE_CALIBRATION) is ignored."""
-        low, high = PLAUSIBLE_CALIBRATION
-        if estimated <= 0 or not low * estimated <= reported <= high * estimated:
+        if not plausible(estimated, reported):
             return self
         return Calibration(self.estimated + estimated, self.reported + reported)
 

@@ -54,14 +54,21 @@ def allowances(draw: st.DrawFn) -> Allowance:
 
 def finder(f, hunk):  # type: ignore[no-untyped-def]
     return [
-        ctx.Snippet(f"lib/{f.path}-{hunk.index}.py", 1, (f"def helper_{i}(x):", "    return x") * 4,
-                    "definition", f"helper_{i}")
+        ctx.Snippet(
+            f"lib/{f.path}-{hunk.index}.py",
+            1,
+            (f"def helper_{i}(x):", "    return x") * 4,
+            "definition",
+            f"helper_{i}",
+        )
         for i in range(3)
     ]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(drawn=patches(), allowance=allowances(), overhead=st.integers(0, 200), share=st.sampled_from([0.0, 0.3]))
+@given(
+    drawn=patches(), allowance=allowances(), overhead=st.integers(0, 200), share=st.sampled_from([0.0, 0.3])
+)
 def test_every_part_is_in_its_units_text_and_the_plan_fits(
     drawn: tuple[str, dict[str, str]], allowance: Allowance, overhead: int, share: float
 ) -> None:
@@ -111,7 +118,9 @@ def unsent(plan, files) -> int:  # type: ignore[no-untyped-def]
     for u in plan.units:
         for p in u.parts:
             hunk = next(h for f in files if f.path == p.path for h in f.hunks if h.index == p.hunk_index)
-            carried.setdefault((p.path, p.hunk_index), set()).update(range(*(p.lines or (0, len(hunk.lines)))))
+            carried.setdefault((p.path, p.hunk_index), set()).update(
+                range(*(p.lines or (0, len(hunk.lines))))
+            )
     return sum(
         1
         for f in files
@@ -122,7 +131,9 @@ def unsent(plan, files) -> int:  # type: ignore[no-untyped-def]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(drawn=patches(), allowance=allowances(), overhead=st.integers(0, 200), share=st.sampled_from([0.3, 0.6]))
+@given(
+    drawn=patches(), allowance=allowances(), overhead=st.integers(0, 200), share=st.sampled_from([0.3, 0.6])
+)
 def test_context_never_displaces_diff(
     drawn: tuple[str, dict[str, str]], allowance: Allowance, overhead: int, share: float
 ) -> None:
@@ -158,7 +169,6 @@ new file mode 120000
 """
 
 
-
 def test_a_typechange_reports_reviewed_only_the_lines_it_sent() -> None:
     """A file replaced by a symlink (what the local source's `git diff` gives): every reviewed line
     must have been in a unit's text."""
@@ -173,9 +183,7 @@ def test_a_typechange_reports_reviewed_only_the_lines_it_sent() -> None:
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    drawn=patches(), allowance=allowances(), overhead=st.integers(0, 200), data=st.data()
-)
+@given(drawn=patches(), allowance=allowances(), overhead=st.integers(0, 200), data=st.data())
 def test_an_increment_keeps_to_its_hunks_and_the_diff_before_the_context(
     drawn: tuple[str, dict[str, str]], allowance: Allowance, overhead: int, data: st.DataObject
 ) -> None:
@@ -197,18 +205,31 @@ def test_an_increment_keeps_to_its_hunks_and_the_diff_before_the_context(
     bare = make_plan(files, **common)
     assert {(p.path, p.hunk_index) for u in plan.units for p in u.parts} <= only
     if allowance.input_tokens is not None:
-        assert sum(held_tokens(u.input_tokens, allowance.margin_percent) for u in plan.units) <= allowance.input_tokens
+        assert (
+            sum(held_tokens(u.input_tokens, allowance.margin_percent) for u in plan.units)
+            <= allowance.input_tokens
+        )
     scoped = [f for f in files]
 
     def unsent_only(p):  # type: ignore[no-untyped-def]
         carried: dict[tuple[str, int], set[int]] = {}
         for u in p.units:
             for part in u.parts:
-                n = next(len(h.lines) for f in scoped if f.path == part.path for h in f.hunks if h.index == part.hunk_index)
+                n = next(
+                    len(h.lines)
+                    for f in scoped
+                    if f.path == part.path
+                    for h in f.hunks
+                    if h.index == part.hunk_index
+                )
                 carried.setdefault((part.path, part.hunk_index), set()).update(range(*(part.lines or (0, n))))
         return sum(
-            1 for f in scoped for h in f.hunks if (f.path, h.index) in only
-            for i, line in enumerate(h.lines) if line.kind != " " and i not in carried.get((f.path, h.index), set())
+            1
+            for f in scoped
+            for h in f.hunks
+            if (f.path, h.index) in only
+            for i, line in enumerate(h.lines)
+            if line.kind != " " and i not in carried.get((f.path, h.index), set())
         )
 
     assert unsent_only(plan) <= unsent_only(bare)
