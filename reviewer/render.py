@@ -393,8 +393,17 @@ def prompt_data(value: Any, nonce: str, limit: int | None = 8000) -> str:
 
 def prompt_code(value: Any, nonce: str, limit: int | None = None) -> str:
     """Diff or code for a prompt: kept verbatim (line numbers must survive), hidden characters shown,
-    delimiters removed."""
-    return _prompt_clean(_show_invisible(_NEWLINES.sub("\n", _as_text(value))), nonce, limit)
+    delimiters removed. Only CRLF ends a line: a lone CR or a Unicode line separator inside a
+    line is shown, since as a line break it could forge a numbered diff line."""
+    text = _as_text(value).replace("\r\n", "\n")
+    return _prompt_clean(_show_invisible(_LINE_SEPARATORS.sub(_code_point, text)), nonce, limit)
+
+
+_LINE_SEPARATORS = re.compile("[\u2028\u2029]")
+
+
+def _code_point(match: re.Match[str]) -> str:
+    return f"<U+{ord(match.group()):04X}>"
 
 
 # --- i18n -------------------------------------------------------------------------------------
