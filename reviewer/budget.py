@@ -95,6 +95,17 @@ EXACT_MARGIN_PERCENT = 100
 UNCERTAIN_MARGIN_PERCENT = 110
 """A count made with a stand-in tokenizer (measured: llama.cpp counted ~8% more than tiktoken)."""
 
+PLAUSIBLE_CALIBRATION = (0.5, 2.0)
+"""A provider count outside these multiples of ours is not a tokenizer's difference (stand-ins differ
+by well under 2x) but a broken or lying server: it calibrates nothing."""
+
+
+def plausible(estimated: int, reported: int) -> bool:
+    """Whether the provider's count of what we counted as `estimated` is a tokenizer's difference."""
+    low, high = PLAUSIBLE_CALIBRATION
+    return estimated > 0 and low * estimated <= reported <= high * estimated
+
+
 PHASES: tuple[str, ...] = ("review", "repair", "verify")
 
 PLAN_SECONDS_SHARE = 0.25
@@ -399,7 +410,7 @@ class Budget:
     def record_count(self, estimated: int, counted: int, calibrated: int) -> None:
         """A count the provider made of a prompt before it was sent, in the ledger as phase "count":
         our local estimate, the provider's count (`input_tokens`) and the estimate it calibrated to
-        (the estimate itself when it was implausible). It costs no tokens or money and is not a model
+        (the estimate itself when it was implausible or lower). It costs no tokens or money and is not a model
         call, so it spends nothing and does not count against max-calls; its time is the clock's."""
         record = CallRecord("count", estimated, 0, counted, 0, 0, calibrated_input_tokens=calibrated)
         with self._locked() as chain:

@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from reviewer import model_facts
-from reviewer.budget import Budget, Reservation
+from reviewer.budget import Budget, Reservation, plausible
 from reviewer.config import Config
 from reviewer.errors import (
     AnswerUnparsed,
@@ -394,7 +394,7 @@ class ModelClient:
         local = model_facts.count(litellm, model, messages=sent)
         # trusted upward only: the endpoint that counts is not the one that bills, so a count below
         # our own confirms ours (margin 3 %) but never makes the first calls hold less than it
-        trusted = max(counted, local) if model_facts.plausible(local, counted) else counted
+        trusted = max(counted, local) if plausible(local, counted) else counted
         self._calibrate(model, local, trusted)
         calibrated = self.calibration(model).calibrated
         self.budget.record_count(local, counted, trusted if calibrated else local)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from reviewer.budget import EXACT_MARGIN_PERCENT, UNCERTAIN_MARGIN_PERCENT
+from reviewer.budget import EXACT_MARGIN_PERCENT, UNCERTAIN_MARGIN_PERCENT, plausible
 from reviewer.config import Config
 
 ASSUMED_CONTEXT_WINDOW = 8192
@@ -78,17 +78,6 @@ CALIBRATED_MARGIN_PERCENT = 103
 """The input margin once a stand-in count is calibrated by the provider's own counts: what is left
 is the spread between one prompt and the next (measured on llama.cpp: 0.87 and 0.89 on two
 prompts of one run, benchmarks/real_model.md), not the tokenizer's bias."""
-
-
-PLAUSIBLE_CALIBRATION = (0.5, 2.0)
-"""A provider count outside these multiples of ours is not a tokenizer's difference (stand-ins differ
-by well under 2x) but a broken or lying server: it calibrates nothing."""
-
-
-def plausible(estimated: int, reported: int) -> bool:
-    """Whether the provider's count of what we counted as `estimated` is a tokenizer's difference."""
-    low, high = PLAUSIBLE_CALIBRATION
-    return estimated > 0 and low * estimated <= reported <= high * estimated
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import yaml
 from jinja2.bccache import Bucket
 from jinja2.sandbox import SandboxedEnvironment
 
+from reviewer.budget import plausible
 from reviewer.errors import ConfigError, TemplateError, UsageError
 from reviewer.links import blob_url, files_url
 from reviewer.report import SCHEMA_ID
@@ -234,6 +235,15 @@ def _strip_comments(text: str) -> str:
         if stripped == text:
             return text
         text = stripped
+
+
+def _plausible_count(call: Any) -> bool:
+    """Whether a ledger entry's provider count (`input_tokens`) is a tokenizer's difference from ours."""
+
+    def read(name: str) -> int:
+        return int(call[name] if isinstance(call, Mapping) else getattr(call, name))
+
+    return plausible(read("estimated_input_tokens"), read("input_tokens"))
 
 
 def _as_text(value: Any) -> str:
@@ -527,6 +537,7 @@ class Renderer:
             blob_url=blob_url,
             files_url=files_url,
         )
+        self._env.tests["plausible_count"] = _plausible_count
 
     def _cache_dir(self) -> Path | None:
         """Jinja folds filters over constants (`'section.findings' | t`) into the compiled code, so

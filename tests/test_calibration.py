@@ -269,3 +269,5 @@ def test_a_count_below_the_usage_never_takes_the_budget_over(tmp_path: Path) -> 
     count = report["budget"]["calls"][0]
     assert count["phase"] == "count" and count["input_tokens"] < count["estimated_input_tokens"]
     assert count["calibrated_input_tokens"] == count["estimated_input_tokens"], "a lower count confirms ours"
+    summary = (tmp_path / "summary.md").read_text()
+    assert f"never lowers ours, so the plan kept {count['estimated_input_tokens']:,}" in summary, summary
