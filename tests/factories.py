@@ -1,11 +1,14 @@
 """Test scaffolding the test files share: the one finding builder (typed, or as a model writes it),
+the model's answer around such findings, the arguments of a local review against the model server,
 the loopback GitHub set up with its tokens and repository, the two-file pull request the
 publishing tests write to, and a client for it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from reviewer.diff import LineIndex, parse_github_file
@@ -61,6 +64,18 @@ def model_finding(**fields: Any) -> dict[str, Any]:
     """The same finding as a model writes it in its answer: FINDING_DEFAULTS and `fields`, which
     may add keys the answer schema does not know or give values of the wrong type on purpose."""
     return {**FINDING_DEFAULTS, **fields}
+
+
+def model_answer(*findings: Mapping[str, Any], **fields: Any) -> str:
+    """A review answer as the model sends it (JSON text): `findings` (see `model_finding`), no
+    exclusions or signals, and any other top-level `fields` (`unverified`, or keys the schema does
+    not know). `model_answer()` is the answer that finds nothing."""
+    return json.dumps({"findings": list(findings), "exclusions": [], "signals": [], **fields})
+
+
+def review_args(repo: Path, api_base: str, *args: str, model: str = "openai/fake-model") -> list[str]:
+    """`imreview review REPO --base main` against the model server at `api_base`, then `args`."""
+    return ["review", str(repo), "--base", "main", "--model", model, "--api-base", api_base, *args]
 
 
 @contextmanager

@@ -20,6 +20,7 @@ import pytest
 from reviewer.budget import DEFAULT_LIMITS
 from reviewer.config import Config
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import model_answer
 from tests.fakes.model_server import FakeModelServer, status, text
 
 MODEL = "openai/fake-model"
@@ -63,10 +64,6 @@ def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _answer(*findings: dict[str, Any]) -> str:
-    return json.dumps({"findings": list(findings), "exclusions": [], "signals": []})
 
 
 # --- item 1: a configured model that did not review is never a success -------------------------
@@ -133,7 +130,7 @@ def test_every_call_failing_is_incomplete_even_with_rule_findings(debug_repo: Re
 
 def test_a_model_that_reviewed_keeps_the_findings_verdict(debug_repo: Repo, tmp_path: Path) -> None:
     with FakeModelServer() as server:
-        server.queue(text(_answer(), prompt_tokens=500, completion_tokens=40))
+        server.queue(text(model_answer(), prompt_tokens=500, completion_tokens=40))
         proc, report, _ = _review(debug_repo, tmp_path, "--model", MODEL, "--api-base", server.api_base)
     assert proc.returncode == 0, proc.stderr
     assert report is not None and report["verdict"] == "findings"
@@ -145,7 +142,7 @@ def test_a_model_that_reviewed_keeps_the_findings_verdict(debug_repo: Repo, tmp_
 
 def test_the_summary_and_comment_carry_no_noise(debug_repo: Repo, tmp_path: Path) -> None:
     with FakeModelServer() as server:
-        server.queue(text(_answer(), prompt_tokens=500, completion_tokens=40))
+        server.queue(text(model_answer(), prompt_tokens=500, completion_tokens=40))
         proc, report, comment = _review(debug_repo, tmp_path, "--model", MODEL, "--api-base", server.api_base)
     assert proc.returncode == 0, proc.stderr
     assert report is not None and report["gaps"] == [] and report["gate"]["publish_ready"]
