@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import cli_env, run_cli
-from tests.factories import model_finding
+from tests.factories import model_answer, model_finding
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 
@@ -29,7 +29,7 @@ FINDING = model_finding()  # the division by zero in app.py line 2 that PATCH ad
 def answer(body: dict[str, Any]) -> Reply:
     if '"verdicts"' in body["messages"][-1]["content"]:
         return text('{"verdicts": []}')
-    return text(json.dumps({"findings": [FINDING], "exclusions": [], "signals": []}))
+    return text(model_answer(FINDING))
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from reviewer.plan import Allowance, make_plan
 from reviewer.render import Renderer, new_nonce
 from reviewer.source.github import CONTENTS_BATCH, GitHubClient, GitHubSource
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import model_answer
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, text
 
@@ -40,7 +41,6 @@ PATCH = (
     b"-def total(prices):\n-    return sum(prices)\n"
     b"+def total_cents(prices):\n+    return to_cents(sum(prices)) * 100\n"
 )
-EMPTY_ANSWER = json.dumps({"findings": [], "exclusions": [], "signals": []})
 
 
 def quarter(text: str) -> int:
@@ -261,7 +261,7 @@ def test_a_defect_whose_evidence_is_in_an_unchanged_file_reaches_the_model(
     def review(share: float) -> tuple[str, dict[str, object]]:
         (repo.path / ".imreview.yml").write_text(f"context_share: {share}\ncontext_window: 8192\n")
         out = tmp_path / f"report-{share}.json"
-        with FakeModelServer(handler=lambda body: text(EMPTY_ANSWER)) as server:
+        with FakeModelServer(handler=lambda body: text(model_answer())) as server:
             proc = run_cli(
                 [
                     "review",
@@ -496,7 +496,7 @@ def test_the_verifier_sees_the_context_the_finding_was_made_from(repo: Repo, tmp
     def answer(body: dict[str, object]) -> dict[str, object]:
         user = body["messages"][1]["content"]  # type: ignore[index]
         if "Review the pull request" in user:
-            return text(json.dumps({"findings": [finding], "exclusions": [], "signals": []}))
+            return text(model_answer(finding))
         found = re.search(r"^id: ([0-9a-f]{12})$", user, re.M)
         assert found is not None
         verdict = {"id": found.group(1), "holds": True, "reason": "to_cents multiplies by 100"}
@@ -537,7 +537,7 @@ def test_a_secret_file_is_never_context_in_the_change_or_not(repo: Repo, tmp_pat
 
     def answer(body: dict[str, object]) -> dict[str, object]:
         prompts.append(body["messages"][-1]["content"])  # type: ignore[index]
-        return text(EMPTY_ANSWER)
+        return text(model_answer())
 
     with FakeModelServer(handler=answer) as server:
         proc = run_cli(

@@ -9,6 +9,7 @@ import pytest
 from reviewer.diff import LineIndex, parse_patch
 from reviewer.findings import EXAMPLE_VALUES, NothingUsable, anchor, dedupe, parse_answer
 from reviewer.report import Finding
+from tests.factories import model_answer
 
 PATCH = """diff --git a/src/app.py b/src/app.py
 --- a/src/app.py
@@ -151,7 +152,7 @@ def test_clean_callback_applies_to_text_fields() -> None:
 
 def _many(*findings: dict[str, object]) -> str:
     good = _answer()["findings"][0]  # type: ignore[index]
-    return json.dumps({"findings": [good, *findings], "exclusions": [], "signals": []})
+    return model_answer(good, *findings)
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, cli_env, git, run_cli
-from tests.factories import fake_github
+from tests.factories import fake_github, model_answer
 from tests.fakes import git_repo
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, status, text
@@ -346,7 +346,7 @@ def _scan_model(body: dict[str, Any]) -> Reply:
     if '"verdicts"' in prompt:
         return text('{"verdicts": []}')
     found = [finding(path="m2.py", line=2, quote="y = x * 2")] if "m2.py" in prompt else []
-    return text(json.dumps({"findings": found, "exclusions": [], "signals": []}))
+    return text(model_answer(*found))
 
 
 def action_scan(world: World) -> Outputs:

@@ -25,6 +25,7 @@ from reviewer.pull import PrOutcome, PullJob, SkipRules, review_pull
 from reviewer.report import Finding, Report
 from reviewer.source.github import GitHubClient
 from reviewer.state import StickyState, state_marker
+from tests.factories import model_answer
 from tests.fakes.git_repo import GitRepo
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.model_server import FakeModelServer, Reply, text
@@ -77,7 +78,7 @@ def consistent_reviewer(body: dict[str, Any]) -> Reply:
             if row.rstrip().endswith(quote) and row.split()[0].isdigit():
                 found.append({**item, "line": int(row.split()[0])})
                 break
-    return text(json.dumps({"findings": found, "exclusions": [], "signals": []}))
+    return text(model_answer(*found))
 
 
 class Pr:

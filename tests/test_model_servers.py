@@ -19,6 +19,7 @@ from reviewer.config import Config, build_config
 from reviewer.errors import ModelConfigError, ModelError
 from reviewer.llm import AnswerUnparsed, ModelClient
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import model_answer
 from tests.fakes.model_server import (
     ALTERNATION_ERROR,
     FakeModelServer,
@@ -136,7 +137,7 @@ def test_requests_litellm_resends_on_its_own_are_counted_against_max_calls() -> 
 
 def test_the_review_pipeline_sends_only_alternating_requests(feature_repo: Repo, tmp_path: Path) -> None:
     with FakeModelServer(strict_roles=True) as server:
-        server.queue(text("I think it is fine."), text('{"findings": [], "exclusions": [], "signals": []}'))
+        server.queue(text("I think it is fine."), text(model_answer()))
         report_path = tmp_path / "report.json"
         proc = run_cli(
             [*review_args(feature_repo, report_path), "--api-base", server.api_base, "--max-calls", "2"],
@@ -346,7 +347,7 @@ def test_the_answer_reservation_and_timeout_come_from_flags_and_inputs(
     config = build_config(overrides=settings.overrides)
     assert (config.max_output_tokens_per_call, config.request_timeout) == (300, 900.0)
     with FakeModelServer() as server:
-        server.handler = lambda body: text('{"findings": [], "exclusions": [], "signals": []}')
+        server.handler = lambda body: text(model_answer())
         proc = run_cli(
             [
                 *review_args(feature_repo, tmp_path / "report.json"),

@@ -28,6 +28,7 @@ from reviewer.config import Overrides
 from reviewer.pull import PullJob, SkipRules, review_pull
 from reviewer.source.github import GitHubClient
 from reviewer.state import StickyState, sign_sticky, state_key
+from tests.factories import model_answer
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 
@@ -39,7 +40,6 @@ KEY = "cap-test-state-key-0123456789abcdefgh"
 PRICES = "prices:\n  openai/fake-model:\n    input_usd_per_mtok: 10\n    output_usd_per_mtok: 20\n"
 PROMPT_TOKENS = 200  # below any real prompt of ours: the ledger's estimate always covers it
 ANSWER_TOKENS = 3000
-EMPTY = '{"findings": [], "exclusions": [], "signals": []}'
 
 
 def sha(n: int) -> str:
@@ -76,7 +76,7 @@ class Provider:
         if what == "cancel" and self.victim:
             os.kill(self.victim, signal.SIGKILL)
         answer = min(ANSWER_TOKENS, int(body.get("max_tokens") or ANSWER_TOKENS))
-        return text(EMPTY, prompt_tokens=PROMPT_TOKENS, completion_tokens=answer)
+        return text(model_answer(), prompt_tokens=PROMPT_TOKENS, completion_tokens=answer)
 
 
 JOBS = multiprocessing.get_context("forkserver")

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import io
-import json
 import re
 from pathlib import Path
 
 from reviewer.progress import ActionsProgress, Progress, TerminalProgress, for_environment
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import model_answer
 from tests.fakes.model_server import FakeModelServer, text
-
-ANSWER = json.dumps({"findings": [], "exclusions": [], "signals": []})
 
 
 def _review(repo: Repo, tmp_path: Path, *args: str, env: dict[str, str] | None = None):
     with FakeModelServer() as model:
-        model.queue(*[text(ANSWER)] * 4)
+        model.queue(*[text(model_answer())] * 4)
         model_args = ("--model", "openai/fake-model", "--api-base", model.api_base)
         return run_cli(
             ["review", str(repo.path), "--base", "main", *model_args, *args],

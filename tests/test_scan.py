@@ -21,6 +21,7 @@ from reviewer.scan import MATRIX_MAX
 from reviewer.source.github import GitHubClient, GitHubSource
 from reviewer.state import sign_sticky, state_key
 from tests.conftest import cli_env, run_cli
+from tests.factories import model_answer
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 from tests.test_action_e2e import MODEL, REPO, TOKEN, Runner, marker_state, with_model
@@ -40,7 +41,7 @@ def patch_for(n: int) -> str:
 
 def quiet_model(body: dict[str, Any]) -> Reply:
     """No findings, fixed usage: each PR costs exactly one call of 10 + 5 tokens."""
-    return text('{"findings": [], "exclusions": [], "signals": []}', prompt_tokens=10, completion_tokens=5)
+    return text(model_answer(), prompt_tokens=10, completion_tokens=5)
 
 
 def add_open_prs(gh: FakeGitHub, count: int, *, start: int = 1) -> None:
@@ -420,7 +421,7 @@ def test_twenty_pushes_never_take_a_pr_past_max_pr_cost_usd(
     gh.add_pull(REPO, 7, head_sha=sha(0), base_sha=BASE, files=[diff_entry("m.py", patch_for(0))])
     gh.add_content(REPO, BASE, ".github/imreview.yml", PRICES)
     model.handler = lambda body: text(  # a real server never answers past max_tokens
-        '{"findings": [], "exclusions": [], "signals": []}',
+        model_answer(),
         prompt_tokens=1000,
         completion_tokens=min(4000, body["max_tokens"]),
     )

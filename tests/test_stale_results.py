@@ -14,11 +14,10 @@ import pytest
 from reviewer.config import Overrides
 from reviewer.incremental import COMPARE_FILES_CAP, compare_reason
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import model_answer
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.model_server import FakeModelServer, Reply, text
 from tests.test_incremental import APP_BASE, EVAL, FINDINGS, REPO, TOKEN, UTIL_BASE, Pr, report_of, review
-
-EMPTY: dict[str, list[Any]] = {"findings": [], "exclusions": [], "signals": []}
 
 
 @pytest.fixture
@@ -36,12 +35,12 @@ def reviewer_satisfied_by_a_guard(body: dict[str, Any]) -> Reply:
     if '"verdicts"' in prompt:
         return text('{"verdicts": []}')
     if "ALLOWED" in prompt:
-        return text(json.dumps(EMPTY))
+        return text(model_answer())
     for row in prompt.splitlines():
         if row.rstrip().endswith("return eval(cmd)") and row.split()[0].isdigit():
             found = {**FINDINGS["return eval(cmd)"], "line": int(row.split()[0])}
-            return text(json.dumps({**EMPTY, "findings": [found]}))
-    return text(json.dumps(EMPTY))
+            return text(model_answer(found))
+    return text(model_answer())
 
 
 def test_a_carried_finding_is_dropped_when_its_hunk_is_re_reviewed_without_it(
@@ -86,7 +85,7 @@ def test_a_compare_listing_of_300_files_is_not_trusted_as_complete(files: int, r
 
 def test_a_push_of_exactly_300_files_is_a_full_review(tmp_path: Path, gh: FakeGitHub) -> None:
     pr = Pr(tmp_path, gh)
-    with FakeModelServer(handler=lambda body: text(json.dumps(EMPTY))) as model:
+    with FakeModelServer(handler=lambda body: text(model_answer())) as model:
         pr.open(pr.git.commit({"util.py": UTIL_BASE + "# one\n"}, "feature"))
         review(gh, model, max_calls=1)  # the same limits both times: a change of config is a full review
         touched = {f"gen/f{n:03d}.py": f"x = {n}\n" for n in range(COMPARE_FILES_CAP - 1)}
@@ -104,7 +103,7 @@ def test_a_file_with_a_line_too_long_for_the_window_is_never_clean(repo: Repo, t
     lines.insert(30, "TABLE = " + repr(" ".join(f"word{n}" for n in range(1500))))  # ~4,000 tokens
     repo.commit({"app.py": "x = 1\n" + "\n".join(lines) + "\n"}, "feature")
     out = tmp_path / "r.json"
-    with FakeModelServer(handler=lambda body: text(json.dumps(EMPTY))) as model:
+    with FakeModelServer(handler=lambda body: text(model_answer())) as model:
         proc = run_cli(
             [
                 *("review", str(repo.path), "--base", "main", "--model", "openai/fake-model"),
@@ -166,7 +165,7 @@ def test_an_incomplete_review_at_the_same_head_is_reviewed_again(tmp_path: Path,
         client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
         first = review_pull(client, job, warn=lambda message: None)
         assert first.verdict == "incomplete"
-        answers[0] = text(json.dumps(EMPTY))
+        answers[0] = text(model_answer())
         called = len(model.requests)
         again = review_pull(client, job, warn=lambda message: None)
         assert len(model.requests) > called, "the rerun called the model"

@@ -9,7 +9,7 @@ from reviewer.findings import anchor, dedupe, parse_answer
 from reviewer.render import Renderer
 from reviewer.report import Finding
 from reviewer.verify import deterministic, parse_verdicts
-from tests.factories import model_finding
+from tests.factories import model_answer, model_finding
 
 PATCH = """diff --git a/src/app.py b/src/app.py
 --- a/src/app.py
@@ -54,7 +54,7 @@ def _finding(**overrides: object) -> Finding:
         }
     )
     files = parse_patch(PATCH)
-    parsed = parse_answer(json.dumps({"findings": [item], "exclusions": [], "signals": []})).findings[0]
+    parsed = parse_answer(model_answer(item)).findings[0]
     return anchor(parsed, {f.path: f for f in files}, LineIndex.build(files))
 
 
