@@ -16,7 +16,7 @@ from reviewer.plan import Allowance, make_plan
 from reviewer.render import Renderer, new_nonce
 from reviewer.source.github import CONTENTS_BATCH, GitHubClient, GitHubSource
 from tests.conftest import Repo, cli_env, run_cli
-from tests.factories import model_answer
+from tests.factories import model_answer, review_args
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, text
 
@@ -263,20 +263,14 @@ def test_a_defect_whose_evidence_is_in_an_unchanged_file_reaches_the_model(
         out = tmp_path / f"report-{share}.json"
         with FakeModelServer(handler=lambda body: text(model_answer())) as server:
             proc = run_cli(
-                [
-                    "review",
-                    str(repo.path),
-                    "--base",
-                    "main",
-                    "--model",
-                    "openai/fake-model",
-                    "--api-base",
+                review_args(
+                    repo.path,
                     server.api_base,
                     "--config",
                     str(repo.path / ".imreview.yml"),
                     "--json",
                     str(out),
-                ],
+                ),
                 cwd=tmp_path,
                 env=cli_env(tmp_path),
             )
@@ -505,10 +499,7 @@ def test_the_verifier_sees_the_context_the_finding_was_made_from(repo: Repo, tmp
     out = tmp_path / "report.json"
     with FakeModelServer(handler=answer) as server:
         proc = run_cli(
-            [
-                *("review", str(repo.path), "--base", "main", "--model", "openai/fake-model"),
-                *("--api-base", server.api_base, "--json", str(out)),
-            ],
+            review_args(repo.path, server.api_base, "--json", str(out)),
             cwd=tmp_path,
             env=cli_env(tmp_path),
         )
@@ -541,10 +532,7 @@ def test_a_secret_file_is_never_context_in_the_change_or_not(repo: Repo, tmp_pat
 
     with FakeModelServer(handler=answer) as server:
         proc = run_cli(
-            [
-                *("review", str(repo.path), "--base", "main", "--model", "openai/fake-model"),
-                *("--api-base", server.api_base),
-            ],
+            review_args(repo.path, server.api_base),
             cwd=tmp_path,
             env=cli_env(tmp_path),
         )

@@ -19,7 +19,7 @@ from reviewer.config import Config, build_config
 from reviewer.errors import ModelConfigError, ModelError
 from reviewer.llm import AnswerUnparsed, ModelClient
 from tests.conftest import Repo, cli_env, run_cli
-from tests.factories import model_answer
+from tests.factories import model_answer, review_args
 from tests.fakes.model_server import (
     ALTERNATION_ERROR,
     FakeModelServer,
@@ -66,10 +66,6 @@ def client_for(
 
 def repair_prompt(bad: str, error: str) -> str:
     return f"Your previous answer could not be used: {error}. Answer with only the JSON object."
-
-
-def review_args(repo: Repo, report: Path, model: str = MODEL) -> list[str]:
-    return ["review", str(repo.path), "--base", "main", "--json", str(report), "--model", model]
 
 
 def post(server: FakeModelServer, body: dict[str, Any], key: str | None = None) -> tuple[int, dict[str, Any]]:
@@ -140,7 +136,7 @@ def test_the_review_pipeline_sends_only_alternating_requests(feature_repo: Repo,
         server.queue(text("I think it is fine."), text(model_answer()))
         report_path = tmp_path / "report.json"
         proc = run_cli(
-            [*review_args(feature_repo, report_path), "--api-base", server.api_base, "--max-calls", "2"],
+            review_args(feature_repo.path, server.api_base, "--json", str(report_path), "--max-calls", "2"),
             cwd=tmp_path,
             env=cli_env(tmp_path),
         )
@@ -215,7 +211,11 @@ def test_the_review_of_a_hosted_model_with_an_empty_key_is_a_no_credentials_gap(
         report_path = tmp_path / "report.json"
         env = cli_env(tmp_path, {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": server.api_base})
         proc = run_cli(
-            [*review_args(feature_repo, report_path, model="openai/gpt-4o-mini")],
+            # no --api-base: the model is reached through OPENAI_BASE_URL
+            [
+                *("review", str(feature_repo.path), "--base", "main", "--json", str(report_path)),
+                *("--model", "openai/gpt-4o-mini"),
+            ],
             cwd=tmp_path,
             env=env,
         )
@@ -349,11 +349,12 @@ def test_the_answer_reservation_and_timeout_come_from_flags_and_inputs(
     with FakeModelServer() as server:
         server.handler = lambda body: text(model_answer())
         proc = run_cli(
-            [
-                *review_args(feature_repo, tmp_path / "report.json"),
-                *("--api-base", server.api_base, "--max-output-tokens-per-call", "300"),
+            review_args(
+                feature_repo.path,
+                server.api_base,
+                *("--json", str(tmp_path / "report.json"), "--max-output-tokens-per-call", "300"),
                 *("--request-timeout", "900"),
-            ],
+            ),
             cwd=tmp_path,
             env=cli_env(tmp_path),
         )
@@ -367,10 +368,9 @@ def test_a_timed_out_unit_is_a_gap_that_says_how_to_allow_longer_calls(
     with FakeModelServer(handler=lambda body: delayed(5, text(ANSWER))) as server:
         report_path = tmp_path / "report.json"
         proc = run_cli(
-            [
-                *review_args(feature_repo, report_path),
-                *("--api-base", server.api_base, "--request-timeout", "1"),
-            ],
+            review_args(
+                feature_repo.path, server.api_base, "--json", str(report_path), "--request-timeout", "1"
+            ),
             cwd=tmp_path,
             env=cli_env(tmp_path),
         )

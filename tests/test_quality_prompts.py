@@ -9,7 +9,7 @@ import pytest
 
 from reviewer.render import Renderer, new_nonce
 from tests.conftest import Repo, cli_env, run_cli
-from tests.factories import model_answer
+from tests.factories import model_answer, review_args
 from tests.fakes.model_server import FakeModelServer, text
 
 
@@ -82,18 +82,7 @@ def test_what_the_model_receives_is_sanitized_and_carries_the_instructions(
     )
     with FakeModelServer(handler=lambda body: text(model_answer())) as server:
         proc = run_cli(
-            [
-                "review",
-                str(repo.path),
-                "--base",
-                "main",
-                "--model",
-                "openai/fake-model",
-                "--api-base",
-                server.api_base,
-                "--language",
-                "zh-CN",
-            ],
+            review_args(repo.path, server.api_base, "--language", "zh-CN"),
             cwd=tmp_path,
             env=cli_env(tmp_path),
         )

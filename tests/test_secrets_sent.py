@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import Repo, cli_env, run_cli
-from tests.factories import model_answer, model_finding
+from tests.factories import model_answer, model_finding, review_args
 from tests.fakes.model_server import FakeModelServer, text
 
 GH_TOKEN = "ghp_" + "Zx8Cv7Bn6Mm5Ll4Kk3Jj2Hh1Gg0Ff9Dd8Ss7A"
@@ -19,18 +19,7 @@ HOOK = "hk-9f8e7d6c5b4a3928"  # a value no secret pattern knows: only the file's
 def _review(repo: Repo, model: FakeModelServer, tmp_path: Path) -> dict[str, Any]:
     out = tmp_path / "out" / "r.json"
     proc = run_cli(
-        [
-            "review",
-            str(repo.path),
-            "--base",
-            "main",
-            "--model",
-            "openai/fake-model",
-            "--api-base",
-            model.api_base,
-            "--json",
-            str(out),
-        ],
+        review_args(repo.path, model.api_base, "--json", str(out)),
         cwd=tmp_path,
         env=cli_env(tmp_path),
     )

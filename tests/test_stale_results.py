@@ -14,7 +14,7 @@ import pytest
 from reviewer.config import Overrides
 from reviewer.incremental import COMPARE_FILES_CAP, compare_reason
 from tests.conftest import Repo, cli_env, run_cli
-from tests.factories import model_answer
+from tests.factories import model_answer, review_args
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.model_server import FakeModelServer, Reply, text
 from tests.test_incremental import APP_BASE, EVAL, FINDINGS, REPO, TOKEN, UTIL_BASE, Pr, report_of, review
@@ -105,10 +105,7 @@ def test_a_file_with_a_line_too_long_for_the_window_is_never_clean(repo: Repo, t
     out = tmp_path / "r.json"
     with FakeModelServer(handler=lambda body: text(model_answer())) as model:
         proc = run_cli(
-            [
-                *("review", str(repo.path), "--base", "main", "--model", "openai/fake-model"),
-                *("--api-base", model.api_base, "--json", str(out), "--exclude", ".github/**"),
-            ],
+            review_args(repo.path, model.api_base, "--json", str(out), "--exclude", ".github/**"),
             cwd=tmp_path,
             env=cli_env(tmp_path),
         )
