@@ -66,6 +66,21 @@ def model_finding(**fields: Any) -> dict[str, Any]:
     return {**FINDING_DEFAULTS, **fields}
 
 
+#: The finding the parsing and verification tests anchor to their `src/app.py` handler patch: a
+#: debug flag that grants admin rights, on line 11.
+FLAG_FINDING: dict[str, Any] = {
+    "path": "src/app.py",
+    "line": 11,
+    "priority": "P1",
+    "title": "Debug flag grants admin",
+    "trigger": "request.debug is true",
+    "observation": "any user with ?debug=1 gets all rights",
+    "suggestion": "drop `or request.debug`",
+    "quote": "if user.is_admin or request.debug:",
+    "confidence": 0.9,
+}
+
+
 def model_answer(*findings: Mapping[str, Any], **fields: Any) -> str:
     """A review answer as the model sends it (JSON text): `findings` (see `model_finding`), no
     exclusions or signals, and any other top-level `fields` (`unverified`, or keys the schema does

@@ -9,7 +9,7 @@ import pytest
 from reviewer.diff import LineIndex, parse_patch
 from reviewer.findings import EXAMPLE_VALUES, NothingUsable, anchor, dedupe, parse_answer
 from reviewer.report import Finding
-from tests.factories import model_answer
+from tests.factories import FLAG_FINDING, model_answer
 
 PATCH = """diff --git a/src/app.py b/src/app.py
 --- a/src/app.py
@@ -27,19 +27,7 @@ PATCH = """diff --git a/src/app.py b/src/app.py
 
 
 def _answer(**overrides: object) -> dict[str, object]:
-    finding = {
-        "path": "src/app.py",
-        "line": 11,
-        "priority": "P1",
-        "title": "Debug flag grants admin",
-        "trigger": "request.debug is true",
-        "observation": "any user with ?debug=1 gets all rights",
-        "suggestion": "drop `or request.debug`",
-        "quote": "if user.is_admin or request.debug:",
-        "confidence": 0.9,
-    }
-    finding.update(overrides)
-    return {"findings": [finding], "exclusions": [], "signals": []}
+    return {"findings": [{**FLAG_FINDING, **overrides}], "exclusions": [], "signals": []}
 
 
 def _files():
