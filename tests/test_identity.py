@@ -17,6 +17,8 @@ import pytest
 from reviewer import publish
 from reviewer.errors import UsageError
 from reviewer.publish import find_sticky, post_inline_review, upsert_sticky
+from reviewer.report import Finding
+from reviewer.source.github import GitHubClient
 from reviewer.state import BOUND_KEY, STATE_KEY_ENV, sign_sticky, state_key, state_marker
 from tests import test_action_e2e as e2e
 from tests.factories import HEAD, REPO, add_two_file_pull, fake_github, github_client, line_index
@@ -63,6 +65,21 @@ def forged_bodies(key: bytes) -> dict[str, str]:
     )
     retexted = genuine.replace("1 finding (1 P1)", "clean, approve it")
     return {"unsigned": plain, "signed for PR 8": ours_elsewhere, "new visible text": retexted}
+
+
+def _post_inline(ours: GitHubClient, finding: Finding, login: str) -> publish.Published:
+    """Our inline review of `finding` on PR 7 at HEAD of the two-file pull request."""
+    return post_inline_review(
+        ours,
+        REPO,
+        7,
+        head_sha=HEAD,
+        body="imreview",
+        comments=[(finding, "inline text")],
+        index=line_index(),
+        login=login,
+        fold=lambda fs: "",
+    )
 
 
 @pytest.mark.parametrize("forger", [OTHER_WORKFLOW, OTHER_BOT])
@@ -122,29 +139,9 @@ def test_forged_review_ids_do_not_silence_our_inline_comments(fake: FakeGitHub, 
         REPO, 7, commit_sha=HEAD, body=f"seen\n\n{fake_marker}", comments=[]
     )
     ours = api(fake)
-    result = post_inline_review(
-        ours,
-        REPO,
-        7,
-        head_sha=HEAD,
-        body="imreview",
-        comments=[(finding, "inline text")],
-        index=line_index(),
-        login=ours.viewer_login(),
-        fold=lambda fs: "",
-    )
+    result = _post_inline(ours, finding, ours.viewer_login())
     assert result.ok and "1 inline comment" in result.detail
-    again = post_inline_review(
-        ours,
-        REPO,
-        7,
-        head_sha=HEAD,
-        body="imreview",
-        comments=[(finding, "inline text")],
-        index=line_index(),
-        login=ours.viewer_login(),
-        fold=lambda fs: "",
-    )
+    again = _post_inline(ours, finding, ours.viewer_login())
     assert again.detail == "no new findings", "our own signed review must still count"
 
 
@@ -312,24 +309,13 @@ def test_without_a_key_forged_review_ids_do_not_silence_our_inline_comments(
         forged = f"seen\n\n{publish.REVIEW_MARKER_PREFIX}{publish._marker_json(state)} -->"
         api(fake, forger).create_review(REPO, 7, commit_sha=HEAD, body=forged, comments=[])
 
-    def post() -> publish.Published:
-        return post_inline_review(
-            ours,
-            REPO,
-            7,
-            head_sha=HEAD,
-            body="imreview",
-            comments=[(finding, "inline text")],
-            index=line_index(),
-            login=login,
-            fold=lambda fs: "",
-        )
-
-    first = post()
+    first = _post_inline(ours, finding, login)
     assert first.ok and "1 inline comment" in first.detail, first.detail
     [mine] = [r for r in fake.reviews(REPO, 7) if r["comments"]]
     assert publish.parse_review_marker(mine["body"])["review"] == mine["id"]
-    assert post().detail == "no new findings", "our own bound review must still count"
+    assert _post_inline(ours, finding, login).detail == "no new findings", (
+        "our own bound review must still count"
+    )
     theirs = [r for r in fake.reviews(REPO, 7) if r["id"] != mine["id"]]
     assert len(theirs) == 2 and not fake.requests_to("PUT", rf"/reviews/(?!{mine['id']}$)")
 
