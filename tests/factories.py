@@ -1,17 +1,19 @@
 """Test scaffolding the test files share: the one finding builder (typed, or as a model writes it),
 the model's answer around such findings, the arguments of a local review against the model server,
 the loopback GitHub set up with its tokens and repository, the two-file pull request the
-publishing tests write to, and a client for it."""
+publishing tests write to, and a client for it; for the planning tests, a plan counted in quarters
+of the text and the check that it places every line."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from reviewer.diff import LineIndex, parse_github_file
+from reviewer.diff import DiffFile, LineIndex, parse_github_file
+from reviewer.plan import WHOLE_HUNK, Plan, make_plan
 from reviewer.report import Finding, finding_id
 from reviewer.source.github import GitHubClient
 from tests.fakes.github_server import FakeGitHub, diff_entry
@@ -133,3 +135,39 @@ def line_index() -> LineIndex:
 def github_client(server: FakeGitHub, token: str = "ours") -> GitHubClient:
     """Our GitHub client on the fake, without the pause GitHub asks for between writes."""
     return GitHubClient(token, server.url, seconds_between_writes=0.0)
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def quarter(text: str) -> int:
+    """The planning tests' token count: a quarter of the characters, at least 1."""
+    return max(1, len(text) // 4)
+
+
+def quarter_plan(files: Sequence[DiffFile], *, overhead: int, **options: Any) -> Plan:
+    """`make_plan` counting tokens as `quarter`, with `overhead` tokens of prompt around every call;
+    `options` are its other arguments (unit_tokens, allowance, context, context_share...)."""
+    return make_plan(
+        files,
+        count_tokens=quarter,
+        overhead=lambda nonce: overhead,
+        measure=lambda nonce, text, context: overhead + quarter(text) + quarter(context),
+        **options,
+    )
+
+
+def assert_every_line_placed(plan: Plan, files: Sequence[DiffFile]) -> None:
+    """Every line of every hunk is in a unit's parts or in `plan.unplaced`."""
+    for f in files:
+        for hunk in f.hunks:
+            seen: set[int] = set()
+            for u in plan.units:
+                for p in u.parts:
+                    if (p.path, p.hunk_index) == (f.path, hunk.index):
+                        seen.update(range(*(p.lines or (0, len(hunk.lines)))))
+            for x in plan.unplaced:
+                if (x.path, x.hunk_index) == (f.path, hunk.index):
+                    start, stop = x.lines if x.lines != WHOLE_HUNK else (0, len(hunk.lines))
+                    seen.update(range(start, min(stop, len(hunk.lines))))
+            assert seen == set(range(len(hunk.lines)))

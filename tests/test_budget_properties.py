@@ -12,13 +12,9 @@ from hypothesis import strategies as st
 from reviewer import gate
 from reviewer.budget import Budget, BudgetExhausted, Limits, held_tokens
 from reviewer.diff import parse_patch
-from reviewer.plan import WHOLE_HUNK, Allowance, Unit, make_plan
+from reviewer.plan import Allowance, Unit
 from reviewer.report import Coverage
-
-
-def quarter(text: str) -> int:
-    return max(1, len(text) // 4)
-
+from tests.factories import assert_every_line_placed, quarter_plan
 
 line_text = st.text(alphabet="abcdefgh =()+_.,xyz0123456789", min_size=0, max_size=160)
 
@@ -70,13 +66,8 @@ def test_the_plan_fits_every_limit_and_accounts_for_every_line(
     patch: str, allowance: Allowance, overhead: int
 ) -> None:
     files = parse_patch(patch)
-    plan = make_plan(
-        files,
-        unit_tokens=allowance.window or 1_000_000,
-        count_tokens=quarter,
-        allowance=allowance,
-        overhead=lambda nonce: overhead,
-        measure=lambda nonce, text, context: overhead + quarter(text) + quarter(context),
+    plan = quarter_plan(
+        files, overhead=overhead, unit_tokens=allowance.window or 1_000_000, allowance=allowance
     )
     m = allowance.margin_percent
     held = [held_tokens(u.input_tokens, m) for u in plan.units]
@@ -102,19 +93,8 @@ def test_the_plan_fits_every_limit_and_accounts_for_every_line(
     hold_every_unit(Budget(limits), reversed(plan.units), price, m)
 
     # every line of every hunk is sent or accounted for with a reason
-    for f in files:
-        for hunk in f.hunks:
-            seen: set[int] = set()
-            for u in plan.units:
-                for p in u.parts:
-                    if (p.path, p.hunk_index) == (f.path, hunk.index):
-                        seen.update(range(*(p.lines or (0, len(hunk.lines)))))
-            for x in plan.unplaced:
-                if (x.path, x.hunk_index) == (f.path, hunk.index):
-                    assert x.reason in ("budget", "context_window")
-                    start, stop = x.lines if x.lines != WHOLE_HUNK else (0, len(hunk.lines))
-                    seen.update(range(start, min(stop, len(hunk.lines))))
-            assert seen == set(range(len(hunk.lines)))
+    assert_every_line_placed(plan, files)
+    assert all(x.reason in ("budget", "context_window") for x in plan.unplaced)
 
     # `context_window` only for lines that do not fit one call even alone
     if allowance.window is None:
@@ -232,14 +212,7 @@ def test_a_plan_filled_to_the_brim_of_its_cost_limit_is_accepted_call_by_call(
         f"@@ -0,0 +1,{lines} @@\n{body}"
     )
     allowance = Allowance(cost_usd=cost_usd, price=price, margin_percent=margin, max_answer_tokens=4096)
-    plan = make_plan(
-        parse_patch(patch),
-        unit_tokens=100_000,
-        count_tokens=quarter,
-        allowance=allowance,
-        overhead=lambda nonce: 500,
-        measure=lambda nonce, text, context: 500 + quarter(text) + quarter(context),
-    )
+    plan = quarter_plan(parse_patch(patch), overhead=500, unit_tokens=100_000, allowance=allowance)
     budget = Budget(Limits(input_tokens=10**9, output_tokens=10**9, cost_usd=cost_usd, calls=1000))
     hold_every_unit(budget, plan.units, price, margin)
 

@@ -16,7 +16,7 @@ from reviewer.plan import Allowance, make_plan
 from reviewer.render import Renderer, new_nonce
 from reviewer.source.github import CONTENTS_BATCH, GitHubClient, GitHubSource
 from tests.conftest import Repo, cli_env, run_cli
-from tests.factories import model_answer, review_args
+from tests.factories import model_answer, quarter, quarter_plan, review_args
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, text
 
@@ -41,10 +41,6 @@ PATCH = (
     b"-def total(prices):\n-    return sum(prices)\n"
     b"+def total_cents(prices):\n+    return to_cents(sum(prices)) * 100\n"
 )
-
-
-def quarter(text: str) -> int:
-    return max(1, len(text) // 4)
 
 
 def test_a_definition_in_another_file_and_a_stale_caller_are_found() -> None:
@@ -79,13 +75,11 @@ def test_common_words_and_the_hunks_own_file_are_not_context() -> None:
 
 def _plan_with_context(snippets: list[ctx.Snippet], *, share: float, allowance: Allowance | None = None):  # type: ignore[no-untyped-def]
     files = parse_patch(PATCH)
-    return make_plan(
+    return quarter_plan(
         files,
+        overhead=50,
         unit_tokens=1000,
-        count_tokens=quarter,
         allowance=allowance,
-        measure=lambda nonce, text, context: 50 + quarter(text) + quarter(context),
-        overhead=lambda nonce: 50,
         context=lambda f, h: snippets,
         context_share=share,
     )
@@ -134,13 +128,11 @@ def _many_hunks(n: int) -> bytes:
 def _many_hunks_plan(share: float, *, with_context: bool, input_tokens: int | None):  # type: ignore[no-untyped-def]
     files = parse_patch(_many_hunks(60))
     snippets = _big_snippets(30, lines=6)
-    return make_plan(
+    return quarter_plan(
         files,
+        overhead=40,
         unit_tokens=600,
-        count_tokens=quarter,
         allowance=Allowance(input_tokens=input_tokens),
-        measure=lambda nonce, text, context: 40 + quarter(text) + quarter(context),
-        overhead=lambda nonce: 40,
         context=(lambda f, h: snippets) if with_context else None,
         context_share=share,
     )
@@ -169,13 +161,11 @@ def test_what_the_whole_diff_leaves_of_the_budget_buys_context() -> None:
     snippets = _big_snippets(30, lines=6)
 
     def planned(context: bool, input_tokens: int):  # type: ignore[no-untyped-def]
-        return make_plan(
+        return quarter_plan(
             files,
+            overhead=40,
             unit_tokens=600,
-            count_tokens=quarter,
             allowance=Allowance(input_tokens=input_tokens),
-            measure=lambda nonce, text, ctx_text: 40 + quarter(text) + quarter(ctx_text),
-            overhead=lambda nonce: 40,
             context=(lambda f, h: snippets) if context else None,
             context_share=0.5,
         )
@@ -198,13 +188,11 @@ def test_room_held_for_context_no_snippet_fills_goes_back_to_the_diff() -> None:
     own = [ctx.Snippet("src/big.py", 1 + 20 * i, ("x = 1",) * 6, "definition", f"fn_{i}") for i in range(30)]
 
     def planned(context: bool):  # type: ignore[no-untyped-def]
-        return make_plan(
+        return quarter_plan(
             files,
+            overhead=40,
             unit_tokens=600,
-            count_tokens=quarter,
             allowance=Allowance(input_tokens=1000),
-            measure=lambda nonce, text, ctx_text: 40 + quarter(text) + quarter(ctx_text),
-            overhead=lambda nonce: 40,
             context=(lambda f, h: own) if context else None,
             context_share=0.3,
         )
@@ -234,12 +222,10 @@ def test_a_file_whose_diff_goes_unsent_is_never_context_for_another_unit() -> No
         ctx.Snippet("src/huge.py", 1, ("def helper(x):",), "definition", "helper"),
         ctx.Snippet("lib/other.py", 1, ("def other(x):", "    return x"), "definition", "other"),
     ]
-    plan = make_plan(
+    plan = quarter_plan(
         files,
+        overhead=50,
         unit_tokens=1000,
-        count_tokens=quarter,
-        measure=lambda nonce, text, context: 50 + quarter(text) + quarter(context),
-        overhead=lambda nonce: 50,
         context=lambda f, h: offered if f.path == "src/use.py" else [],
         context_share=0.3,
     )
