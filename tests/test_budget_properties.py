@@ -13,7 +13,7 @@ from reviewer import gate
 from reviewer.budget import Budget, BudgetExhausted, Limits, held_tokens
 from reviewer.diff import parse_patch
 from reviewer.plan import Allowance, Unit
-from reviewer.report import Coverage
+from reviewer.report import BudgetReport, Coverage, Gate
 from tests.factories import assert_every_line_placed, quarter_plan
 
 line_text = st.text(alphabet="abcdefgh =()+_.,xyz0123456789", min_size=0, max_size=160)
@@ -57,6 +57,19 @@ def allowances(draw: st.DrawFn) -> Allowance:
         max_answer_tokens=draw(st.integers(64, 4096)),
         cost_usd=draw(st.one_of(st.none(), st.floats(0, 0.05))),
         price=draw(st.one_of(st.none(), st.tuples(st.floats(1e-8, 1e-5), st.floats(1e-8, 4e-5)))),
+    )
+
+
+def gate_on_budget(report: BudgetReport) -> Gate:
+    """The publishing gate of a review that parsed no answer and kept its head: only `report` decides."""
+    return gate.evaluate(
+        pinned_head="a" * 40,
+        current_head="a" * 40,
+        coverage=Coverage(),
+        answers_expected=0,
+        answers_parsed=0,
+        answers_gapped=0,
+        budget=report,
     )
 
 
@@ -158,15 +171,7 @@ def test_spend_never_exceeds_a_limit_without_being_disclosed_and_the_review_is_p
     assert used.calls <= limits.calls, "calls are counted before they are sent: never over"
     for call in report.calls:
         assert call.reserved_input_tokens == held_tokens(call.estimated_input_tokens, margin)
-    result = gate.evaluate(
-        pinned_head="a" * 40,
-        current_head="a" * 40,
-        coverage=Coverage(),
-        answers_expected=0,
-        answers_parsed=0,
-        answers_gapped=0,
-        budget=report,
-    )
+    result = gate_on_budget(report)
     check = next(c for c in result.checks if c.name == "budget_respected")
     assert check.ok and result.publish_ready, "a paid-for review is published"
     if disclosed:
@@ -182,15 +187,7 @@ def test_an_overrun_the_budget_did_not_disclose_blocks_publishing() -> None:
     report = budget.report()
     assert [(o.limit, o.used, o.allowed) for o in report.overrun] == [("input_tokens", 500, 100)]
     hidden = report.__class__(**{**report.__dict__, "overrun": ()})
-    result = gate.evaluate(
-        pinned_head="a" * 40,
-        current_head="a" * 40,
-        coverage=Coverage(),
-        answers_expected=0,
-        answers_parsed=0,
-        answers_gapped=0,
-        budget=hidden,
-    )
+    result = gate_on_budget(hidden)
     assert not result.publish_ready
 
 
