@@ -132,9 +132,10 @@ def line_index() -> LineIndex:
     )
 
 
-def github_client(server: FakeGitHub, token: str = "ours") -> GitHubClient:
-    """Our GitHub client on the fake, without the pause GitHub asks for between writes."""
-    return GitHubClient(token, server.url, seconds_between_writes=0.0)
+def github_client(server: FakeGitHub, token: str = "ours", **options: Any) -> GitHubClient:
+    """Our GitHub client on the fake, without the pause GitHub asks for between writes; `options`
+    are GitHubClient's others (retries, timeout)."""
+    return GitHubClient(token, server.url, seconds_between_writes=0.0, **options)
 
 
 # --------------------------------------------------------------------------- planning

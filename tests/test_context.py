@@ -14,9 +14,9 @@ from reviewer import context as ctx
 from reviewer.diff import parse_patch
 from reviewer.plan import Allowance, make_plan
 from reviewer.render import Renderer, new_nonce
-from reviewer.source.github import CONTENTS_BATCH, GitHubClient, GitHubSource
+from reviewer.source.github import CONTENTS_BATCH, GitHubSource
 from tests.conftest import Repo, cli_env, run_cli
-from tests.factories import model_answer, quarter, quarter_plan, review_args
+from tests.factories import github_client, model_answer, quarter, quarter_plan, review_args
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, text
 
@@ -319,7 +319,7 @@ def test_the_action_reads_context_in_a_constant_number_of_requests(gh: FakeGitHu
     gh.add_content(REPO, HEAD, "shop/checkout.py", CHECKOUT)
     for i in range(others):
         gh.add_content(REPO, HEAD, f"tools/pkg{i % 7}/mod{i}.py", f"def unrelated_{i}():\n    return {i}\n")
-    source = GitHubSource(GitHubClient("user-token", gh.url, seconds_between_writes=0.0), REPO, 3)
+    source = GitHubSource(github_client(gh, "user-token"), REPO, 3)
     (cart,) = source.change().files
     before = len(gh.requests)
     corpus = source.context_corpus()

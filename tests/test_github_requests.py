@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from reviewer.source.github import ACTIONS_BOT, CONFIG_PATH, CONTENTS_BATCH, GitHubClient, GitHubSource
+from tests.factories import github_client
 from tests.fakes.github_server import FakeGitHub, diff_entry
 
 HEAD = "a" * 40
@@ -32,7 +33,7 @@ def gh() -> Iterator[FakeGitHub]:
 
 
 def client(gh: FakeGitHub, token: str = "user-token") -> GitHubClient:
-    return GitHubClient(token, gh.url, seconds_between_writes=0.0)
+    return github_client(gh, token)
 
 
 def pull_with(gh: FakeGitHub, count: int, *, removed: int = 0) -> list[str]:

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from reviewer.source.github import GitHubClient, GitHubSource, InlineComment
+from reviewer.source.github import GitHubSource, InlineComment
+from tests.factories import github_client
 from tests.fakes.github_server import SPEC_PATH, FakeGitHub, api_spec, diff_entry
 
 REPO = "octo/widgets"
@@ -235,7 +236,7 @@ def test_a_whole_review_flow_through_pygithub_keeps_the_contract(gh: FakeGitHub)
     gh.add_check_run(REPO, HEAD, "tests")
     gh.add_status(REPO, HEAD, "legacy", "pending")
     gh.add_content(REPO, BASE, ".github/imreview.yml", "language: en\n")
-    client = GitHubClient("tok", gh.url, seconds_between_writes=0.0)
+    client = github_client(gh, "tok")
     source = GitHubSource(client, REPO, 7, run_id="1")
     change = source.change()
     assert change.snapshot.ci.state == "pending"

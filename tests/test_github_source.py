@@ -10,6 +10,7 @@ import pytest
 from reviewer.errors import GitHubError, NoWriteAccess, RateLimited, Retryable, Unprocessable, UsageError
 from reviewer.source import github
 from reviewer.source.github import GitHubClient, GitHubSource, InlineComment, github_timeout
+from tests.factories import github_client
 from tests.fakes.github_server import FakeGitHub, diff_entry
 
 HEAD = "a" * 40
@@ -31,8 +32,8 @@ def gh() -> Iterator[FakeGitHub]:
     assert server.violations == []
 
 
-def client(gh: FakeGitHub, token: str = "user-token", **kwargs: object) -> GitHubClient:
-    return GitHubClient(token, gh.url, seconds_between_writes=0.0, **kwargs)  # type: ignore[arg-type]
+def client(gh: FakeGitHub, token: str = "user-token", **options: object) -> GitHubClient:
+    return github_client(gh, token, **options)
 
 
 @pytest.fixture

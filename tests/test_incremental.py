@@ -23,9 +23,8 @@ from reviewer.diff import DiffFile, parse_github_file
 from reviewer.incremental import map_line, to_carry
 from reviewer.pull import PrOutcome, PullJob, SkipRules, review_pull
 from reviewer.report import Finding, Report
-from reviewer.source.github import GitHubClient
 from reviewer.state import StickyState, state_marker
-from tests.factories import model_answer
+from tests.factories import github_client, model_answer
 from tests.fakes.git_repo import GitRepo
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.model_server import FakeModelServer, Reply, text
@@ -132,7 +131,7 @@ def review(gh: FakeGitHub, model: FakeModelServer, **overrides: Any) -> PrOutcom
         post_comment=True,
         inline_comments=True,
     )
-    client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+    client = github_client(gh, TOKEN)
     return review_pull(client, job, warn=lambda message: print(message, file=sys.stderr))
 
 

@@ -28,7 +28,7 @@ from reviewer.config import Overrides
 from reviewer.pull import PullJob, SkipRules, review_pull
 from reviewer.source.github import GitHubClient
 from reviewer.state import StickyState, sign_sticky, state_key
-from tests.factories import model_answer
+from tests.factories import github_client, model_answer
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 
@@ -195,7 +195,7 @@ def test_a_pr_whose_cost_is_exactly_the_cap_is_not_reviewed_again(
     provider = Provider()
     model.handler = provider.answer
     writes = len([r for r in gh.requests if r.method != "GET"])
-    client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+    client = github_client(gh, TOKEN)
     outcome = review_pull(client, job(0.25, model, number), warn=lambda message: None)
     assert (outcome.verdict, outcome.reason) == ("skipped", "pr_cost_cap")
     assert provider.calls == 0
@@ -228,7 +228,7 @@ def test_a_run_that_crashes_after_spending_records_what_it_spent(
         raise RuntimeError("crash after spending")
 
     monkeypatch.setattr(review_module, "analyse", crashes_after_spending)
-    client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+    client = github_client(gh, TOKEN)
     with pytest.raises(RuntimeError, match="crash after spending"):
         review_pull(client, job(1.0, model, number), warn=lambda message: None)
     assert provider.calls > 0 and provider.spent > 0
@@ -245,7 +245,7 @@ def test_a_run_that_cannot_be_priced_keeps_the_total_of_the_runs_before_it(
     earlier_review(gh, number, 0.1)
     provider = Provider()
     model.handler = provider.answer
-    client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+    client = github_client(gh, TOKEN)
     priced = job(1.0, model, number)
     unpriced = dataclasses.replace(
         priced, overrides=dataclasses.replace(priced.overrides, model="openai/no-price-known")

@@ -14,7 +14,7 @@ import pytest
 from reviewer.config import Overrides
 from reviewer.incremental import COMPARE_FILES_CAP, compare_reason
 from tests.conftest import Repo, cli_env, run_cli
-from tests.factories import model_answer, review_args
+from tests.factories import github_client, model_answer, review_args
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.model_server import FakeModelServer, Reply, text
 from tests.test_incremental import APP_BASE, EVAL, FINDINGS, REPO, TOKEN, UTIL_BASE, Pr, report_of, review
@@ -145,7 +145,6 @@ def test_an_incomplete_review_at_the_same_head_is_reviewed_again(tmp_path: Path,
     """The model was down for the first run (incomplete): a rerun at the same head, with skips of
     reviewed heads on, reviews it instead of calling it done."""
     from reviewer.pull import PullJob, SkipRules, review_pull
-    from reviewer.source.github import GitHubClient
     from tests.fakes.model_server import status
 
     pr = Pr(tmp_path, gh)
@@ -159,7 +158,7 @@ def test_an_incomplete_review_at_the_same_head_is_reviewed_again(tmp_path: Path,
             skip=SkipRules(reviewed=True),
             post_comment=True,
         )
-        client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+        client = github_client(gh, TOKEN)
         first = review_pull(client, job, warn=lambda message: None)
         assert first.verdict == "incomplete"
         answers[0] = text(model_answer())
@@ -175,7 +174,6 @@ def test_a_carried_finding_is_never_posted_inline_even_when_inline_comments_were
     """Inline comments turned on between two runs: the push's review posts inline only what it
     found now; the finding carried from the earlier run stays in the comment, not in a new review."""
     from reviewer.pull import PullJob, SkipRules, review_pull
-    from reviewer.source.github import GitHubClient
     from tests.test_incremental import consistent_reviewer
 
     pr = Pr(tmp_path, gh)
@@ -190,7 +188,7 @@ def test_a_carried_finding_is_never_posted_inline_even_when_inline_comments_were
                 post_comment=True,
                 inline_comments=inline,
             )
-            client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+            client = github_client(gh, TOKEN)
             return report_of(review_pull(client, job, warn=lambda message: None))
 
         pr.open(pr.git.commit({"app.py": EVAL + APP_BASE}, "feature"))
