@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from reviewer.diff import DiffFile, LineIndex, parse_github_file
+from reviewer.diff import DiffFile, LineIndex, parse_github_file, parse_patch
 from reviewer.plan import WHOLE_HUNK, Plan, make_plan
 from reviewer.report import Finding, finding_id
 from reviewer.source.github import GitHubClient
@@ -120,6 +120,20 @@ def add_two_file_pull(server: FakeGitHub, number: int = 7) -> None:
         base_sha=BASE,
         files=[diff_entry("src/app.py", PATCH), diff_entry("src/wide.py", WIDE_PATCH, status="added")],
     )
+
+
+def added_file(path: str, lines: list[str]) -> str:
+    """The git patch that adds `path` holding `lines`."""
+    body = "".join(f"+{line}\n" for line in lines)
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+        f"@@ -0,0 +1,{len(lines)} @@\n{body}"
+    )
+
+
+def files_of(*patches: str) -> tuple[DiffFile, ...]:
+    """The changed files of `patches`, as one diff."""
+    return parse_patch("".join(patches))
 
 
 def line_index() -> LineIndex:

@@ -14,7 +14,7 @@ from reviewer.budget import Budget, BudgetExhausted, Limits, held_tokens
 from reviewer.diff import parse_patch
 from reviewer.plan import Allowance, Unit
 from reviewer.report import BudgetReport, Coverage, Gate
-from tests.factories import assert_every_line_placed, quarter_plan
+from tests.factories import added_file, assert_every_line_placed, quarter_plan
 
 line_text = st.text(alphabet="abcdefgh =()+_.,xyz0123456789", min_size=0, max_size=160)
 
@@ -38,11 +38,7 @@ def patches(draw: st.DrawFn) -> str:
     for n in range(draw(st.integers(1, 6))):
         path = draw(st.sampled_from(["src/auth/", "src/", "tests/", "docs/"])) + f"f{n}.py"
         lines = draw(st.lists(line_text, min_size=1, max_size=120))
-        body = "".join(f"+{line}\n" for line in lines)
-        out.append(
-            f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-            f"@@ -0,0 +1,{len(lines)} @@\n{body}"
-        )
+        out.append(added_file(path, lines))
     return "".join(out)
 
 
@@ -203,11 +199,7 @@ def test_a_plan_filled_to_the_brim_of_its_cost_limit_is_accepted_call_by_call(
 ) -> None:
     """The planner and the ledger hold a unit alike (margin on the input only): the last unit of a
     plan that spends the whole cost limit is never refused at run time."""
-    body = "".join(f"+    value_{i} = compute(value_{i - 1}) + {i}\n" for i in range(lines))
-    patch = (
-        "diff --git a/src/a.py b/src/a.py\nnew file mode 100644\n--- /dev/null\n+++ b/src/a.py\n"
-        f"@@ -0,0 +1,{lines} @@\n{body}"
-    )
+    patch = added_file("src/a.py", [f"    value_{i} = compute(value_{i - 1}) + {i}" for i in range(lines)])
     allowance = Allowance(cost_usd=cost_usd, price=price, margin_percent=margin, max_answer_tokens=4096)
     plan = quarter_plan(parse_patch(patch), overhead=500, unit_tokens=100_000, allowance=allowance)
     budget = Budget(Limits(input_tokens=10**9, output_tokens=10**9, cost_usd=cost_usd, calls=1000))
