@@ -7,6 +7,8 @@ of the text and the check that it places every line."""
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +18,7 @@ from reviewer.diff import DiffFile, LineIndex, parse_github_file, parse_patch
 from reviewer.plan import WHOLE_HUNK, Plan, make_plan
 from reviewer.report import Finding, finding_id
 from reviewer.source.github import GitHubClient
+from tests.conftest import Repo, cli_env, run_cli
 from tests.fakes.github_server import FakeGitHub, diff_entry
 
 REPO = "o/r"
@@ -93,6 +96,33 @@ def model_answer(*findings: Mapping[str, Any], **fields: Any) -> str:
 def review_args(repo: Path, api_base: str, *args: str, model: str = "openai/fake-model") -> list[str]:
     """`imreview review REPO --base main` against the model server at `api_base`, then `args`."""
     return ["review", str(repo), "--base", "main", "--model", model, "--api-base", api_base, *args]
+
+
+def review_with_outputs(
+    repo: Repo, tmp_path: Path, *args: str, env: Mapping[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None, str]:
+    """`imreview review REPO --base main` writing report.json and comment.md under `tmp_path/out`,
+    then `args`: the process, the report (None when it wrote none) and the comment ("" likewise)."""
+    out = tmp_path / "out"
+    proc = run_cli(
+        [
+            *("review", str(repo.path), "--base", "main"),
+            *("--json", str(out / "report.json"), "--comment", str(out / "comment.md")),
+            *args,
+        ],
+        cwd=tmp_path,
+        env=cli_env(tmp_path, env),
+    )
+    report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else None
+    comment = (out / "comment.md").read_text() if (out / "comment.md").exists() else ""
+    return proc, report, comment
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: a model endpoint that cannot be reached."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 @contextmanager
