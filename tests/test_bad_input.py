@@ -67,20 +67,22 @@ def _action(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[
     return run_entrypoint(cwd=tmp_path, env=cli_env(tmp_path, env))
 
 
+def _pull_request_job(event: Path) -> dict[str, str]:
+    """The runner variables of a pull_request job reading `event`, with a GitHub nobody answers on."""
+    return {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": e2e.REPO,
+        "GITHUB_API_URL": "http://127.0.0.1:9",
+        "INPUT_GITHUB-TOKEN": "t",
+    }
+
+
 def test_malformed_event_json_names_the_file(tmp_path: Path) -> None:
     event = tmp_path / "event.json"
     event.write_text('{"pull_request": {"number": 7,', encoding="utf-8")
-    proc = _action(
-        tmp_path,
-        {
-            "GITHUB_ACTIONS": "true",
-            "GITHUB_EVENT_NAME": "pull_request",
-            "GITHUB_EVENT_PATH": str(event),
-            "GITHUB_REPOSITORY": e2e.REPO,
-            "GITHUB_API_URL": "http://127.0.0.1:9",
-            "INPUT_GITHUB-TOKEN": "t",
-        },
-    )
+    proc = _action(tmp_path, _pull_request_job(event))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "event.json" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
 
@@ -89,14 +91,7 @@ def test_malformed_event_json_names_the_file(tmp_path: Path) -> None:
 def test_missing_runner_variables_are_named(tmp_path: Path, missing: str) -> None:
     event = tmp_path / "event.json"
     event.write_text(json.dumps(e2e.event_payload("pull_request.opened")), encoding="utf-8")
-    env = {
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_EVENT_NAME": "pull_request",
-        "GITHUB_EVENT_PATH": str(event),
-        "GITHUB_REPOSITORY": e2e.REPO,
-        "GITHUB_API_URL": "http://127.0.0.1:9",
-        "INPUT_GITHUB-TOKEN": "t",
-    }
+    env = _pull_request_job(event)
     del env[missing]
     proc = _action(tmp_path, env)
     assert proc.returncode == 2, proc.stdout + proc.stderr

@@ -49,33 +49,25 @@ def _review_with_model(tmp_path: Path, files: dict[str, str], handler: Any) -> e
         )
 
 
+def _division_on_b_calc(body: dict[str, Any]) -> Any:
+    """The model: a division by zero on `b/calc.py` line 2 in every review; verification keeps it."""
+    if '"verdicts"' in body["messages"][-1]["content"]:
+        return e2e.text('{"verdicts": []}')
+    hit = e2e.finding(path="b/calc.py", line=2, priority="P2", title="Division by zero", quote="y = 1 / 0")
+    return e2e.text(e2e.answer(hit))
+
+
 def test_a_finding_on_a_pr_file_under_a_folder_named_b_stays_on_that_file(tmp_path: Path) -> None:
     """`b/` is git's new-side prefix, so it was taken off every path the model wrote: a finding on
     the PR's own `b/calc.py` became one on `calc.py`, another file of the PR."""
 
-    def answer(body: dict[str, Any]) -> Any:
-        if '"verdicts"' in body["messages"][-1]["content"]:
-            return e2e.text('{"verdicts": []}')
-        hit = e2e.finding(
-            path="b/calc.py", line=2, priority="P2", title="Division by zero", quote="y = 1 / 0"
-        )
-        return e2e.text(e2e.answer(hit))
-
-    run = _review_with_model(tmp_path, {"b/calc.py": B_PATCH, "calc.py": B_PATCH}, answer)
+    run = _review_with_model(tmp_path, {"b/calc.py": B_PATCH, "calc.py": B_PATCH}, _division_on_b_calc)
     paths = [f["path"] for f in run.report()["findings"] if f["source"] == "llm"]
     assert paths == ["b/calc.py"], paths
 
 
 def test_a_b_prefix_is_still_taken_off_a_path_that_is_not_a_pr_file(tmp_path: Path) -> None:
-    def answer(body: dict[str, Any]) -> Any:
-        if '"verdicts"' in body["messages"][-1]["content"]:
-            return e2e.text('{"verdicts": []}')
-        hit = e2e.finding(
-            path="b/calc.py", line=2, priority="P2", title="Division by zero", quote="y = 1 / 0"
-        )
-        return e2e.text(e2e.answer(hit))
-
-    run = _review_with_model(tmp_path, {"calc.py": B_PATCH}, answer)
+    run = _review_with_model(tmp_path, {"calc.py": B_PATCH}, _division_on_b_calc)
     assert [f["path"] for f in run.report()["findings"] if f["source"] == "llm"] == ["calc.py"]
 
 
