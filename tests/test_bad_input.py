@@ -15,6 +15,7 @@ from reviewer.config import parse_config_text
 from reviewer.errors import ConfigError
 from tests import test_action_e2e as e2e
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import fake_github
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer
 from tests.inprocess import run_entrypoint
@@ -22,9 +23,7 @@ from tests.inprocess import run_entrypoint
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token(e2e.TOKEN)
-        server.add_repo(e2e.REPO)
+    with fake_github({e2e.TOKEN: {}}, repo=e2e.REPO) as server:
         e2e.add_pull(server)
         yield server
 

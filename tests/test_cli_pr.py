@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import cli_env, run_cli
-from tests.factories import model_answer, model_finding
+from tests.factories import fake_github, model_answer, model_finding
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 
@@ -34,8 +34,7 @@ def answer(body: dict[str, Any]) -> Reply:
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token(TOKEN, login="alice")
+    with fake_github({TOKEN: {"login": "alice"}}) as server:
         server.add_pull(REPO, 7, head_sha=HEAD, base_sha=BASE, files=[diff_entry("app.py", PATCH)])
         yield server
 

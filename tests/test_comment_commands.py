@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from reviewer.commands import Command, CommentEvent, decide, parse_command
+from tests.factories import fake_github
 from tests.fakes.github_server import ACTIONS_BOT, FakeGitHub
 from tests.fakes.model_server import FakeModelServer
 from tests.test_action_e2e import (
@@ -670,9 +671,10 @@ def test_a_resolved_finding_stays_out_of_an_incremental_review_when_its_lines_mo
     from tests import test_incremental as inc
 
     monkeypatch.setenv("IMREVIEW_STATE_KEY", "incremental-test-key-0123456789abcdef")
-    with FakeGitHub() as gh, FakeModelServer(handler=inc.consistent_reviewer) as model:
-        gh.add_token(inc.TOKEN, login="alice")
-        gh.add_repo(inc.REPO)
+    with (
+        fake_github({inc.TOKEN: {"login": "alice"}}, repo=inc.REPO) as gh,
+        FakeModelServer(handler=inc.consistent_reviewer) as model,
+    ):
         pr = inc.Pr(tmp_path, gh)
         _, first = inc.first_review(pr, gh, model)
         ((division,),) = [

@@ -16,7 +16,7 @@ from reviewer.plan import Allowance, make_plan
 from reviewer.render import Renderer, new_nonce
 from reviewer.source.github import CONTENTS_BATCH, GitHubSource
 from tests.conftest import Repo, cli_env, run_cli
-from tests.factories import github_client, model_answer, quarter, quarter_plan, review_args
+from tests.factories import fake_github, github_client, model_answer, quarter, quarter_plan, review_args
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, text
 
@@ -298,11 +298,8 @@ BASE = "d" * 40
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token("user-token", login="alice")
-        server.add_repo(REPO)
+    with fake_github({"user-token": {"login": "alice"}}, repo=REPO, strict=True) as server:
         yield server
-    assert server.violations == []
 
 
 @pytest.mark.parametrize("others", [10, 2 * CONTENTS_BATCH + 50])

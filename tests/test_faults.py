@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests import test_action_e2e as e2e
-from tests.factories import model_answer
+from tests.factories import fake_github, model_answer
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import (
     FakeModelServer,
@@ -29,9 +29,7 @@ from tests.fakes.model_server import (
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token(e2e.TOKEN)
-        server.add_repo(e2e.REPO)
+    with fake_github({e2e.TOKEN: {}}, repo=e2e.REPO) as server:
         server.add_pull(
             e2e.REPO, 7, head_sha=e2e.HEAD, base_sha=e2e.BASE, files=[diff_entry("app.py", e2e.PATCH)]
         )

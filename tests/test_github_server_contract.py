@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from reviewer.source.github import GitHubSource, InlineComment
-from tests.factories import github_client
+from tests.factories import fake_github, github_client
 from tests.fakes.github_server import SPEC_PATH, FakeGitHub, api_spec, diff_entry
 
 REPO = "octo/widgets"
@@ -27,10 +27,7 @@ TWO_HUNKS = "@@ -1,2 +1,2 @@\n-x\n+y\n z\n@@ -10,2 +10,3 @@\n q\n+r\n s"
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token("tok", login="alice")
-        server.add_token("bot")
-        server.add_repo(REPO)
+    with fake_github({"tok": {"login": "alice"}, "bot": {}}, repo=REPO) as server:
         server.add_pull(
             REPO,
             7,

@@ -154,10 +154,7 @@ def _aws_pull(server: FakeGitHub) -> None:
 @contextmanager
 def _aws_pr_beside(other: str, **token: Any) -> Iterator[FakeGitHub]:
     """PR 7 committing an AWS key, our token, and `other`'s (another workflow's or a bot's)."""
-    with FakeGitHub() as gh:
-        gh.add_token(e2e.TOKEN)
-        gh.add_token(other, **token)
-        gh.add_repo(e2e.REPO)
+    with fake_github({e2e.TOKEN: {}, other: token}, repo=e2e.REPO) as gh:
         _aws_pull(gh)
         yield gh
 
@@ -169,9 +166,7 @@ def _push(runner: e2e.Runner, gh: FakeGitHub) -> e2e.Run:
 
 def test_a_forged_clean_marker_never_skips_the_review_of_a_committed_key(tmp_path: Path) -> None:
     """The issue's attack end to end: another workflow's comment claims this head was reviewed clean."""
-    with FakeGitHub() as gh, FakeModelServer() as model:
-        gh.add_token(e2e.TOKEN)
-        gh.add_repo(e2e.REPO)
+    with fake_github({e2e.TOKEN: {}}, repo=e2e.REPO) as gh, FakeModelServer() as model:
         _forged_clean_marker_run(gh, model, e2e.Runner(tmp_path, gh.url))
 
 

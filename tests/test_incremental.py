@@ -24,7 +24,7 @@ from reviewer.incremental import map_line, to_carry
 from reviewer.pull import PrOutcome, PullJob, SkipRules, review_pull
 from reviewer.report import Finding, Report
 from reviewer.state import StickyState, state_marker
-from tests.factories import github_client, model_answer
+from tests.factories import fake_github, github_client, model_answer
 from tests.fakes.git_repo import GitRepo
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.model_server import FakeModelServer, Reply, text
@@ -105,9 +105,7 @@ class Pr:
 @pytest.fixture
 def gh(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
     monkeypatch.setenv("IMREVIEW_STATE_KEY", "incremental-test-key-0123456789abcdef")
-    with FakeGitHub() as server:
-        server.add_token(TOKEN, login="alice")
-        server.add_repo(REPO)
+    with fake_github({TOKEN: {"login": "alice"}}, repo=REPO) as server:
         yield server
 
 

@@ -28,7 +28,7 @@ from reviewer.config import Overrides
 from reviewer.pull import PullJob, SkipRules, review_pull
 from reviewer.source.github import GitHubClient
 from reviewer.state import StickyState, sign_sticky, state_key
-from tests.factories import github_client, model_answer
+from tests.factories import fake_github, github_client, model_answer
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 
@@ -85,9 +85,7 @@ JOBS.set_forkserver_preload(["litellm", "reviewer.pull", "reviewer.review", "rev
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[tuple[FakeGitHub, FakeModelServer]]:
-    with FakeGitHub() as gh, FakeModelServer() as model:
-        gh.add_token(TOKEN, login="alice")
-        gh.add_repo(REPO)
+    with fake_github({TOKEN: {"login": "alice"}}, repo=REPO) as gh, FakeModelServer() as model:
         yield gh, model
 
 

@@ -14,7 +14,7 @@ import pytest
 from reviewer.config import Overrides
 from reviewer.incremental import COMPARE_FILES_CAP, compare_reason
 from tests.conftest import Repo, cli_env, run_cli
-from tests.factories import github_client, model_answer, review_args
+from tests.factories import fake_github, github_client, model_answer, review_args
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.model_server import FakeModelServer, Reply, text
 from tests.test_incremental import APP_BASE, EVAL, FINDINGS, REPO, TOKEN, UTIL_BASE, Pr, report_of, review
@@ -23,9 +23,7 @@ from tests.test_incremental import APP_BASE, EVAL, FINDINGS, REPO, TOKEN, UTIL_B
 @pytest.fixture
 def gh(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
     monkeypatch.setenv("IMREVIEW_STATE_KEY", "stale-results-key-0123456789abcdefghij")
-    with FakeGitHub() as server:
-        server.add_token(TOKEN, login="alice")
-        server.add_repo(REPO)
+    with fake_github({TOKEN: {"login": "alice"}}, repo=REPO) as server:
         yield server
 
 
