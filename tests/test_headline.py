@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,12 +102,15 @@ def test_every_call_failing_is_incomplete_even_with_rule_findings(debug_repo: Re
     assert "the model did not review this change" in comment.splitlines()[1]
 
 
-def test_a_model_that_reviewed_keeps_the_findings_verdict(debug_repo: Repo, tmp_path: Path) -> None:
+def _review_with_a_quiet_model(repo: Repo, tmp_path: Path) -> tuple[Any, dict[str, Any] | None, str]:
+    """`repo` reviewed by a model that answers once, with no finding of its own (500 + 40 tokens)."""
     with FakeModelServer() as server:
         server.queue(text(model_answer(), prompt_tokens=500, completion_tokens=40))
-        proc, report, _ = review_with_outputs(
-            debug_repo, tmp_path, "--model", MODEL, "--api-base", server.api_base
-        )
+        return review_with_outputs(repo, tmp_path, "--model", MODEL, "--api-base", server.api_base)
+
+
+def test_a_model_that_reviewed_keeps_the_findings_verdict(debug_repo: Repo, tmp_path: Path) -> None:
+    proc, report, _ = _review_with_a_quiet_model(debug_repo, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert report is not None and report["verdict"] == "findings"
     assert proc.stdout.splitlines()[0] == "# imreview — 1 finding (1 P2)"
@@ -116,11 +120,7 @@ def test_a_model_that_reviewed_keeps_the_findings_verdict(debug_repo: Repo, tmp_
 
 
 def test_the_summary_and_comment_carry_no_noise(debug_repo: Repo, tmp_path: Path) -> None:
-    with FakeModelServer() as server:
-        server.queue(text(model_answer(), prompt_tokens=500, completion_tokens=40))
-        proc, report, comment = review_with_outputs(
-            debug_repo, tmp_path, "--model", MODEL, "--api-base", server.api_base
-        )
+    proc, report, comment = _review_with_a_quiet_model(debug_repo, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert report is not None and report["gaps"] == [] and report["gate"]["publish_ready"]
     out = proc.stdout
