@@ -77,7 +77,9 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", guarded)
 
 
-def git(cwd: Path, *args: str) -> str:
+def git(cwd: Path, *args: str, extra_env: Mapping[str, str] | None = None) -> str:
+    """`git ARGS` in `cwd` as a fixed test author with no user or system config; `extra_env` adds
+    to that environment (fixed commit dates, say); git's output, stripped."""
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(cwd),
@@ -87,6 +89,7 @@ def git(cwd: Path, *args: str) -> str:
         "GIT_COMMITTER_NAME": "Test Author",
         "GIT_COMMITTER_EMAIL": "author@example.com",
         "GIT_TEMPLATE_DIR": "",
+        **(extra_env or {}),
     }
     proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:

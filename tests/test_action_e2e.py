@@ -24,7 +24,7 @@ import yaml
 from reviewer.diff import LineIndex, parse_github_file
 from reviewer.schema import load_report_schema
 from tests.conftest import ROOT, cli_env
-from tests.factories import model_finding
+from tests.factories import model_answer, model_finding
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 from tests.fakes.runner_files import runner_outputs
@@ -189,8 +189,7 @@ OUTSIDE = finding(
 )
 
 
-def answer(*findings: dict[str, Any]) -> str:
-    return json.dumps({"findings": list(findings), "exclusions": [], "signals": []})
+answer = model_answer  # the shared builder of the answer around such findings (tests/factories.py)
 
 
 def reviewer_model(

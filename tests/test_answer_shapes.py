@@ -10,6 +10,7 @@ from reviewer.answer_json import read_json
 from reviewer.answer_shapes import NORMALISED_CODES
 from reviewer.findings import NothingUsable, parse_answer
 from reviewer.schema import load_report_schema
+from tests.factories import model_answer
 
 
 def _finding(n: int, **extra: object) -> dict[str, object]:
@@ -25,10 +26,6 @@ def _finding(n: int, **extra: object) -> dict[str, object]:
         "confidence": 0.8,
         **extra,
     }
-
-
-def _answer(*findings: dict[str, object]) -> str:
-    return json.dumps({"findings": list(findings), "exclusions": [], "signals": []})
 
 
 @pytest.mark.parametrize(
@@ -48,7 +45,7 @@ def _answer(*findings: dict[str, object]) -> str:
     ],
 )
 def test_severity_words_are_priorities_in_any_case(word: object, priority: str) -> None:
-    answer = parse_answer(_answer(_finding(3, priority=word)))
+    answer = parse_answer(model_answer(_finding(3, priority=word)))
     assert answer.findings[0].priority == priority
     assert "priority_word" in answer.normalised
 
@@ -89,9 +86,9 @@ def test_the_report_schema_names_every_normalisation_code() -> None:
         json.dumps({"review": {"findings": [_finding(2)]}}),
         json.dumps({"comments": [_finding(2)]}),
         json.dumps(_finding(2)),
-        "<think>\nthe {diff} first\n</think>\n" + _answer(_finding(2)),
-        "checked it.\n</think>\n" + _answer(_finding(2)),
-        _answer(_finding(2)).replace("], ", ",], ", 1),
+        "<think>\nthe {diff} first\n</think>\n" + model_answer(_finding(2)),
+        "checked it.\n</think>\n" + model_answer(_finding(2)),
+        model_answer(_finding(2)).replace("], ", ",], ", 1),
         "{'findings': [" + json.dumps(_finding(2)) + "], // done\n 'exclusions': []}",
     ],
     ids=["bare list", "wrapper", "comments", "lone finding", "think", "lone </think>", "comma", "js-style"],
@@ -102,7 +99,7 @@ def test_wrappers_thinking_and_slips_keep_the_finding(text: str) -> None:
 
 
 def test_a_cut_answer_keeps_its_complete_findings_and_drops_the_half_written_one() -> None:
-    full = _answer(_finding(1), _finding(2), _finding(3), _finding(4))
+    full = model_answer(_finding(1), _finding(2), _finding(3), _finding(4))
     cut = full[: full.index('"path"', full.index("Defect number 3")) + 60]  # inside the 4th finding
     answer = parse_answer(cut)
     assert [f.line for f in answer.findings] == [1, 2, 3]
@@ -111,14 +108,14 @@ def test_a_cut_answer_keeps_its_complete_findings_and_drops_the_half_written_one
 
 
 def test_a_half_written_finding_that_the_repair_would_complete_is_still_dropped() -> None:
-    full = _answer(_finding(1), _finding(2))
+    full = model_answer(_finding(1), _finding(2))
     cut = full[: full.rindex('"confidence"') + len('"confidence": 0.8')]  # every field there, no `}`
     answer = parse_answer(cut)
     assert [f.line for f in answer.findings] == [1] and answer.cut_findings == 1
 
 
 def test_a_cut_between_findings_loses_nothing_but_may_have_more() -> None:
-    full = _answer(_finding(1), _finding(2))
+    full = model_answer(_finding(1), _finding(2))
     cut = full[: full.index("}, {") + 3]
     answer = parse_answer(cut)
     assert [f.line for f in answer.findings] == [1] and answer.missing and answer.cut_findings == 0
@@ -131,7 +128,7 @@ def test_a_cut_in_the_exclusions_leaves_the_findings_complete() -> None:
 
 
 def test_an_answer_cut_inside_its_first_finding_is_not_a_clean_answer() -> None:
-    full = _answer(_finding(1))
+    full = model_answer(_finding(1))
     with pytest.raises(NothingUsable, match="finding"):
         parse_answer(full[:40])
     with pytest.raises(ValueError, match="before its first finding was complete"):
@@ -147,13 +144,13 @@ def test_nesting_past_the_stack_is_no_json_not_a_crash() -> None:
 
 
 def test_an_empty_list_in_the_prose_before_the_answer_is_not_the_answer() -> None:
-    text = "The helper returns [] for an empty input, and {} for none.\n" + _answer(_finding(3))
+    text = "The helper returns [] for an empty input, and {} for none.\n" + model_answer(_finding(3))
     answer = parse_answer(text, pr_paths={"app/db.py"})
     assert [f.line for f in answer.findings] == [3]
 
 
 def test_a_prose_object_without_any_answer_in_it_is_skipped() -> None:
-    text = 'It returns {"data": []} here. ' + _answer(_finding(4))
+    text = 'It returns {"data": []} here. ' + model_answer(_finding(4))
     assert [f.line for f in parse_answer(text, pr_paths={"app/db.py"}).findings] == [4]
 
 
@@ -184,10 +181,10 @@ def test_repairing_a_hostile_answer_reads_a_bounded_number_of_characters(
 
 
 def test_a_continuation_that_brings_nothing_back_leaves_the_cut_finding_disclosed() -> None:
-    whole = _answer(_finding(1), _finding(2))
+    whole = model_answer(_finding(1), _finding(2))
     first = parse_answer(whole[: whole.index("goes wrong at 2") + 5], pr_paths={"app/db.py"})
     assert (len(first.findings), first.cut_findings, first.missing) == (1, 1, True)
-    joined = first.joined(parse_answer(_answer(), pr_paths={"app/db.py"}))
+    joined = first.joined(parse_answer(model_answer(), pr_paths={"app/db.py"}))
     assert (len(joined.findings), joined.cut_findings, joined.missing) == (1, 1, True)
-    whole_again = first.joined(parse_answer(_answer(_finding(2)), pr_paths={"app/db.py"}))
+    whole_again = first.joined(parse_answer(model_answer(_finding(2)), pr_paths={"app/db.py"}))
     assert (len(whole_again.findings), whole_again.cut_findings, whole_again.missing) == (2, 0, False)

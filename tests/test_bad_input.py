@@ -15,6 +15,7 @@ from reviewer.config import parse_config_text
 from reviewer.errors import ConfigError
 from tests import test_action_e2e as e2e
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import fake_github
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer
 from tests.inprocess import run_entrypoint
@@ -22,9 +23,7 @@ from tests.inprocess import run_entrypoint
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token(e2e.TOKEN)
-        server.add_repo(e2e.REPO)
+    with fake_github({e2e.TOKEN: {}}, repo=e2e.REPO) as server:
         e2e.add_pull(server)
         yield server
 
@@ -67,20 +66,22 @@ def _action(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[
     return run_entrypoint(cwd=tmp_path, env=cli_env(tmp_path, env))
 
 
+def _pull_request_job(event: Path) -> dict[str, str]:
+    """The runner variables of a pull_request job reading `event`, with a GitHub nobody answers on."""
+    return {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": e2e.REPO,
+        "GITHUB_API_URL": "http://127.0.0.1:9",
+        "INPUT_GITHUB-TOKEN": "t",
+    }
+
+
 def test_malformed_event_json_names_the_file(tmp_path: Path) -> None:
     event = tmp_path / "event.json"
     event.write_text('{"pull_request": {"number": 7,', encoding="utf-8")
-    proc = _action(
-        tmp_path,
-        {
-            "GITHUB_ACTIONS": "true",
-            "GITHUB_EVENT_NAME": "pull_request",
-            "GITHUB_EVENT_PATH": str(event),
-            "GITHUB_REPOSITORY": e2e.REPO,
-            "GITHUB_API_URL": "http://127.0.0.1:9",
-            "INPUT_GITHUB-TOKEN": "t",
-        },
-    )
+    proc = _action(tmp_path, _pull_request_job(event))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "event.json" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
 
@@ -89,14 +90,7 @@ def test_malformed_event_json_names_the_file(tmp_path: Path) -> None:
 def test_missing_runner_variables_are_named(tmp_path: Path, missing: str) -> None:
     event = tmp_path / "event.json"
     event.write_text(json.dumps(e2e.event_payload("pull_request.opened")), encoding="utf-8")
-    env = {
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_EVENT_NAME": "pull_request",
-        "GITHUB_EVENT_PATH": str(event),
-        "GITHUB_REPOSITORY": e2e.REPO,
-        "GITHUB_API_URL": "http://127.0.0.1:9",
-        "INPUT_GITHUB-TOKEN": "t",
-    }
+    env = _pull_request_job(event)
     del env[missing]
     proc = _action(tmp_path, env)
     assert proc.returncode == 2, proc.stdout + proc.stderr

@@ -12,13 +12,9 @@ from hypothesis import strategies as st
 from reviewer import gate
 from reviewer.budget import Budget, BudgetExhausted, Limits, held_tokens
 from reviewer.diff import parse_patch
-from reviewer.plan import WHOLE_HUNK, Allowance, Unit, make_plan
-from reviewer.report import Coverage
-
-
-def quarter(text: str) -> int:
-    return max(1, len(text) // 4)
-
+from reviewer.plan import Allowance, Unit
+from reviewer.report import BudgetReport, Coverage, Gate
+from tests.factories import added_file, assert_every_line_placed, quarter_plan
 
 line_text = st.text(alphabet="abcdefgh =()+_.,xyz0123456789", min_size=0, max_size=160)
 
@@ -42,11 +38,7 @@ def patches(draw: st.DrawFn) -> str:
     for n in range(draw(st.integers(1, 6))):
         path = draw(st.sampled_from(["src/auth/", "src/", "tests/", "docs/"])) + f"f{n}.py"
         lines = draw(st.lists(line_text, min_size=1, max_size=120))
-        body = "".join(f"+{line}\n" for line in lines)
-        out.append(
-            f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-            f"@@ -0,0 +1,{len(lines)} @@\n{body}"
-        )
+        out.append(added_file(path, lines))
     return "".join(out)
 
 
@@ -64,19 +56,27 @@ def allowances(draw: st.DrawFn) -> Allowance:
     )
 
 
+def gate_on_budget(report: BudgetReport) -> Gate:
+    """The publishing gate of a review that parsed no answer and kept its head: only `report` decides."""
+    return gate.evaluate(
+        pinned_head="a" * 40,
+        current_head="a" * 40,
+        coverage=Coverage(),
+        answers_expected=0,
+        answers_parsed=0,
+        answers_gapped=0,
+        budget=report,
+    )
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(patch=patches(), allowance=allowances(), overhead=st.integers(0, 600))
 def test_the_plan_fits_every_limit_and_accounts_for_every_line(
     patch: str, allowance: Allowance, overhead: int
 ) -> None:
     files = parse_patch(patch)
-    plan = make_plan(
-        files,
-        unit_tokens=allowance.window or 1_000_000,
-        count_tokens=quarter,
-        allowance=allowance,
-        overhead=lambda nonce: overhead,
-        measure=lambda nonce, text, context: overhead + quarter(text) + quarter(context),
+    plan = quarter_plan(
+        files, overhead=overhead, unit_tokens=allowance.window or 1_000_000, allowance=allowance
     )
     m = allowance.margin_percent
     held = [held_tokens(u.input_tokens, m) for u in plan.units]
@@ -102,19 +102,8 @@ def test_the_plan_fits_every_limit_and_accounts_for_every_line(
     hold_every_unit(Budget(limits), reversed(plan.units), price, m)
 
     # every line of every hunk is sent or accounted for with a reason
-    for f in files:
-        for hunk in f.hunks:
-            seen: set[int] = set()
-            for u in plan.units:
-                for p in u.parts:
-                    if (p.path, p.hunk_index) == (f.path, hunk.index):
-                        seen.update(range(*(p.lines or (0, len(hunk.lines)))))
-            for x in plan.unplaced:
-                if (x.path, x.hunk_index) == (f.path, hunk.index):
-                    assert x.reason in ("budget", "context_window")
-                    start, stop = x.lines if x.lines != WHOLE_HUNK else (0, len(hunk.lines))
-                    seen.update(range(start, min(stop, len(hunk.lines))))
-            assert seen == set(range(len(hunk.lines)))
+    assert_every_line_placed(plan, files)
+    assert all(x.reason in ("budget", "context_window") for x in plan.unplaced)
 
     # `context_window` only for lines that do not fit one call even alone
     if allowance.window is None:
@@ -178,15 +167,7 @@ def test_spend_never_exceeds_a_limit_without_being_disclosed_and_the_review_is_p
     assert used.calls <= limits.calls, "calls are counted before they are sent: never over"
     for call in report.calls:
         assert call.reserved_input_tokens == held_tokens(call.estimated_input_tokens, margin)
-    result = gate.evaluate(
-        pinned_head="a" * 40,
-        current_head="a" * 40,
-        coverage=Coverage(),
-        answers_expected=0,
-        answers_parsed=0,
-        answers_gapped=0,
-        budget=report,
-    )
+    result = gate_on_budget(report)
     check = next(c for c in result.checks if c.name == "budget_respected")
     assert check.ok and result.publish_ready, "a paid-for review is published"
     if disclosed:
@@ -202,15 +183,7 @@ def test_an_overrun_the_budget_did_not_disclose_blocks_publishing() -> None:
     report = budget.report()
     assert [(o.limit, o.used, o.allowed) for o in report.overrun] == [("input_tokens", 500, 100)]
     hidden = report.__class__(**{**report.__dict__, "overrun": ()})
-    result = gate.evaluate(
-        pinned_head="a" * 40,
-        current_head="a" * 40,
-        coverage=Coverage(),
-        answers_expected=0,
-        answers_parsed=0,
-        answers_gapped=0,
-        budget=hidden,
-    )
+    result = gate_on_budget(hidden)
     assert not result.publish_ready
 
 
@@ -226,20 +199,9 @@ def test_a_plan_filled_to_the_brim_of_its_cost_limit_is_accepted_call_by_call(
 ) -> None:
     """The planner and the ledger hold a unit alike (margin on the input only): the last unit of a
     plan that spends the whole cost limit is never refused at run time."""
-    body = "".join(f"+    value_{i} = compute(value_{i - 1}) + {i}\n" for i in range(lines))
-    patch = (
-        "diff --git a/src/a.py b/src/a.py\nnew file mode 100644\n--- /dev/null\n+++ b/src/a.py\n"
-        f"@@ -0,0 +1,{lines} @@\n{body}"
-    )
+    patch = added_file("src/a.py", [f"    value_{i} = compute(value_{i - 1}) + {i}" for i in range(lines)])
     allowance = Allowance(cost_usd=cost_usd, price=price, margin_percent=margin, max_answer_tokens=4096)
-    plan = make_plan(
-        parse_patch(patch),
-        unit_tokens=100_000,
-        count_tokens=quarter,
-        allowance=allowance,
-        overhead=lambda nonce: 500,
-        measure=lambda nonce, text, context: 500 + quarter(text) + quarter(context),
-    )
+    plan = quarter_plan(parse_patch(patch), overhead=500, unit_tokens=100_000, allowance=allowance)
     budget = Budget(Limits(input_tokens=10**9, output_tokens=10**9, cost_usd=cost_usd, calls=1000))
     hold_every_unit(budget, plan.units, price, margin)
 

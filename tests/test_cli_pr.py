@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import cli_env, run_cli
+from tests.factories import fake_github, model_answer, model_finding
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 
@@ -22,29 +23,18 @@ HEAD2 = "c2" * 20
 PATCH = "@@ -1,3 +1,4 @@\n def div(a, b):\n-    return 0\n+    total = a / b\n+    return total\n # end"
 DEBUG_PATCH = "@@ -1,2 +1,3 @@\n x = 1\n+breakpoint()\n y = 2"
 MARKER = "<!-- imreview:state v1 "
-FINDING = {
-    "path": "app.py",
-    "line": 2,
-    "priority": "P2",
-    "title": "Division by zero when b is 0",
-    "trigger": "div(1, 0)",
-    "observation": "raises ZeroDivisionError",
-    "suggestion": "check b before dividing",
-    "quote": "total = a / b",
-    "confidence": 0.8,
-}
+FINDING = model_finding()  # the division by zero in app.py line 2 that PATCH adds
 
 
 def answer(body: dict[str, Any]) -> Reply:
     if '"verdicts"' in body["messages"][-1]["content"]:
         return text('{"verdicts": []}')
-    return text(json.dumps({"findings": [FINDING], "exclusions": [], "signals": []}))
+    return text(model_answer(FINDING))
 
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token(TOKEN, login="alice")
+    with fake_github({TOKEN: {"login": "alice"}}) as server:
         server.add_pull(REPO, 7, head_sha=HEAD, base_sha=BASE, files=[diff_entry("app.py", PATCH)])
         yield server
 

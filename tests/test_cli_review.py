@@ -13,7 +13,7 @@ import pytest
 
 from reviewer.schema import load_report_schema
 from tests.conftest import Repo, cli_env, run_cli
-from tests.factories import model_finding
+from tests.factories import model_answer, model_finding
 from tests.fakes.model_server import FakeModelServer, delayed, status, text
 from tests.gfm import parse, pings
 
@@ -23,10 +23,6 @@ MODEL = "openai/fake-model"
 _finding = functools.partial(
     model_finding, path="lib/util.py", priority="P3", quote="return a / b", confidence=0.7
 )
-
-
-def _answer(*findings: dict[str, Any], **extra: Any) -> str:
-    return json.dumps({"findings": list(findings), "exclusions": [], "signals": [], **extra})
 
 
 def _review(repo: Repo, server: FakeModelServer | None, tmp_path: Path, *args: str):
@@ -46,7 +42,7 @@ def _review(repo: Repo, server: FakeModelServer | None, tmp_path: Path, *args: s
 def test_good_answer_becomes_an_anchored_finding(
     feature_repo: Repo, model: FakeModelServer, tmp_path: Path
 ) -> None:
-    model.queue(text(_answer(_finding()), prompt_tokens=900, completion_tokens=120))
+    model.queue(text(model_answer(_finding()), prompt_tokens=900, completion_tokens=120))
     proc, report = _review(feature_repo, model, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert report["verdict"] == "findings"
@@ -68,7 +64,7 @@ def test_good_answer_becomes_an_anchored_finding(
 def test_fenced_json_with_prose_is_accepted(
     feature_repo: Repo, model: FakeModelServer, tmp_path: Path
 ) -> None:
-    model.queue(text(f"Sure! Here is my review.\n```json\n{_answer(_finding())}\n```\nThanks."))
+    model.queue(text(f"Sure! Here is my review.\n```json\n{model_answer(_finding())}\n```\nThanks."))
     proc, report = _review(feature_repo, model, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert len(report["findings"]) == 1 and len(model.requests) == 1
@@ -77,7 +73,7 @@ def test_fenced_json_with_prose_is_accepted(
 def test_invalid_json_then_good_answer_uses_one_repair_call(
     feature_repo: Repo, model: FakeModelServer, tmp_path: Path
 ) -> None:
-    model.queue(text('{"findings": [{"path": "lib/util.py", "line": 2,'), text(_answer(_finding())))
+    model.queue(text('{"findings": [{"path": "lib/util.py", "line": 2,'), text(model_answer(_finding())))
     proc, report = _review(feature_repo, model, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert len(model.requests) == 2
@@ -87,7 +83,7 @@ def test_invalid_json_then_good_answer_uses_one_repair_call(
 
 
 def test_rate_limit_then_success(feature_repo: Repo, model: FakeModelServer, tmp_path: Path) -> None:
-    model.queue(status(429, retry_after="0"), text(_answer(_finding())))
+    model.queue(status(429, retry_after="0"), text(model_answer(_finding())))
     proc, report = _review(feature_repo, model, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert len(model.requests) == 2
@@ -97,7 +93,7 @@ def test_rate_limit_then_success(feature_repo: Repo, model: FakeModelServer, tmp
 def test_timeout_is_a_gap_and_the_review_is_incomplete(
     feature_repo: Repo, model: FakeModelServer, tmp_path: Path
 ) -> None:
-    model.queue(delayed(8, text(_answer())))
+    model.queue(delayed(8, text(model_answer())))
     proc, report = _review(feature_repo, model, tmp_path, "--max-seconds", "3", "--on-error", "fail")
     assert proc.returncode == 3, proc.stderr
     assert report["verdict"] == "incomplete"
@@ -113,7 +109,7 @@ def test_finding_outside_the_diff_stays_summary_only(
     # the quoted code exists at head, but outside every hunk: summary only, marked unverified
     outside = _finding(path="app.py", line=1, quote="def add(a, b):", title="Unchecked add", priority="P3")
     imagined = _finding(path="lib/util.py", line=40, quote="return something_else()", title="Imagined bug")
-    model.queue(text(_answer(outside, imagined)))
+    model.queue(text(model_answer(outside, imagined)))
     proc, report = _review(feature_repo, model, tmp_path, "--comment", str(tmp_path / "comment.md"))
     assert proc.returncode == 0, proc.stderr
     (finding,) = report["findings"]
@@ -133,7 +129,7 @@ def test_quote_three_lines_from_the_stated_line_is_moved(
     body = "".join(f"step_{i} = {i}\n" for i in range(1, 10)) + "total = step_1 / 0\n"
     repo.commit({"calc.py": "x = 1\n" + body}, "calc")
     model.queue(
-        text(_answer(_finding(path="calc.py", line=8, quote="total = step_1 / 0", title="Divides by 0")))
+        text(model_answer(_finding(path="calc.py", line=8, quote="total = step_1 / 0", title="Divides by 0")))
     )
     proc, report = _review(repo, model, tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -158,7 +154,7 @@ def _five_unit_repo(repo: Repo) -> None:
 
 def test_max_calls_two_with_five_units(repo: Repo, model: FakeModelServer, tmp_path: Path) -> None:
     _five_unit_repo(repo)
-    model.handler = lambda body: text(_answer())
+    model.handler = lambda body: text(model_answer())
     proc, report = _review(repo, model, tmp_path, "--max-calls", "2", "--exclude", ".github/**")
     assert proc.returncode == 0, proc.stderr
     assert len(model.requests) == 2
@@ -199,7 +195,7 @@ def test_secret_never_reaches_the_model_or_the_report(
     repo.commit({"cfg.py": "x = 1\n"}, "base")
     repo.branch("feature")
     repo.commit({"cfg.py": f"x = 1\nTOKEN = '{token}'\n"}, "token")
-    model.queue(text(_answer()))
+    model.queue(text(model_answer()))
     proc, report = _review(repo, model, tmp_path)
     assert token not in json.dumps(model.requests)
     assert token not in json.dumps(report) and token not in proc.stdout
@@ -282,7 +278,7 @@ def test_verification_pass_confirms_one_finding_and_refutes_another(
     def handler(body: dict[str, Any]):
         prompt = body["messages"][-1]["content"]
         if '"verdicts"' not in prompt:
-            return text(_answer(real, wrong))
+            return text(model_answer(real, wrong))
         ids = re.findall(r"^id: ([0-9a-f]{12})$", prompt, flags=re.MULTILINE)
         verdicts = [
             {"id": ids[0], "holds": False, "reason": "sub() is documented to subtract one more"},
@@ -304,7 +300,7 @@ def test_verification_pass_confirms_one_finding_and_refutes_another(
 def test_verification_without_budget_leaves_findings_unverified(
     feature_repo: Repo, model: FakeModelServer, tmp_path: Path
 ) -> None:
-    model.queue(text(_answer(_finding(priority="P1"))))
+    model.queue(text(model_answer(_finding(priority="P1"))))
     proc, report = _review(feature_repo, model, tmp_path, "--max-calls", "1")
     assert proc.returncode == 0, proc.stderr
     assert len(model.requests) == 1
@@ -315,7 +311,7 @@ def test_verification_without_budget_leaves_findings_unverified(
 def test_known_model_gets_the_json_schema_and_a_real_cost(
     feature_repo: Repo, model: FakeModelServer, tmp_path: Path
 ) -> None:
-    model.queue(text(_answer(_finding()), prompt_tokens=1_000_000, completion_tokens=100_000))
+    model.queue(text(model_answer(_finding()), prompt_tokens=1_000_000, completion_tokens=100_000))
     report_path = tmp_path / "r.json"
     proc = run_cli(
         [
@@ -361,7 +357,7 @@ def test_finding_on_a_file_the_call_did_not_show_is_summary_only(
     def handler(body: dict[str, Any]):
         prompt = body["messages"][-1]["content"]
         shows_mod_0 = "## File: pkg/mod_0.py" in prompt
-        return text(_answer() if shows_mod_0 else _answer(guess))
+        return text(model_answer() if shows_mod_0 else model_answer(guess))
 
     model.handler = handler
     proc, report = _review(repo, model, tmp_path, "--exclude", ".github/**")
@@ -421,7 +417,7 @@ def test_verification_never_reads_a_skipped_file_for_context(
     repo.branch("feature")
     repo.commit({"app.py": "x = 1\ny = x / 0\n", ".env": "DB_PASSWORD=correcthorsebatterystaple\n"}, "env")
     on_env = _finding(path=".env", line=1, priority="P1", quote="DB_PASSWORD", title="Password in env file")
-    model.handler = lambda body: text(_answer(on_env))
+    model.handler = lambda body: text(model_answer(on_env))
     proc, report = _review(repo, model, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "correcthorse" not in json.dumps(model.requests)
@@ -443,7 +439,7 @@ def test_a_verification_answer_cannot_clear_a_rule_finding(
     def handler(body: dict[str, Any]):
         prompt = body["messages"][-1]["content"]
         if '"verdicts"' not in prompt:
-            return text(_answer(llm))
+            return text(model_answer(llm))
         ids = re.findall(r"^id: ([0-9a-f]{12})$", prompt, flags=re.MULTILINE)
         refute = [{"id": i, "holds": False, "reason": "not a bug"} for i in [rule_id, *ids]]
         return text(json.dumps({"verdicts": refute}))
@@ -512,7 +508,7 @@ def test_the_models_verification_gaps_reach_the_report_summary_and_comment(
     intro: str,
     how: str,
 ) -> None:
-    model.queue(text(_answer(unverified=UNVERIFIED)))
+    model.queue(text(model_answer(unverified=UNVERIFIED)))
     summary, comment = tmp_path / "summary.md", tmp_path / "comment.md"
     proc, report = _review(
         feature_repo,

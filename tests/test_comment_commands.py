@@ -15,12 +15,14 @@ from typing import Any
 import pytest
 
 from reviewer.commands import Command, CommentEvent, decide, parse_command
+from tests.factories import fake_github
 from tests.fakes.github_server import ACTIONS_BOT, FakeGitHub
 from tests.fakes.model_server import FakeModelServer
 from tests.test_action_e2e import (
     EVENTS,
     HEAD2,
     REPO,
+    Run,
     Runner,
     add_pull,
     event_payload,
@@ -114,6 +116,17 @@ def reviewed_pr(gh: FakeGitHub, model: FakeModelServer, runner: Runner, **inputs
     assert run.code == 0, run.stderr
     (first,) = gh.review_comment_ids(REPO, 7)
     return first
+
+
+def push_reviewed(gh: FakeGitHub, model: FakeModelServer, runner: Runner) -> Run:
+    """A push to PR 7 (head HEAD2) reviewed with inline comments, as `reviewed_pr` reviewed the first."""
+    gh.set_head(REPO, 7, HEAD2)
+    return runner.run(
+        "pull_request",
+        event_payload("pull_request.synchronize", head=HEAD2),
+        inline_comments="true",
+        **with_model(model),
+    )
 
 
 # --------------------------------------------------------------------------- parsing and judging (pure)
@@ -290,13 +303,7 @@ def test_ignore_in_a_findings_thread_dismisses_it_for_later_pushes_and_full_revi
         "command",
     )
 
-    gh.set_head(REPO, 7, HEAD2)  # a push that keeps the line; the model still reports it
-    pushed = runner.run(
-        "pull_request",
-        event_payload("pull_request.synchronize", head=HEAD2),
-        inline_comments="true",
-        **with_model(model),
-    )
+    pushed = push_reviewed(gh, model, runner)  # a push that keeps the line; the model still reports it
     assert pushed.code == 0, pushed.stderr
     assert len(model.requests) > calls, "the push was reviewed"
     body = sticky(gh)["body"]
@@ -318,13 +325,7 @@ def test_a_resolved_thread_dismisses_when_its_resolver_may_write(
     first = reviewed_pr(gh, model, runner)
     gh.resolve_thread(first, by="lead")
     gh.set_permission(REPO, "lead", "write")
-    gh.set_head(REPO, 7, HEAD2)
-    run = runner.run(
-        "pull_request",
-        event_payload("pull_request.synchronize", head=HEAD2),
-        inline_comments="true",
-        **with_model(model),
-    )
+    run = push_reviewed(gh, model, runner)
     assert run.code == 0, run.stderr
     assert run.report()["findings"] == []
     assert [(d["by"], d["how"]) for d in run.report()["dismissed"]] == [("lead", "resolved")]
@@ -347,13 +348,7 @@ def test_dismissals_by_people_outside_the_set_change_nothing(
         gh.react_as("review", first, login="stranger")  # not a collaborator at all
     else:
         gh.reply_in_thread(first, "/imreview ignore", login="author", association="CONTRIBUTOR")
-    gh.set_head(REPO, 7, HEAD2)
-    run = runner.run(
-        "pull_request",
-        event_payload("pull_request.synchronize", head=HEAD2),
-        inline_comments="true",
-        **with_model(model),
-    )
+    run = push_reviewed(gh, model, runner)
     assert run.code == 0, run.stderr
     assert [f["title"] for f in run.report()["findings"]] == ["Division by zero when b is 0"]
     assert run.report()["dismissed"] == []
@@ -382,13 +377,7 @@ def test_a_forged_dismissal_in_another_users_comment_changes_nothing(
         "issue_comment", pr_comment(gh, "/imreview ignore 34b64af400ea", association="NONE", login="author")
     )
     assert on_pr.code == 0
-    gh.set_head(REPO, 7, HEAD2)
-    run = runner.run(
-        "pull_request",
-        event_payload("pull_request.synchronize", head=HEAD2),
-        inline_comments="true",
-        **with_model(model),
-    )
+    run = push_reviewed(gh, model, runner)
     assert [f["title"] for f in run.report()["findings"]] == ["Division by zero when b is 0"]
     assert run.report()["dismissed"] == []
     assert dismissed_of(next(c for c in gh.comments(REPO, 7) if c["id"] == ours["id"])["body"]) == []
@@ -419,13 +408,7 @@ def test_a_thumbs_down_by_an_admin_dismisses(gh: FakeGitHub, model: FakeModelSer
     first = reviewed_pr(gh, model, runner)
     gh.react_as("review", first, login="lead")
     gh.set_permission(REPO, "lead", "admin")
-    gh.set_head(REPO, 7, HEAD2)
-    run = runner.run(
-        "pull_request",
-        event_payload("pull_request.synchronize", head=HEAD2),
-        inline_comments="true",
-        **with_model(model),
-    )
+    run = push_reviewed(gh, model, runner)
     assert run.code == 0, run.stderr
     assert [(d["by"], d["how"]) for d in run.report()["dismissed"]] == [("lead", "reaction")]
     assert run.report()["findings"] == []
@@ -688,9 +671,10 @@ def test_a_resolved_finding_stays_out_of_an_incremental_review_when_its_lines_mo
     from tests import test_incremental as inc
 
     monkeypatch.setenv("IMREVIEW_STATE_KEY", "incremental-test-key-0123456789abcdef")
-    with FakeGitHub() as gh, FakeModelServer(handler=inc.consistent_reviewer) as model:
-        gh.add_token(inc.TOKEN, login="alice")
-        gh.add_repo(inc.REPO)
+    with (
+        fake_github({inc.TOKEN: {"login": "alice"}}, repo=inc.REPO) as gh,
+        FakeModelServer(handler=inc.consistent_reviewer) as model,
+    ):
         pr = inc.Pr(tmp_path, gh)
         _, first = inc.first_review(pr, gh, model)
         ((division,),) = [

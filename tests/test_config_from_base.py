@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import model_answer
 from tests.fakes.model_server import FakeModelServer, text
-
-ANSWER = json.dumps({"findings": [], "exclusions": [], "signals": []})
 
 
 @pytest.fixture
@@ -43,8 +42,8 @@ def test_a_pr_branch_config_never_chooses_the_api_base(
 ) -> None:
     ours, theirs = servers
     _pr_repo(repo, ours, theirs)
-    ours.handler = lambda body: text(ANSWER)
-    theirs.handler = lambda body: text(ANSWER)
+    ours.handler = lambda body: text(model_answer())
+    theirs.handler = lambda body: text(model_answer())
     proc, report = _review(repo, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert theirs.requests == [], "the PR's api_base received the diff and the key"
@@ -60,7 +59,7 @@ def test_config_flag_names_the_file_to_use(
     _pr_repo(repo, ours, theirs)
     chosen = tmp_path / "mine.yml"
     chosen.write_text(f"model: openai/fake-model\napi_base: {theirs.api_base}\n")
-    theirs.handler = lambda body: text(ANSWER)
+    theirs.handler = lambda body: text(model_answer())
     proc, _ = _review(repo, tmp_path, "--config", str(chosen))
     assert proc.returncode == 0, proc.stderr
     assert ours.requests == [] and len(theirs.requests) >= 1

@@ -14,8 +14,9 @@ from reviewer import context as ctx
 from reviewer.diff import parse_patch
 from reviewer.plan import Allowance, make_plan
 from reviewer.render import Renderer, new_nonce
-from reviewer.source.github import CONTENTS_BATCH, GitHubClient, GitHubSource
+from reviewer.source.github import CONTENTS_BATCH, GitHubSource
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import fake_github, github_client, model_answer, quarter, quarter_plan, review_args
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, text
 
@@ -40,11 +41,6 @@ PATCH = (
     b"-def total(prices):\n-    return sum(prices)\n"
     b"+def total_cents(prices):\n+    return to_cents(sum(prices)) * 100\n"
 )
-EMPTY_ANSWER = json.dumps({"findings": [], "exclusions": [], "signals": []})
-
-
-def quarter(text: str) -> int:
-    return max(1, len(text) // 4)
 
 
 def test_a_definition_in_another_file_and_a_stale_caller_are_found() -> None:
@@ -79,13 +75,11 @@ def test_common_words_and_the_hunks_own_file_are_not_context() -> None:
 
 def _plan_with_context(snippets: list[ctx.Snippet], *, share: float, allowance: Allowance | None = None):  # type: ignore[no-untyped-def]
     files = parse_patch(PATCH)
-    return make_plan(
+    return quarter_plan(
         files,
+        overhead=50,
         unit_tokens=1000,
-        count_tokens=quarter,
         allowance=allowance,
-        measure=lambda nonce, text, context: 50 + quarter(text) + quarter(context),
-        overhead=lambda nonce: 50,
         context=lambda f, h: snippets,
         context_share=share,
     )
@@ -134,13 +128,11 @@ def _many_hunks(n: int) -> bytes:
 def _many_hunks_plan(share: float, *, with_context: bool, input_tokens: int | None):  # type: ignore[no-untyped-def]
     files = parse_patch(_many_hunks(60))
     snippets = _big_snippets(30, lines=6)
-    return make_plan(
+    return quarter_plan(
         files,
+        overhead=40,
         unit_tokens=600,
-        count_tokens=quarter,
         allowance=Allowance(input_tokens=input_tokens),
-        measure=lambda nonce, text, context: 40 + quarter(text) + quarter(context),
-        overhead=lambda nonce: 40,
         context=(lambda f, h: snippets) if with_context else None,
         context_share=share,
     )
@@ -169,13 +161,11 @@ def test_what_the_whole_diff_leaves_of_the_budget_buys_context() -> None:
     snippets = _big_snippets(30, lines=6)
 
     def planned(context: bool, input_tokens: int):  # type: ignore[no-untyped-def]
-        return make_plan(
+        return quarter_plan(
             files,
+            overhead=40,
             unit_tokens=600,
-            count_tokens=quarter,
             allowance=Allowance(input_tokens=input_tokens),
-            measure=lambda nonce, text, ctx_text: 40 + quarter(text) + quarter(ctx_text),
-            overhead=lambda nonce: 40,
             context=(lambda f, h: snippets) if context else None,
             context_share=0.5,
         )
@@ -198,13 +188,11 @@ def test_room_held_for_context_no_snippet_fills_goes_back_to_the_diff() -> None:
     own = [ctx.Snippet("src/big.py", 1 + 20 * i, ("x = 1",) * 6, "definition", f"fn_{i}") for i in range(30)]
 
     def planned(context: bool):  # type: ignore[no-untyped-def]
-        return make_plan(
+        return quarter_plan(
             files,
+            overhead=40,
             unit_tokens=600,
-            count_tokens=quarter,
             allowance=Allowance(input_tokens=1000),
-            measure=lambda nonce, text, ctx_text: 40 + quarter(text) + quarter(ctx_text),
-            overhead=lambda nonce: 40,
             context=(lambda f, h: own) if context else None,
             context_share=0.3,
         )
@@ -234,12 +222,10 @@ def test_a_file_whose_diff_goes_unsent_is_never_context_for_another_unit() -> No
         ctx.Snippet("src/huge.py", 1, ("def helper(x):",), "definition", "helper"),
         ctx.Snippet("lib/other.py", 1, ("def other(x):", "    return x"), "definition", "other"),
     ]
-    plan = make_plan(
+    plan = quarter_plan(
         files,
+        overhead=50,
         unit_tokens=1000,
-        count_tokens=quarter,
-        measure=lambda nonce, text, context: 50 + quarter(text) + quarter(context),
-        overhead=lambda nonce: 50,
         context=lambda f, h: offered if f.path == "src/use.py" else [],
         context_share=0.3,
     )
@@ -261,22 +247,16 @@ def test_a_defect_whose_evidence_is_in_an_unchanged_file_reaches_the_model(
     def review(share: float) -> tuple[str, dict[str, object]]:
         (repo.path / ".imreview.yml").write_text(f"context_share: {share}\ncontext_window: 8192\n")
         out = tmp_path / f"report-{share}.json"
-        with FakeModelServer(handler=lambda body: text(EMPTY_ANSWER)) as server:
+        with FakeModelServer(handler=lambda body: text(model_answer())) as server:
             proc = run_cli(
-                [
-                    "review",
-                    str(repo.path),
-                    "--base",
-                    "main",
-                    "--model",
-                    "openai/fake-model",
-                    "--api-base",
+                review_args(
+                    repo.path,
                     server.api_base,
                     "--config",
                     str(repo.path / ".imreview.yml"),
                     "--json",
                     str(out),
-                ],
+                ),
                 cwd=tmp_path,
                 env=cli_env(tmp_path),
             )
@@ -318,11 +298,8 @@ BASE = "d" * 40
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token("user-token", login="alice")
-        server.add_repo(REPO)
+    with fake_github({"user-token": {"login": "alice"}}, repo=REPO, strict=True) as server:
         yield server
-    assert server.violations == []
 
 
 @pytest.mark.parametrize("others", [10, 2 * CONTENTS_BATCH + 50])
@@ -339,7 +316,7 @@ def test_the_action_reads_context_in_a_constant_number_of_requests(gh: FakeGitHu
     gh.add_content(REPO, HEAD, "shop/checkout.py", CHECKOUT)
     for i in range(others):
         gh.add_content(REPO, HEAD, f"tools/pkg{i % 7}/mod{i}.py", f"def unrelated_{i}():\n    return {i}\n")
-    source = GitHubSource(GitHubClient("user-token", gh.url, seconds_between_writes=0.0), REPO, 3)
+    source = GitHubSource(github_client(gh, "user-token"), REPO, 3)
     (cart,) = source.change().files
     before = len(gh.requests)
     corpus = source.context_corpus()
@@ -496,7 +473,7 @@ def test_the_verifier_sees_the_context_the_finding_was_made_from(repo: Repo, tmp
     def answer(body: dict[str, object]) -> dict[str, object]:
         user = body["messages"][1]["content"]  # type: ignore[index]
         if "Review the pull request" in user:
-            return text(json.dumps({"findings": [finding], "exclusions": [], "signals": []}))
+            return text(model_answer(finding))
         found = re.search(r"^id: ([0-9a-f]{12})$", user, re.M)
         assert found is not None
         verdict = {"id": found.group(1), "holds": True, "reason": "to_cents multiplies by 100"}
@@ -505,10 +482,7 @@ def test_the_verifier_sees_the_context_the_finding_was_made_from(repo: Repo, tmp
     out = tmp_path / "report.json"
     with FakeModelServer(handler=answer) as server:
         proc = run_cli(
-            [
-                *("review", str(repo.path), "--base", "main", "--model", "openai/fake-model"),
-                *("--api-base", server.api_base, "--json", str(out)),
-            ],
+            review_args(repo.path, server.api_base, "--json", str(out)),
             cwd=tmp_path,
             env=cli_env(tmp_path),
         )
@@ -537,14 +511,11 @@ def test_a_secret_file_is_never_context_in_the_change_or_not(repo: Repo, tmp_pat
 
     def answer(body: dict[str, object]) -> dict[str, object]:
         prompts.append(body["messages"][-1]["content"])  # type: ignore[index]
-        return text(EMPTY_ANSWER)
+        return text(model_answer())
 
     with FakeModelServer(handler=answer) as server:
         proc = run_cli(
-            [
-                *("review", str(repo.path), "--base", "main", "--model", "openai/fake-model"),
-                *("--api-base", server.api_base),
-            ],
+            review_args(repo.path, server.api_base),
             cwd=tmp_path,
             env=cli_env(tmp_path),
         )

@@ -4,7 +4,6 @@ anything was not reviewed), the exit code `on-error` asks for, and nothing half-
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests import test_action_e2e as e2e
+from tests.factories import fake_github, model_answer
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import (
     FakeModelServer,
@@ -26,14 +26,10 @@ from tests.fakes.model_server import (
     text,
 )
 
-GOOD = json.dumps({"findings": [], "exclusions": [], "signals": []})
-
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token(e2e.TOKEN)
-        server.add_repo(e2e.REPO)
+    with fake_github({e2e.TOKEN: {}}, repo=e2e.REPO) as server:
         server.add_pull(
             e2e.REPO, 7, head_sha=e2e.HEAD, base_sha=e2e.BASE, files=[diff_entry("app.py", e2e.PATCH)]
         )
@@ -127,7 +123,7 @@ def test_429_with_retry_after_then_an_answer_is_a_complete_review(
 ) -> None:
     model.queue(status(429, retry_after="1"))
     model.handler = lambda body: text(
-        '{"verdicts": []}' if '"verdicts"' in body["messages"][-1]["content"] else GOOD
+        '{"verdicts": []}' if '"verdicts"' in body["messages"][-1]["content"] else model_answer()
     )
     run = _run(gh, tmp_path, model, on_error="fail")
     _honest(run, gh, verdict="clean", code=0)

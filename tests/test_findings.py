@@ -9,6 +9,7 @@ import pytest
 from reviewer.diff import LineIndex, parse_patch
 from reviewer.findings import EXAMPLE_VALUES, NothingUsable, anchor, dedupe, parse_answer
 from reviewer.report import Finding
+from tests.factories import FLAG_FINDING, model_answer
 
 PATCH = """diff --git a/src/app.py b/src/app.py
 --- a/src/app.py
@@ -26,19 +27,7 @@ PATCH = """diff --git a/src/app.py b/src/app.py
 
 
 def _answer(**overrides: object) -> dict[str, object]:
-    finding = {
-        "path": "src/app.py",
-        "line": 11,
-        "priority": "P1",
-        "title": "Debug flag grants admin",
-        "trigger": "request.debug is true",
-        "observation": "any user with ?debug=1 gets all rights",
-        "suggestion": "drop `or request.debug`",
-        "quote": "if user.is_admin or request.debug:",
-        "confidence": 0.9,
-    }
-    finding.update(overrides)
-    return {"findings": [finding], "exclusions": [], "signals": []}
+    return {"findings": [{**FLAG_FINDING, **overrides}], "exclusions": [], "signals": []}
 
 
 def _files():
@@ -151,7 +140,7 @@ def test_clean_callback_applies_to_text_fields() -> None:
 
 def _many(*findings: dict[str, object]) -> str:
     good = _answer()["findings"][0]  # type: ignore[index]
-    return json.dumps({"findings": [good, *findings], "exclusions": [], "signals": []})
+    return model_answer(good, *findings)
 
 
 @pytest.mark.parametrize(

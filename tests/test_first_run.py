@@ -6,7 +6,6 @@ The rendered Markdown is checked through GitHub's own renderer (cmarkgfm), not b
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,8 @@ import pytest
 from cmarkgfm.cmark import Options
 
 from reviewer.render import Renderer
-from tests.conftest import Repo, cli_env, run_cli
+from tests.conftest import Repo
+from tests.factories import closed_port, review_with_outputs
 from tests.fakes.model_server import FakeModelServer, status
 
 GFM = Options.CMARK_OPT_UNSAFE
@@ -25,29 +25,11 @@ def html(markdown: str) -> str:
     return cmarkgfm.github_flavored_markdown_to_html(markdown, options=GFM)
 
 
-def _review(repo: Repo, tmp_path: Path, *args: str, env: dict[str, str] | None = None):
-    report = tmp_path / "out" / "report.json"
-    comment = tmp_path / "out" / "comment.md"
-    proc = run_cli(
-        ["review", str(repo.path), "--base", "main", "--json", str(report), "--comment", str(comment), *args],
-        cwd=tmp_path,
-        env=cli_env(tmp_path, env),
-    )
-    data = json.loads(report.read_text()) if report.exists() else None
-    return proc, data, comment.read_text() if comment.exists() else ""
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_no_model_reads_as_deterministic_checks_with_findings_first(repo: Repo, tmp_path: Path) -> None:
     repo.commit({"app.py": "x = 1\n"}, "base")
     repo.branch("feature")
     repo.commit({"app.py": "x = 1\nbreakpoint()\n"}, "debug")
-    proc, _, comment = _review(repo, tmp_path)
+    proc, _, comment = review_with_outputs(repo, tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "# imreview — deterministic checks only · 1 finding (1 P2)"
@@ -62,7 +44,7 @@ def test_no_model_reads_as_deterministic_checks_with_findings_first(repo: Repo, 
 
 
 def test_no_model_and_nothing_found_never_reads_as_success(feature_repo: Repo, tmp_path: Path) -> None:
-    proc, report, comment = _review(feature_repo, tmp_path)
+    proc, report, comment = review_with_outputs(feature_repo, tmp_path)
     assert report["verdict"] == "incomplete" and report["gate"]["publish_ready"] is True
     assert proc.stdout.splitlines()[0] == "# imreview — deterministic checks only: nothing found"
     assert "publish ready ✔" not in proc.stdout and "publish ready ✔" not in comment
@@ -72,7 +54,7 @@ def test_no_model_and_nothing_found_never_reads_as_success(feature_repo: Repo, t
 
 
 def test_the_summary_has_no_empty_table_header(feature_repo: Repo, tmp_path: Path) -> None:
-    proc, _, _ = _review(feature_repo, tmp_path)
+    proc, _, _ = review_with_outputs(feature_repo, tmp_path)
     page = html(proc.stdout)
     assert "<th></th>" not in page
     first_table = page[page.index("<table>") : page.index("</table>")]
@@ -119,7 +101,7 @@ def test_findings_link_to_the_reviewed_sha_and_files_to_the_pr_files_view(tmp_pa
 
 
 def test_zh_cn_labels_are_localized(feature_repo: Repo, tmp_path: Path) -> None:
-    proc, _, _ = _review(feature_repo, tmp_path, "--language", "zh-CN")
+    proc, _, _ = review_with_outputs(feature_repo, tmp_path, "--language", "zh-CN")
     out = proc.stdout
     assert out.splitlines()[0] == "# imreview — 仅确定性检查：未发现问题"
     gate = out[out.index("## 完成门") : out.index("## 预算")]
@@ -132,9 +114,9 @@ def test_zh_cn_labels_are_localized(feature_repo: Repo, tmp_path: Path) -> None:
 def test_a_dead_endpoint_is_one_loud_line_and_the_headline_names_it(
     feature_repo: Repo, tmp_path: Path
 ) -> None:
-    api_base = f"http://127.0.0.1:{_closed_port()}"
+    api_base = f"http://127.0.0.1:{closed_port()}"
     args = ("--model", "openai/gpt-4o-mini", "--api-base", api_base, "--max-concurrency", "1")
-    proc, report, _ = _review(feature_repo, tmp_path, *args)
+    proc, report, _ = review_with_outputs(feature_repo, tmp_path, *args)
     assert report["verdict"] == "incomplete"
     unreachable = [line for line in proc.stderr.splitlines() if "could not be reached" in line]
     assert len(unreachable) == 1, proc.stderr
@@ -146,7 +128,7 @@ def test_a_dead_endpoint_is_one_loud_line_and_the_headline_names_it(
 def test_a_refused_key_is_named_in_the_headline(feature_repo: Repo, tmp_path: Path) -> None:
     with FakeModelServer() as server:
         server.queue(*[status(401, message="Incorrect API key provided")] * 6)
-        proc, _, _ = _review(
+        proc, _, _ = review_with_outputs(
             feature_repo, tmp_path, "--model", "openai/gpt-4o-mini", "--api-base", server.api_base
         )
     assert proc.stdout.splitlines()[0] == "# imreview — incomplete: model API key refused", proc.stderr
@@ -154,7 +136,7 @@ def test_a_refused_key_is_named_in_the_headline(feature_repo: Repo, tmp_path: Pa
 
 
 def test_a_missing_key_names_the_variable(feature_repo: Repo, tmp_path: Path) -> None:
-    proc, report, comment = _review(feature_repo, tmp_path, "--model", "openai/gpt-4o-mini")
+    proc, report, comment = review_with_outputs(feature_repo, tmp_path, "--model", "openai/gpt-4o-mini")
     assert report["verdict"] == "incomplete"
     (gap,) = [g for g in report["gaps"] if g["why"] == "no_credentials"]
     assert "OPENAI_API_KEY is unset or empty" in gap["what"]

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from reviewer.source.github import ACTIONS_BOT, CONFIG_PATH, CONTENTS_BATCH, GitHubClient, GitHubSource
+from tests.factories import fake_github, github_client
 from tests.fakes.github_server import FakeGitHub, diff_entry
 
 HEAD = "a" * 40
@@ -23,16 +24,12 @@ INSTALLATION = "ghs_" + "x" * 36
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token("user-token", login="alice")
-        server.add_token(INSTALLATION)
-        server.add_repo(REPO)
+    with fake_github({"user-token": {"login": "alice"}, INSTALLATION: {}}, repo=REPO, strict=True) as server:
         yield server
-    assert server.violations == []
 
 
 def client(gh: FakeGitHub, token: str = "user-token") -> GitHubClient:
-    return GitHubClient(token, gh.url, seconds_between_writes=0.0)
+    return github_client(gh, token)
 
 
 def pull_with(gh: FakeGitHub, count: int, *, removed: int = 0) -> list[str]:

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from reviewer.source.github import GitHubClient, GitHubSource, InlineComment
+from reviewer.source.github import GitHubSource, InlineComment
+from tests.factories import fake_github, github_client
 from tests.fakes.github_server import SPEC_PATH, FakeGitHub, api_spec, diff_entry
 
 REPO = "octo/widgets"
@@ -26,10 +27,7 @@ TWO_HUNKS = "@@ -1,2 +1,2 @@\n-x\n+y\n z\n@@ -10,2 +10,3 @@\n q\n+r\n s"
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token("tok", login="alice")
-        server.add_token("bot")
-        server.add_repo(REPO)
+    with fake_github({"tok": {"login": "alice"}, "bot": {}}, repo=REPO) as server:
         server.add_pull(
             REPO,
             7,
@@ -235,7 +233,7 @@ def test_a_whole_review_flow_through_pygithub_keeps_the_contract(gh: FakeGitHub)
     gh.add_check_run(REPO, HEAD, "tests")
     gh.add_status(REPO, HEAD, "legacy", "pending")
     gh.add_content(REPO, BASE, ".github/imreview.yml", "language: en\n")
-    client = GitHubClient("tok", gh.url, seconds_between_writes=0.0)
+    client = github_client(gh, "tok")
     source = GitHubSource(client, REPO, 7, run_id="1")
     change = source.change()
     assert change.snapshot.ci.state == "pending"

@@ -10,6 +10,7 @@ import pytest
 from reviewer.errors import GitHubError, NoWriteAccess, RateLimited, Retryable, Unprocessable, UsageError
 from reviewer.source import github
 from reviewer.source.github import GitHubClient, GitHubSource, InlineComment, github_timeout
+from tests.factories import fake_github, github_client
 from tests.fakes.github_server import FakeGitHub, diff_entry
 
 HEAD = "a" * 40
@@ -22,17 +23,16 @@ TWO_HUNKS = "@@ -1,2 +1,2 @@\n-x\n+y\n z\n@@ -10,2 +10,3 @@\n q\n+r\n s"
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.add_token("user-token", login="alice")
-        server.add_token("actions-token")
-        server.add_token("read-only", write=False)
-        server.add_repo(REPO)
+    with fake_github(
+        {"user-token": {"login": "alice"}, "actions-token": {}, "read-only": {"write": False}},
+        repo=REPO,
+        strict=True,
+    ) as server:
         yield server
-    assert server.violations == []
 
 
-def client(gh: FakeGitHub, token: str = "user-token", **kwargs: object) -> GitHubClient:
-    return GitHubClient(token, gh.url, seconds_between_writes=0.0, **kwargs)  # type: ignore[arg-type]
+def client(gh: FakeGitHub, token: str = "user-token", **options: object) -> GitHubClient:
+    return github_client(gh, token, **options)
 
 
 @pytest.fixture

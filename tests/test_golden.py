@@ -20,7 +20,6 @@ import json
 import os
 import re
 import secrets
-import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, cli_env, run_cli
-from tests.factories import fake_github
+from tests.conftest import ROOT, cli_env, git, run_cli
+from tests.factories import fake_github, model_answer
 from tests.fakes import git_repo
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, status, text
@@ -167,18 +166,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
 
 
 def _git(cwd: Path, *args: str) -> None:
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(cwd),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "Test Author",
-        "GIT_AUTHOR_EMAIL": "author@example.com",
-        "GIT_COMMITTER_NAME": "Test Author",
-        "GIT_COMMITTER_EMAIL": "author@example.com",
-        "GIT_TEMPLATE_DIR": "",
-        **_DATED,
-    }
-    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+    git(cwd, *args, extra_env=_DATED)  # fixed commit dates: the same shas on every run
 
 
 def _local_repo(tmp: Path) -> Path:
@@ -358,7 +346,7 @@ def _scan_model(body: dict[str, Any]) -> Reply:
     if '"verdicts"' in prompt:
         return text('{"verdicts": []}')
     found = [finding(path="m2.py", line=2, quote="y = x * 2")] if "m2.py" in prompt else []
-    return text(json.dumps({"findings": found, "exclusions": [], "signals": []}))
+    return text(model_answer(*found))
 
 
 def action_scan(world: World) -> Outputs:

@@ -9,9 +9,7 @@ stderr and the exit code.
 
 from __future__ import annotations
 
-import json
 import re
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ import pytest
 from reviewer.budget import DEFAULT_LIMITS
 from reviewer.config import Config
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import closed_port, model_answer, review_with_outputs
 from tests.fakes.model_server import FakeModelServer, status, text
 
 MODEL = "openai/fake-model"
@@ -35,47 +34,13 @@ def debug_repo(repo: Repo) -> Repo:
     return repo
 
 
-def _review(
-    repo: Repo, tmp_path: Path, *args: str, env: dict[str, str] | None = None
-) -> tuple[Any, dict[str, Any] | None, str]:
-    out = tmp_path / "out"
-    proc = run_cli(
-        [
-            "review",
-            str(repo.path),
-            "--base",
-            "main",
-            "--json",
-            str(out / "report.json"),
-            "--comment",
-            str(out / "comment.md"),
-            *args,
-        ],
-        cwd=tmp_path,
-        env=cli_env(tmp_path, env),
-    )
-    report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else None
-    comment = (out / "comment.md").read_text() if (out / "comment.md").exists() else ""
-    return proc, report, comment
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _answer(*findings: dict[str, Any]) -> str:
-    return json.dumps({"findings": list(findings), "exclusions": [], "signals": []})
-
-
 # --- item 1: a configured model that did not review is never a success -------------------------
 
 
 def test_a_missing_key_with_a_rule_finding_is_incomplete_and_says_how_to_fix_it(
     debug_repo: Repo, tmp_path: Path
 ) -> None:
-    proc, report, comment = _review(debug_repo, tmp_path, "--model", "openai/gpt-4o-mini")
+    proc, report, comment = review_with_outputs(debug_repo, tmp_path, "--model", "openai/gpt-4o-mini")
     assert proc.returncode == 0, proc.stderr
     assert report is not None and report["verdict"] == "incomplete"
     assert [f["source"] for f in report["findings"]] == ["rule:debugger"], "rule findings are still shown"
@@ -92,20 +57,24 @@ def test_a_missing_key_with_a_rule_finding_is_incomplete_and_says_how_to_fix_it(
 def test_fail_on_still_applies_to_rule_findings_and_on_error_to_the_missing_review(
     debug_repo: Repo, tmp_path: Path
 ) -> None:
-    proc, report, _ = _review(debug_repo, tmp_path, "--model", "openai/gpt-4o-mini", "--fail-on", "P2")
+    proc, report, _ = review_with_outputs(
+        debug_repo, tmp_path, "--model", "openai/gpt-4o-mini", "--fail-on", "P2"
+    )
     assert (proc.returncode, report and report["verdict"]) == (1, "incomplete"), proc.stderr
-    proc, _, _ = _review(debug_repo, tmp_path, "--model", "openai/gpt-4o-mini", "--fail-on", "P1")
+    proc, _, _ = review_with_outputs(debug_repo, tmp_path, "--model", "openai/gpt-4o-mini", "--fail-on", "P1")
     assert proc.returncode == 0, "no finding at P1 and on-error warn: the headline carries the warning"
-    proc, _, _ = _review(debug_repo, tmp_path, "--model", "openai/gpt-4o-mini", "--on-error", "fail")
+    proc, _, _ = review_with_outputs(
+        debug_repo, tmp_path, "--model", "openai/gpt-4o-mini", "--on-error", "fail"
+    )
     assert proc.returncode == 3
 
 
 def test_a_dead_endpoint_is_one_human_line_whose_call_count_matches_the_budget(
     debug_repo: Repo, tmp_path: Path
 ) -> None:
-    api_base = f"http://127.0.0.1:{_closed_port()}"
+    api_base = f"http://127.0.0.1:{closed_port()}"
     args = ("--model", "openai/gpt-4o-mini", "--api-base", api_base, "--max-concurrency", "1")
-    proc, report, comment = _review(debug_repo, tmp_path, *args)
+    proc, report, comment = review_with_outputs(debug_repo, tmp_path, *args)
     assert report is not None and report["verdict"] == "incomplete"
     assert (
         proc.stdout.splitlines()[0]
@@ -121,7 +90,9 @@ def test_a_dead_endpoint_is_one_human_line_whose_call_count_matches_the_budget(
 def test_every_call_failing_is_incomplete_even_with_rule_findings(debug_repo: Repo, tmp_path: Path) -> None:
     with FakeModelServer() as server:
         server.queue(*[status(500, message="upstream overloaded")] * 12)
-        proc, report, comment = _review(debug_repo, tmp_path, "--model", MODEL, "--api-base", server.api_base)
+        proc, report, comment = review_with_outputs(
+            debug_repo, tmp_path, "--model", MODEL, "--api-base", server.api_base
+        )
         sent = len(server.requests)
     assert report is not None and report["verdict"] == "incomplete"
     assert proc.stdout.splitlines()[0] == "# imreview — incomplete: model errors · 1 finding (1 P2)"
@@ -131,10 +102,15 @@ def test_every_call_failing_is_incomplete_even_with_rule_findings(debug_repo: Re
     assert "the model did not review this change" in comment.splitlines()[1]
 
 
-def test_a_model_that_reviewed_keeps_the_findings_verdict(debug_repo: Repo, tmp_path: Path) -> None:
+def _review_with_a_quiet_model(repo: Repo, tmp_path: Path) -> tuple[Any, dict[str, Any] | None, str]:
+    """`repo` reviewed by a model that answers once, with no finding of its own (500 + 40 tokens)."""
     with FakeModelServer() as server:
-        server.queue(text(_answer(), prompt_tokens=500, completion_tokens=40))
-        proc, report, _ = _review(debug_repo, tmp_path, "--model", MODEL, "--api-base", server.api_base)
+        server.queue(text(model_answer(), prompt_tokens=500, completion_tokens=40))
+        return review_with_outputs(repo, tmp_path, "--model", MODEL, "--api-base", server.api_base)
+
+
+def test_a_model_that_reviewed_keeps_the_findings_verdict(debug_repo: Repo, tmp_path: Path) -> None:
+    proc, report, _ = _review_with_a_quiet_model(debug_repo, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert report is not None and report["verdict"] == "findings"
     assert proc.stdout.splitlines()[0] == "# imreview — 1 finding (1 P2)"
@@ -144,9 +120,7 @@ def test_a_model_that_reviewed_keeps_the_findings_verdict(debug_repo: Repo, tmp_
 
 
 def test_the_summary_and_comment_carry_no_noise(debug_repo: Repo, tmp_path: Path) -> None:
-    with FakeModelServer() as server:
-        server.queue(text(_answer(), prompt_tokens=500, completion_tokens=40))
-        proc, report, comment = _review(debug_repo, tmp_path, "--model", MODEL, "--api-base", server.api_base)
+    proc, report, comment = _review_with_a_quiet_model(debug_repo, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert report is not None and report["gaps"] == [] and report["gate"]["publish_ready"]
     out = proc.stdout
@@ -180,7 +154,7 @@ def test_dollars_show_cents_and_more_digits_only_under_a_cent() -> None:
 
 
 def test_an_include_that_matches_nothing_is_named_in_the_headline(debug_repo: Repo, tmp_path: Path) -> None:
-    proc, report, comment = _review(debug_repo, tmp_path, "--include", "src/**")
+    proc, report, comment = review_with_outputs(debug_repo, tmp_path, "--include", "src/**")
     assert report is not None and report["verdict"] == "incomplete"
     headline = "imreview — nothing reviewed: `include` matches no changed file · 1 finding (1 P2)"
     assert proc.stdout.splitlines()[0] == f"# {headline}"
@@ -191,7 +165,7 @@ def test_an_include_that_matches_nothing_is_named_in_the_headline(debug_repo: Re
 def test_an_include_glob_that_matches_nothing_beside_one_that_does_is_a_warning(
     debug_repo: Repo, tmp_path: Path
 ) -> None:
-    proc, report, _ = _review(debug_repo, tmp_path, "--include", "src/**", "--include", "*.py")
+    proc, report, _ = review_with_outputs(debug_repo, tmp_path, "--include", "src/**", "--include", "*.py")
     assert report is not None and "include_unmatched" not in {g["why"] for g in report["gaps"]}
     assert "`include` globs that match no changed file: `src/**`" in proc.stderr
 
@@ -199,7 +173,7 @@ def test_an_include_glob_that_matches_nothing_beside_one_that_does_is_a_warning(
 def test_a_template_dir_without_templates_is_a_one_line_error(debug_repo: Repo, tmp_path: Path) -> None:
     empty = tmp_path / "my-templates"
     empty.mkdir()
-    proc, _, _ = _review(debug_repo, tmp_path, "--template-dir", str(empty))
+    proc, _, _ = review_with_outputs(debug_repo, tmp_path, "--template-dir", str(empty))
     assert proc.returncode == 2
     (error,) = [line for line in proc.stderr.splitlines() if "error" in line]
     assert error.startswith("imreview: error: template-dir: ") and "holds no templates" in error
@@ -212,7 +186,7 @@ def test_a_template_dir_without_templates_is_a_one_line_error(debug_repo: Repo, 
 def test_a_budget_of_zero_or_less_is_an_error(
     debug_repo: Repo, tmp_path: Path, flag: str, value: str
 ) -> None:
-    proc, report, _ = _review(debug_repo, tmp_path, flag, value)
+    proc, report, _ = review_with_outputs(debug_repo, tmp_path, flag, value)
     assert proc.returncode == 2 and report is None
     assert f"Invalid value for '{flag}'" in proc.stderr
 
@@ -220,21 +194,21 @@ def test_a_budget_of_zero_or_less_is_an_error(
 def test_a_zero_budget_in_the_config_file_is_an_error(debug_repo: Repo, tmp_path: Path) -> None:
     config = tmp_path / "imreview.yml"
     config.write_text("max_seconds: 0\n")
-    proc, _, _ = _review(debug_repo, tmp_path, "--config", str(config))
+    proc, _, _ = review_with_outputs(debug_repo, tmp_path, "--config", str(config))
     assert proc.returncode == 2
     assert f"{config}:1: key 'max_seconds': must be more than 0, got 0" in proc.stderr
 
 
 def test_quiet_prints_nothing_but_warnings(debug_repo: Repo, tmp_path: Path) -> None:
-    proc, _, _ = _review(debug_repo, tmp_path, "-q")
+    proc, _, _ = review_with_outputs(debug_repo, tmp_path, "-q")
     assert proc.returncode == 0 and proc.stderr == ""
-    proc, _, _ = _review(debug_repo, tmp_path, "-q", "--model", "openai/gpt-4o-mini")
+    proc, _, _ = review_with_outputs(debug_repo, tmp_path, "-q", "--model", "openai/gpt-4o-mini")
     assert "reviewing" not in proc.stderr and "OPENAI_API_KEY is unset" in proc.stderr
 
 
 def test_fail_on_accepts_the_priorities_as_every_output_spells_them(debug_repo: Repo, tmp_path: Path) -> None:
     for spelled in ("P2", "p2"):
-        proc, report, _ = _review(debug_repo, tmp_path, "--fail-on", spelled)
+        proc, report, _ = review_with_outputs(debug_repo, tmp_path, "--fail-on", spelled)
         assert proc.returncode == 1 and report is not None and report["settings"]["fail_on"] == "P2"
 
 

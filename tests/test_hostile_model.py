@@ -11,7 +11,8 @@ import pytest
 from reviewer.incremental import unpack
 from reviewer.state import parse_state
 from tests import test_action_e2e as e2e
-from tests.fakes.github_server import FakeGitHub, diff_entry
+from tests.factories import fake_github
+from tests.fakes.github_server import diff_entry
 from tests.fakes.model_server import FakeModelServer
 
 DEEP = "[" * 5_000 + "]" * 5_000
@@ -19,9 +20,7 @@ AWS_PATCH = "@@ -1,2 +1,3 @@\n import os\n+AWS_KEY = 'AKIAZ7QW3RTY5UIO2PLM'\n x 
 
 
 def _run(tmp_path: Path, patch: str, head_line: str, handler: Any, fail_on: str) -> e2e.Run:
-    with FakeGitHub() as gh, FakeModelServer(handler=handler) as model:
-        gh.add_token(e2e.TOKEN)
-        gh.add_repo(e2e.REPO)
+    with fake_github({e2e.TOKEN: {}}, repo=e2e.REPO) as gh, FakeModelServer(handler=handler) as model:
         gh.add_pull(e2e.REPO, 7, head_sha=e2e.HEAD, base_sha=e2e.BASE, files=[diff_entry("app.py", patch)])
         gh.add_content(e2e.REPO, e2e.HEAD, "app.py", f"x = 1\n{head_line}\ny = 2\n")
         run = e2e.Runner(tmp_path, gh.url).run(

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from tests import test_action_e2e as e2e
-from tests.fakes.github_server import FakeGitHub, diff_entry
+from tests.factories import fake_github
+from tests.fakes.github_server import diff_entry
 from tests.fakes.model_server import FakeModelServer
 from tests.gfm import parse, pings
 
@@ -61,9 +62,7 @@ def _check_body(name: str, markdown: str) -> None:
 
 
 def test_a_hostile_pr_gets_an_inert_comment_review_and_summary(tmp_path: Path) -> None:
-    with FakeGitHub() as gh, FakeModelServer() as model:
-        gh.add_token(e2e.TOKEN)
-        gh.add_repo(e2e.REPO)
+    with fake_github({e2e.TOKEN: {}}, repo=e2e.REPO) as gh, FakeModelServer() as model:
         gh.add_content(e2e.REPO, e2e.BASE, ".github/imreview.yml", "language: en\n")
         inline = (e2e.ROOT / "templates" / "inline.md.j2").read_text(encoding="utf-8")
         gh.add_content(e2e.REPO, e2e.BASE, "templates/inline.md.j2", inline)
@@ -116,9 +115,7 @@ def test_file_names_holding_a_newline_or_a_tab_are_reviewed_like_any_other(tmp_p
     """Git allows both in a path; a name must never rewrite the diff text we parse, nor end the run."""
     aws = "@@ -1,2 +1,3 @@\n import os\n+AWS_KEY = 'AKIAZ7QW3RTY5UIO2PLM'\n x = 1"
     names = ["docs/a.md\n+++ b/x", "api/handler\t.py"]
-    with FakeGitHub() as gh:
-        gh.add_token(e2e.TOKEN)
-        gh.add_repo(e2e.REPO)
+    with fake_github({e2e.TOKEN: {}}, repo=e2e.REPO) as gh:
         files = [
             diff_entry("app.py", aws),
             *(diff_entry(n, "@@ -0,0 +1 @@\n+hi", status="added") for n in names),

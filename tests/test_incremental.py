@@ -23,8 +23,8 @@ from reviewer.diff import DiffFile, parse_github_file
 from reviewer.incremental import map_line, to_carry
 from reviewer.pull import PrOutcome, PullJob, SkipRules, review_pull
 from reviewer.report import Finding, Report
-from reviewer.source.github import GitHubClient
 from reviewer.state import StickyState, state_marker
+from tests.factories import fake_github, github_client, model_answer
 from tests.fakes.git_repo import GitRepo
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.model_server import FakeModelServer, Reply, text
@@ -77,7 +77,7 @@ def consistent_reviewer(body: dict[str, Any]) -> Reply:
             if row.rstrip().endswith(quote) and row.split()[0].isdigit():
                 found.append({**item, "line": int(row.split()[0])})
                 break
-    return text(json.dumps({"findings": found, "exclusions": [], "signals": []}))
+    return text(model_answer(*found))
 
 
 class Pr:
@@ -105,9 +105,7 @@ class Pr:
 @pytest.fixture
 def gh(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
     monkeypatch.setenv("IMREVIEW_STATE_KEY", "incremental-test-key-0123456789abcdef")
-    with FakeGitHub() as server:
-        server.add_token(TOKEN, login="alice")
-        server.add_repo(REPO)
+    with fake_github({TOKEN: {"login": "alice"}}, repo=REPO) as server:
         yield server
 
 
@@ -131,7 +129,7 @@ def review(gh: FakeGitHub, model: FakeModelServer, **overrides: Any) -> PrOutcom
         post_comment=True,
         inline_comments=True,
     )
-    client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+    client = github_client(gh, TOKEN)
     return review_pull(client, job, warn=lambda message: print(message, file=sys.stderr))
 
 

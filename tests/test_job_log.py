@@ -7,12 +7,11 @@ import logging
 import pytest
 
 from reviewer.source.github import GitHubClient
-from tests.fakes.github_server import FakeGitHub
+from tests.factories import fake_github
 
 
 def test_the_expected_403_of_get_user_is_not_logged(caplog: pytest.LogCaptureFixture) -> None:
-    with FakeGitHub() as gh:
-        gh.add_token("actions-token")
+    with fake_github({"actions-token": {}}) as gh:
         caplog.set_level(logging.DEBUG)
         assert GitHubClient("actions-token", gh.url).viewer_login() == "github-actions[bot]"
         assert any(r.method == "GET" and r.path.endswith("/user") for r in gh.requests), "the probe ran"

@@ -19,6 +19,7 @@ from reviewer.config import Config, build_config
 from reviewer.errors import ModelConfigError, ModelError
 from reviewer.llm import AnswerUnparsed, ModelClient
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import model_answer, review_args
 from tests.fakes.model_server import (
     ALTERNATION_ERROR,
     FakeModelServer,
@@ -65,10 +66,6 @@ def client_for(
 
 def repair_prompt(bad: str, error: str) -> str:
     return f"Your previous answer could not be used: {error}. Answer with only the JSON object."
-
-
-def review_args(repo: Repo, report: Path, model: str = MODEL) -> list[str]:
-    return ["review", str(repo.path), "--base", "main", "--json", str(report), "--model", model]
 
 
 def post(server: FakeModelServer, body: dict[str, Any], key: str | None = None) -> tuple[int, dict[str, Any]]:
@@ -136,10 +133,10 @@ def test_requests_litellm_resends_on_its_own_are_counted_against_max_calls() -> 
 
 def test_the_review_pipeline_sends_only_alternating_requests(feature_repo: Repo, tmp_path: Path) -> None:
     with FakeModelServer(strict_roles=True) as server:
-        server.queue(text("I think it is fine."), text('{"findings": [], "exclusions": [], "signals": []}'))
+        server.queue(text("I think it is fine."), text(model_answer()))
         report_path = tmp_path / "report.json"
         proc = run_cli(
-            [*review_args(feature_repo, report_path), "--api-base", server.api_base, "--max-calls", "2"],
+            review_args(feature_repo.path, server.api_base, "--json", str(report_path), "--max-calls", "2"),
             cwd=tmp_path,
             env=cli_env(tmp_path),
         )
@@ -214,7 +211,11 @@ def test_the_review_of_a_hosted_model_with_an_empty_key_is_a_no_credentials_gap(
         report_path = tmp_path / "report.json"
         env = cli_env(tmp_path, {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": server.api_base})
         proc = run_cli(
-            [*review_args(feature_repo, report_path, model="openai/gpt-4o-mini")],
+            # no --api-base: the model is reached through OPENAI_BASE_URL
+            [
+                *("review", str(feature_repo.path), "--base", "main", "--json", str(report_path)),
+                *("--model", "openai/gpt-4o-mini"),
+            ],
             cwd=tmp_path,
             env=env,
         )
@@ -346,13 +347,14 @@ def test_the_answer_reservation_and_timeout_come_from_flags_and_inputs(
     config = build_config(overrides=settings.overrides)
     assert (config.max_output_tokens_per_call, config.request_timeout) == (300, 900.0)
     with FakeModelServer() as server:
-        server.handler = lambda body: text('{"findings": [], "exclusions": [], "signals": []}')
+        server.handler = lambda body: text(model_answer())
         proc = run_cli(
-            [
-                *review_args(feature_repo, tmp_path / "report.json"),
-                *("--api-base", server.api_base, "--max-output-tokens-per-call", "300"),
+            review_args(
+                feature_repo.path,
+                server.api_base,
+                *("--json", str(tmp_path / "report.json"), "--max-output-tokens-per-call", "300"),
                 *("--request-timeout", "900"),
-            ],
+            ),
             cwd=tmp_path,
             env=cli_env(tmp_path),
         )
@@ -366,10 +368,9 @@ def test_a_timed_out_unit_is_a_gap_that_says_how_to_allow_longer_calls(
     with FakeModelServer(handler=lambda body: delayed(5, text(ANSWER))) as server:
         report_path = tmp_path / "report.json"
         proc = run_cli(
-            [
-                *review_args(feature_repo, report_path),
-                *("--api-base", server.api_base, "--request-timeout", "1"),
-            ],
+            review_args(
+                feature_repo.path, server.api_base, "--json", str(report_path), "--request-timeout", "1"
+            ),
             cwd=tmp_path,
             env=cli_env(tmp_path),
         )

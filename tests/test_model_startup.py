@@ -17,9 +17,9 @@ import jsonschema
 
 from reviewer.schema import load_report_schema
 from tests.conftest import ROOT, Repo, cli_env, run_cli, run_cli_subprocess
+from tests.factories import model_answer
 from tests.fakes.model_server import FakeModelServer, text
 
-ANSWER = json.dumps({"findings": [], "exclusions": [], "signals": []})
 SLOW_IMPORT = """
 import importlib.abc
 import sys
@@ -43,7 +43,7 @@ def test_a_small_seconds_budget_is_not_spent_on_importing_litellm(
     feature_repo: Repo, model: FakeModelServer, tmp_path: Path
 ) -> None:
     """Subprocess on purpose: litellm's import, made to outlast the 6 s budget, does not spend it."""
-    model.queue(text(ANSWER))
+    model.queue(text(model_answer()))
     site = tmp_path / "site"
     site.mkdir()
     shim = SLOW_IMPORT.format(seconds=7, marker=str(site / "slowed"))

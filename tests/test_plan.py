@@ -10,18 +10,11 @@ from reviewer.budget import held_tokens
 from reviewer.diff import DiffFile, parse_github_file, parse_patch
 from reviewer.plan import SEPARATOR_TOKENS, Allowance, Plan, coverage, make_plan
 from reviewer.rules import redact
+from tests.factories import added_file
 
 
 def quarter(text: str) -> int:
     return len(text) // 4
-
-
-def added_file(path: str, lines: list[str]) -> str:
-    body = "".join(f"+{line}\n" for line in lines)
-    return (
-        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-        f"@@ -0,0 +1,{len(lines)} @@\n{body}"
-    )
 
 
 def modified(path: str, *hunks: str) -> str:

@@ -7,7 +7,6 @@ so how far planning gets depends only on how often it looks, never on the machin
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +21,8 @@ from reviewer.plan import Plan, coverage, make_plan
 from reviewer.render import Renderer
 from reviewer.review import analyse, conclude
 from reviewer.source.local import LocalSource
+from tests.factories import model_answer
 from tests.fakes.model_server import FakeModelServer, text
-
-EMPTY = json.dumps({"findings": [], "exclusions": [], "signals": []})
 
 
 class Ticks:
@@ -137,7 +135,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeModelServer]:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-000")
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     with FakeModelServer() as s:
-        s.handler = lambda body: text(EMPTY, prompt_tokens=500, completion_tokens=20)
+        s.handler = lambda body: text(model_answer(), prompt_tokens=500, completion_tokens=20)
         yield s
 
 

@@ -20,10 +20,10 @@ import pytest
 from reviewer.cli import main
 from reviewer.schema import load_report_schema
 from tests.conftest import Repo, git
+from tests.factories import model_answer
 from tests.fakes import pr_shapes
 from tests.fakes.model_server import FakeModelServer, Reply, text
 
-EMPTY = json.dumps({"findings": [], "exclusions": [], "signals": []})
 KNOWN = "openai/gpt-4o-mini"
 UNKNOWN = "openai/fake-model"
 
@@ -49,7 +49,7 @@ def cl100k_count(body: dict[str, Any]) -> int:
 
 def answering(server: FakeModelServer) -> Callable[[dict[str, Any]], Reply]:
     """An empty findings answer that reports the server's own prompt count as usage."""
-    return lambda body: text(EMPTY, prompt_tokens=server.count_prompt(body), completion_tokens=20)
+    return lambda body: text(model_answer(), prompt_tokens=server.count_prompt(body), completion_tokens=20)
 
 
 @pytest.fixture(autouse=True)
@@ -298,7 +298,7 @@ def test_scans_price_of_a_pr_covers_a_review_that_shows_repository_context(
     calls = "".join(f"    items = [helper_{i}(x, {i}) for x in items]\n" for i in range(40))
     repo.commit({"app/pipeline.py": base.replace("    return items\n", calls + "    return items\n")}, "use")
     server.handler = lambda body: text(
-        EMPTY, prompt_tokens=server.count_prompt(body), completion_tokens=int(body["max_tokens"])
+        model_answer(), prompt_tokens=server.count_prompt(body), completion_tokens=int(body["max_tokens"])
     )
     report = review(repo, server, tmp_path)
     assert report["plan"]["context_files"] == ["lib/helpers.py"], "the review showed context"

@@ -28,6 +28,7 @@ from reviewer.config import Overrides
 from reviewer.pull import PullJob, SkipRules, review_pull
 from reviewer.source.github import GitHubClient
 from reviewer.state import StickyState, sign_sticky, state_key
+from tests.factories import fake_github, github_client, model_answer
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 
@@ -39,7 +40,6 @@ KEY = "cap-test-state-key-0123456789abcdefgh"
 PRICES = "prices:\n  openai/fake-model:\n    input_usd_per_mtok: 10\n    output_usd_per_mtok: 20\n"
 PROMPT_TOKENS = 200  # below any real prompt of ours: the ledger's estimate always covers it
 ANSWER_TOKENS = 3000
-EMPTY = '{"findings": [], "exclusions": [], "signals": []}'
 
 
 def sha(n: int) -> str:
@@ -76,7 +76,7 @@ class Provider:
         if what == "cancel" and self.victim:
             os.kill(self.victim, signal.SIGKILL)
         answer = min(ANSWER_TOKENS, int(body.get("max_tokens") or ANSWER_TOKENS))
-        return text(EMPTY, prompt_tokens=PROMPT_TOKENS, completion_tokens=answer)
+        return text(model_answer(), prompt_tokens=PROMPT_TOKENS, completion_tokens=answer)
 
 
 JOBS = multiprocessing.get_context("forkserver")
@@ -85,9 +85,7 @@ JOBS.set_forkserver_preload(["litellm", "reviewer.pull", "reviewer.review", "rev
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[tuple[FakeGitHub, FakeModelServer]]:
-    with FakeGitHub() as gh, FakeModelServer() as model:
-        gh.add_token(TOKEN, login="alice")
-        gh.add_repo(REPO)
+    with fake_github({TOKEN: {"login": "alice"}}, repo=REPO) as gh, FakeModelServer() as model:
         yield gh, model
 
 
@@ -195,7 +193,7 @@ def test_a_pr_whose_cost_is_exactly_the_cap_is_not_reviewed_again(
     provider = Provider()
     model.handler = provider.answer
     writes = len([r for r in gh.requests if r.method != "GET"])
-    client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+    client = github_client(gh, TOKEN)
     outcome = review_pull(client, job(0.25, model, number), warn=lambda message: None)
     assert (outcome.verdict, outcome.reason) == ("skipped", "pr_cost_cap")
     assert provider.calls == 0
@@ -228,7 +226,7 @@ def test_a_run_that_crashes_after_spending_records_what_it_spent(
         raise RuntimeError("crash after spending")
 
     monkeypatch.setattr(review_module, "analyse", crashes_after_spending)
-    client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+    client = github_client(gh, TOKEN)
     with pytest.raises(RuntimeError, match="crash after spending"):
         review_pull(client, job(1.0, model, number), warn=lambda message: None)
     assert provider.calls > 0 and provider.spent > 0
@@ -245,7 +243,7 @@ def test_a_run_that_cannot_be_priced_keeps_the_total_of_the_runs_before_it(
     earlier_review(gh, number, 0.1)
     provider = Provider()
     model.handler = provider.answer
-    client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+    client = github_client(gh, TOKEN)
     priced = job(1.0, model, number)
     unpriced = dataclasses.replace(
         priced, overrides=dataclasses.replace(priced.overrides, model="openai/no-price-known")

@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import io
-import json
 import re
 from pathlib import Path
 
 from reviewer.progress import ActionsProgress, Progress, TerminalProgress, for_environment
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import model_answer, review_args
 from tests.fakes.model_server import FakeModelServer, text
-
-ANSWER = json.dumps({"findings": [], "exclusions": [], "signals": []})
 
 
 def _review(repo: Repo, tmp_path: Path, *args: str, env: dict[str, str] | None = None):
     with FakeModelServer() as model:
-        model.queue(*[text(ANSWER)] * 4)
-        model_args = ("--model", "openai/fake-model", "--api-base", model.api_base)
+        model.queue(*[text(model_answer())] * 4)
         return run_cli(
-            ["review", str(repo.path), "--base", "main", *model_args, *args],
+            review_args(repo.path, model.api_base, *args),
             cwd=tmp_path,
             env=cli_env(tmp_path, env),
         )

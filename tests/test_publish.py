@@ -405,7 +405,7 @@ class RacingClient(GitHubClient):
 
     def __init__(self, gh: FakeGitHub) -> None:
         super().__init__("ours", gh.url, seconds_between_writes=0.0)
-        self.other_run = GitHubClient("ours", gh.url, seconds_between_writes=0.0)
+        self.other_run = github_client(gh)
 
     def create_issue_comment(self, repo: str, number: int, body: str) -> CommentInfo:
         self.other_run.create_issue_comment(repo, number, sticky_body("other run"))

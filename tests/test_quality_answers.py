@@ -6,29 +6,15 @@ import json
 from pathlib import Path
 
 from tests.conftest import Repo, cli_env, run_cli
-from tests.factories import model_finding
+from tests.factories import model_finding, review_args
 from tests.fakes.model_behaviours import echo_example
 from tests.fakes.model_server import FakeModelServer, text
-
-MODEL = "openai/fake-model"
 
 
 def _review(repo: Repo, server: FakeModelServer, tmp_path: Path, *args: str):
     report = tmp_path / "report.json"
     proc = run_cli(
-        [
-            "review",
-            str(repo.path),
-            "--base",
-            "main",
-            "--json",
-            str(report),
-            "--model",
-            MODEL,
-            "--api-base",
-            server.api_base,
-            *args,
-        ],
+        review_args(repo.path, server.api_base, "--json", str(report), *args),
         cwd=tmp_path,
         env=cli_env(tmp_path),
     )

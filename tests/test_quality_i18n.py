@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import review_args
 from tests.fakes.model_server import FakeModelServer, text
 
 # Words that are names, not prose: the product, Git/GitHub terms kept in Chinese technical writing.
@@ -72,20 +73,7 @@ def test_zh_cn_summary_and_comment_have_no_english_template_strings(
     comment = tmp_path / "comment.md"
     with FakeModelServer(handler=handler) as server:
         proc = run_cli(
-            [
-                "review",
-                str(feature_repo.path),
-                "--base",
-                "main",
-                "--language",
-                "zh-CN",
-                "--model",
-                "openai/fake-model",
-                "--api-base",
-                server.api_base,
-                "--comment",
-                str(comment),
-            ],
+            review_args(feature_repo.path, server.api_base, "--language", "zh-CN", "--comment", str(comment)),
             cwd=tmp_path,
             env=cli_env(tmp_path),
         )

@@ -21,6 +21,7 @@ from reviewer.review import planned_cost
 from reviewer.source.github import GitHubClient, GitHubSource
 from reviewer.source.local import LocalSource
 from tests import test_action_e2e as e2e
+from tests.factories import fake_github
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer
 from tests.gfm import parse, pings
@@ -32,9 +33,7 @@ B_PATCH = "@@ -1,2 +1,3 @@\n x = 1\n+y = 1 / 0\n z = 2"
 
 
 def _review_with_model(tmp_path: Path, files: dict[str, str], handler: Any) -> e2e.Run:
-    with FakeGitHub() as gh, FakeModelServer(handler=handler) as model:
-        gh.add_token(e2e.TOKEN)
-        gh.add_repo(e2e.REPO)
+    with fake_github({e2e.TOKEN: {}}, repo=e2e.REPO) as gh, FakeModelServer(handler=handler) as model:
         gh.add_pull(
             e2e.REPO,
             7,
@@ -49,42 +48,32 @@ def _review_with_model(tmp_path: Path, files: dict[str, str], handler: Any) -> e
         )
 
 
+def _division_on_b_calc(body: dict[str, Any]) -> Any:
+    """The model: a division by zero on `b/calc.py` line 2 in every review; verification keeps it."""
+    if '"verdicts"' in body["messages"][-1]["content"]:
+        return e2e.text('{"verdicts": []}')
+    hit = e2e.finding(path="b/calc.py", line=2, priority="P2", title="Division by zero", quote="y = 1 / 0")
+    return e2e.text(e2e.answer(hit))
+
+
 def test_a_finding_on_a_pr_file_under_a_folder_named_b_stays_on_that_file(tmp_path: Path) -> None:
     """`b/` is git's new-side prefix, so it was taken off every path the model wrote: a finding on
     the PR's own `b/calc.py` became one on `calc.py`, another file of the PR."""
 
-    def answer(body: dict[str, Any]) -> Any:
-        if '"verdicts"' in body["messages"][-1]["content"]:
-            return e2e.text('{"verdicts": []}')
-        hit = e2e.finding(
-            path="b/calc.py", line=2, priority="P2", title="Division by zero", quote="y = 1 / 0"
-        )
-        return e2e.text(e2e.answer(hit))
-
-    run = _review_with_model(tmp_path, {"b/calc.py": B_PATCH, "calc.py": B_PATCH}, answer)
+    run = _review_with_model(tmp_path, {"b/calc.py": B_PATCH, "calc.py": B_PATCH}, _division_on_b_calc)
     paths = [f["path"] for f in run.report()["findings"] if f["source"] == "llm"]
     assert paths == ["b/calc.py"], paths
 
 
 def test_a_b_prefix_is_still_taken_off_a_path_that_is_not_a_pr_file(tmp_path: Path) -> None:
-    def answer(body: dict[str, Any]) -> Any:
-        if '"verdicts"' in body["messages"][-1]["content"]:
-            return e2e.text('{"verdicts": []}')
-        hit = e2e.finding(
-            path="b/calc.py", line=2, priority="P2", title="Division by zero", quote="y = 1 / 0"
-        )
-        return e2e.text(e2e.answer(hit))
-
-    run = _review_with_model(tmp_path, {"calc.py": B_PATCH}, answer)
+    run = _review_with_model(tmp_path, {"calc.py": B_PATCH}, _division_on_b_calc)
     assert [f["path"] for f in run.report()["findings"] if f["source"] == "llm"] == ["calc.py"]
 
 
 def test_the_action_with_a_weak_state_key_stops_before_reading_the_pr(tmp_path: Path) -> None:
     """A key short enough to guess from the public MACs would let the PR author sign a state saying
     the PR was reviewed (no review) or cost nothing (no cap): the step stops with exit 2 instead."""
-    with FakeGitHub() as gh:
-        gh.add_token(e2e.TOKEN)
-        gh.add_repo(e2e.REPO)
+    with fake_github({e2e.TOKEN: {}}, repo=e2e.REPO) as gh:
         e2e.add_pull(gh)
         runner = e2e.Runner(tmp_path, gh.url, extra_env={"IMREVIEW_STATE_KEY": "hunter2hunter2"})
         run = runner.run("pull_request", e2e.event_payload("pull_request.opened"))

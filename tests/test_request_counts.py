@@ -15,7 +15,7 @@ import pytest
 
 from reviewer.source.github import REVIEW_FILES_LIMIT
 from tests.conftest import cli_env, run_cli
-from tests.factories import model_finding
+from tests.factories import model_answer, model_finding
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, text
 
@@ -27,7 +27,6 @@ HEAD2 = "c2" * 20
 PATCH = "@@ -1,3 +1,4 @@\n def div(a, b):\n-    return 0\n+    total = a / b\n+    return total\n # end"
 BREAKPOINT = "@@ -1,2 +1,2 @@\n def div(a, b):\n-    return 0\n+    breakpoint()"
 MODEL = "openai/fake-model"
-EMPTY = '{"findings": [], "exclusions": [], "signals": []}'
 
 FIRST_RUN = {
     "GET /pulls/7": 2,  # the PR, and the gate's re-read of its head just before publishing
@@ -50,7 +49,7 @@ def gh() -> Iterator[FakeGitHub]:
 @pytest.fixture
 def model() -> Iterator[FakeModelServer]:
     with FakeModelServer() as server:
-        server.handler = lambda body: text(EMPTY)
+        server.handler = lambda body: text(model_answer())
         yield server
 
 

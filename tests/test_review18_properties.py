@@ -9,12 +9,8 @@ from hypothesis import strategies as st
 from reviewer import context as ctx
 from reviewer.budget import held_tokens
 from reviewer.diff import parse_patch
-from reviewer.plan import WHOLE_HUNK, Allowance, make_plan
-
-
-def quarter(text: str) -> int:
-    return max(1, len(text) // 4)
-
+from reviewer.plan import Allowance, make_plan
+from tests.factories import assert_every_line_placed, quarter, quarter_plan
 
 line_text = st.text(alphabet="abcdefgh =()+_.,xyz0123456789", min_size=0, max_size=80)
 
@@ -74,14 +70,12 @@ def test_every_part_is_in_its_units_text_and_the_plan_fits(
 ) -> None:
     patch, heads = drawn
     files = parse_patch(patch)
-    plan = make_plan(
+    plan = quarter_plan(
         files,
+        overhead=overhead,
         unit_tokens=allowance.window or 1_000_000,
-        count_tokens=quarter,
         allowance=allowance,
         read_file=heads.get,
-        overhead=lambda nonce: overhead,
-        measure=lambda nonce, text, context: overhead + quarter(text) + quarter(context),
         context=finder if share else None,
         context_share=share,
     )
@@ -99,18 +93,7 @@ def test_every_part_is_in_its_units_text_and_the_plan_fits(
         for p in u.parts:
             header, _, body = p.text.partition("\n")
             assert header.startswith("## File: ") and header in text and body in text
-    for f in files:
-        for hunk in f.hunks:
-            seen: set[int] = set()
-            for u in plan.units:
-                for p in u.parts:
-                    if (p.path, p.hunk_index) == (f.path, hunk.index):
-                        seen.update(range(*(p.lines or (0, len(hunk.lines)))))
-            for x in plan.unplaced:
-                if (x.path, x.hunk_index) == (f.path, hunk.index):
-                    start, stop = x.lines if x.lines != WHOLE_HUNK else (0, len(hunk.lines))
-                    seen.update(range(start, min(stop, len(hunk.lines))))
-            assert seen == set(range(len(hunk.lines)))
+    assert_every_line_placed(plan, files)
 
 
 def unsent(plan, files) -> int:  # type: ignore[no-untyped-def]
@@ -139,15 +122,9 @@ def test_context_never_displaces_diff(
 ) -> None:
     patch, heads = drawn
     files = parse_patch(patch)
-    common = dict(
-        unit_tokens=allowance.window or 1_000_000,
-        count_tokens=quarter,
-        allowance=allowance,
-        overhead=lambda nonce: overhead,
-        measure=lambda nonce, text, context: overhead + quarter(text) + quarter(context),
-    )
-    plan = make_plan(files, read_file=heads.get, context=finder, context_share=share, **common)
-    bare = make_plan(files, **common)
+    common = dict(overhead=overhead, unit_tokens=allowance.window or 1_000_000, allowance=allowance)
+    plan = quarter_plan(files, read_file=heads.get, context=finder, context_share=share, **common)
+    bare = quarter_plan(files, **common)
     assert unsent(plan, files) <= unsent(bare, files)
     if plan.context_displaced_lines:
         assert unsent(plan, files) == unsent(bare, files)
@@ -193,16 +170,14 @@ def test_an_increment_keeps_to_its_hunks_and_the_diff_before_the_context(
     only = set(data.draw(st.lists(st.sampled_from(keys), min_size=1)))
     first = set(data.draw(st.lists(st.sampled_from(sorted(only)))))
     common = dict(
+        overhead=overhead,
         unit_tokens=allowance.window or 1_000_000,
-        count_tokens=quarter,
         allowance=allowance,
-        overhead=lambda nonce: overhead,
-        measure=lambda nonce, text, context: overhead + quarter(text) + quarter(context),
         only=only,
         first=first,
     )
-    plan = make_plan(files, read_file=heads.get, context=finder, context_share=0.4, **common)
-    bare = make_plan(files, **common)
+    plan = quarter_plan(files, read_file=heads.get, context=finder, context_share=0.4, **common)
+    bare = quarter_plan(files, **common)
     assert {(p.path, p.hunk_index) for u in plan.units for p in u.parts} <= only
     if allowance.input_tokens is not None:
         assert (

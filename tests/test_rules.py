@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from reviewer.diff import DiffFile, parse_patch
+from reviewer.diff import DiffFile
 from reviewer.policy import skip_reason
 from reviewer.render import packaged_templates_dir
 from reviewer.report import finding_id
 from reviewer.rules import english, redact, run_rules
+from tests.factories import added_file, files_of
 
 AWS = "AK" + "IA" + "Q3EGRV7M2XN4BTPL"
 GITHUB = "gh" + "p_" + "aZ3kR9mQ2vL7pXw4Nf8Tj1Hc6Ys0Bd5Ue2Gi"
@@ -36,18 +37,6 @@ TOKENS = {
     "OpenAI API key": OPENAI,
     "Anthropic API key": ANTHROPIC,
 }
-
-
-def added_file(path: str, lines: list[str]) -> str:
-    body = "".join(f"+{line}\n" for line in lines)
-    return (
-        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-        f"@@ -0,0 +1,{len(lines)} @@\n{body}"
-    )
-
-
-def files_of(*patches: str) -> tuple[DiffFile, ...]:
-    return parse_patch("".join(patches))
 
 
 def rules_on(path: str, lines: list[str], messages: Mapping[str, str] | None = None):

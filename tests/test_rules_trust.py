@@ -10,24 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from reviewer.diff import DiffFile, parse_patch
+from reviewer.diff import parse_patch
 from reviewer.policy import holds_sample_data
 from reviewer.rules import run_rules
+from tests.factories import added_file, files_of
 
 GITHUB = "gh" + "p_" + "aZ3kR9mQ2vL7pXw4Nf8Tj1Hc6Ys0Bd5Ue2Gi"
 AWS = "AK" + "IA" + "Q3EGRV7M2XN4BTPL"
-
-
-def added_file(path: str, lines: list[str]) -> str:
-    body = "".join(f"+{line}\n" for line in lines)
-    return (
-        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-        f"@@ -0,0 +1,{len(lines)} @@\n{body}"
-    )
-
-
-def files_of(*patches: str) -> tuple[DiffFile, ...]:
-    return parse_patch("".join(patches))
 
 
 @pytest.mark.parametrize(

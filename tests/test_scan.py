@@ -21,6 +21,7 @@ from reviewer.scan import MATRIX_MAX
 from reviewer.source.github import GitHubClient, GitHubSource
 from reviewer.state import sign_sticky, state_key
 from tests.conftest import cli_env, run_cli
+from tests.factories import model_answer
 from tests.fakes.github_server import FakeGitHub, diff_entry
 from tests.fakes.model_server import FakeModelServer, Reply, text
 from tests.test_action_e2e import MODEL, REPO, TOKEN, Runner, marker_state, with_model
@@ -40,7 +41,7 @@ def patch_for(n: int) -> str:
 
 def quiet_model(body: dict[str, Any]) -> Reply:
     """No findings, fixed usage: each PR costs exactly one call of 10 + 5 tokens."""
-    return text('{"findings": [], "exclusions": [], "signals": []}', prompt_tokens=10, completion_tokens=5)
+    return text(model_answer(), prompt_tokens=10, completion_tokens=5)
 
 
 def add_open_prs(gh: FakeGitHub, count: int, *, start: int = 1) -> None:
@@ -53,6 +54,31 @@ def add_open_prs(gh: FakeGitHub, count: int, *, start: int = 1) -> None:
             title=f"change {n}",
             files=[diff_entry(f"m{n}.py", patch_for(n))],
         )
+
+
+def add_mixed_pull(gh: FakeGitHub, n: int, labels: list[str]) -> None:
+    """PR `n` at sha(n) with `labels`, in the state n % 10 picks: 1 a draft, 2 opened by a bot,
+    any other an open PR by octocat."""
+    kind = n % 10
+    gh.add_pull(
+        REPO,
+        n,
+        head_sha=sha(n),
+        base_sha=BASE,
+        draft=kind == 1,
+        author="renovate[bot]" if kind == 2 else "octocat",
+        author_type="Bot" if kind == 2 else "User",
+        labels=labels,
+        files=[diff_entry(f"m{n}.py", patch_for(n))],
+    )
+
+
+def add_reviewed_sticky(
+    gh: FakeGitHub, n: int, state: dict[str, Any], *, head: str, key: bytes | None
+) -> None:
+    """Our signed sticky comment on PR `n`: `state` (a real run's) saying `head` was reviewed."""
+    body = "## imreview\n\n<!-- imreview:state v1 " + json.dumps({**state, "head": head}) + " -->"
+    gh.add_comment(REPO, n, sign_sticky(body, repo=REPO, number=n, key=key))
 
 
 def reviewed_numbers(gh: FakeGitHub) -> set[int]:
@@ -146,17 +172,7 @@ def test_two_scans_of_300_prs_in_mixed_states_leave_unchanged_prs_alone(
     expected: set[int] = set()
     for n in range(2, 301):
         kind = n % 10
-        gh.add_pull(
-            REPO,
-            n,
-            head_sha=sha(n),
-            base_sha=BASE,
-            draft=kind == 1,
-            author="renovate[bot]" if kind == 2 else "octocat",
-            author_type="Bot" if kind == 2 else "User",
-            labels=[] if kind == 3 else ["review-me"],
-            files=[diff_entry(f"m{n}.py", patch_for(n))],
-        )
+        add_mixed_pull(gh, n, labels=[] if kind == 3 else ["review-me"])
         if kind in (1, 2, 3):
             continue
         if kind == 5 and n <= 60:
@@ -165,9 +181,7 @@ def test_two_scans_of_300_prs_in_mixed_states_leave_unchanged_prs_alone(
         changed = kind == 4 and n <= 100
         if changed:
             expected.add(n)
-        reviewed = {**state, "head": sha(n, "f") if changed else sha(n)}
-        body = "## imreview\n\n<!-- imreview:state v1 " + json.dumps(reviewed) + " -->"
-        gh.add_comment(REPO, n, sign_sticky(body, repo=REPO, number=n, key=key))
+        add_reviewed_sticky(gh, n, state, head=sha(n, "f") if changed else sha(n), key=key)
     calls = len(model.requests)
     mark = len(gh.requests)
     first = runner.run("schedule", SCHEDULE, **label, **with_model(model))
@@ -352,23 +366,11 @@ def test_a_scan_of_500_open_prs_stays_within_20_requests_before_reviewing(
 
     for n in range(2, 501):
         kind = n % 10
-        gh.add_pull(
-            REPO,
-            n,
-            head_sha=sha(n),
-            base_sha=BASE,
-            draft=kind == 1,
-            author="renovate[bot]" if kind == 2 else "octocat",
-            author_type="Bot" if kind == 2 else "User",
-            labels=["wip"] if kind == 3 else [],
-            files=[diff_entry(f"m{n}.py", patch_for(n))],
-        )
+        add_mixed_pull(gh, n, labels=["wip"] if kind == 3 else [])
         if n <= 300 and kind in (4, 5):
             gh.add_comment(REPO, n, "looks good to me", login="alice", kind="User")
         if n > 300 or kind == 6:
-            reviewed = {**state, "head": sha(n, "f") if n == 26 else sha(n)}
-            body = "## imreview\n\n<!-- imreview:state v1 " + json.dumps(reviewed) + " -->"
-            gh.add_comment(REPO, n, sign_sticky(body, repo=REPO, number=n, key=state_key(env)))
+            add_reviewed_sticky(gh, n, state, head=sha(n, "f") if n == 26 else sha(n), key=state_key(env))
     mark = len(gh.requests)
     planned = run_cli(
         ["scan", REPO, "--limit", "50", "--json", "scan.json", *model_args], cwd=tmp_path, env=env
@@ -420,7 +422,7 @@ def test_twenty_pushes_never_take_a_pr_past_max_pr_cost_usd(
     gh.add_pull(REPO, 7, head_sha=sha(0), base_sha=BASE, files=[diff_entry("m.py", patch_for(0))])
     gh.add_content(REPO, BASE, ".github/imreview.yml", PRICES)
     model.handler = lambda body: text(  # a real server never answers past max_tokens
-        '{"findings": [], "exclusions": [], "signals": []}',
+        model_answer(),
         prompt_tokens=1000,
         completion_tokens=min(4000, body["max_tokens"]),
     )

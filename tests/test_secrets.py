@@ -12,6 +12,7 @@ from reviewer.diff import DiffFile, parse_patch
 from reviewer.policy import skip_reason
 from reviewer.rules import redact, run_rules
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import model_answer, review_args
 from tests.fakes.model_server import FakeModelServer, text
 
 GH_TOKEN = "ghp_" + "Q9w8E7r6T5y4U3i2O1p0A9s8D7f6G5h4J3k2"
@@ -101,23 +102,10 @@ def test_tokens_in_commit_messages_and_file_names_reach_neither_the_model_nor_th
     repo.commit({"app.py": "x = 1\n"}, "base")
     repo.branch("feature")
     repo.commit({"app.py": "x = 1\ny = 2\n", f"notes/{GH_TOKEN}.md": "hello\n"}, f"use {GH_TOKEN} for now")
-    model.handler = lambda body: text(json.dumps({"findings": [], "exclusions": [], "signals": []}))
+    model.handler = lambda body: text(model_answer())
     out = tmp_path / "out"
     proc = run_cli(
-        [
-            "review",
-            str(repo.path),
-            "--base",
-            "main",
-            "--model",
-            "openai/fake-model",
-            "--api-base",
-            model.api_base,
-            "--json",
-            str(out / "r.json"),
-            "--summary",
-            str(out / "s.md"),
-        ],
+        review_args(repo.path, model.api_base, "--json", str(out / "r.json"), "--summary", str(out / "s.md")),
         cwd=tmp_path,
         env=cli_env(tmp_path),
     )

@@ -9,29 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import Repo, cli_env, run_cli
-from tests.factories import model_finding
+from tests.factories import model_answer, model_finding, review_args
 from tests.fakes.model_server import FakeModelServer, text
 
 GH_TOKEN = "ghp_" + "Zx8Cv7Bn6Mm5Ll4Kk3Jj2Hh1Gg0Ff9Dd8Ss7A"
 HOOK = "hk-9f8e7d6c5b4a3928"  # a value no secret pattern knows: only the file's name says it is one
-EMPTY: dict[str, list[Any]] = {"findings": [], "exclusions": [], "signals": []}
 
 
 def _review(repo: Repo, model: FakeModelServer, tmp_path: Path) -> dict[str, Any]:
     out = tmp_path / "out" / "r.json"
     proc = run_cli(
-        [
-            "review",
-            str(repo.path),
-            "--base",
-            "main",
-            "--model",
-            "openai/fake-model",
-            "--api-base",
-            model.api_base,
-            "--json",
-            str(out),
-        ],
+        review_args(repo.path, model.api_base, "--json", str(out)),
         cwd=tmp_path,
         env=cli_env(tmp_path),
     )
@@ -49,7 +37,7 @@ def test_a_secret_file_renamed_to_an_innocent_name_is_never_sent(
     repo.branch("feature")
     repo.git("mv", ".env", "env.txt")
     repo.commit({"env.txt": env.replace("SETTING_7=value-7", "SETTING_7=value-8"), "app.py": "x = 2\n"})
-    model.handler = lambda body: text(json.dumps(EMPTY))
+    model.handler = lambda body: text(model_answer())
 
     report = _review(repo, model, tmp_path)
 
@@ -79,7 +67,7 @@ def test_a_token_inside_a_function_is_cut_from_its_attached_definition(
     repo: Repo, model: FakeModelServer, tmp_path: Path
 ) -> None:
     _function_with_a_token(repo)
-    model.handler = lambda body: text(json.dumps(EMPTY))
+    model.handler = lambda body: text(model_answer())
 
     _review(repo, model, tmp_path)
 
@@ -105,7 +93,7 @@ def test_the_code_around_a_finding_shown_to_the_verification_call_is_redacted(
 
     def handler(body: dict[str, Any]) -> Any:
         if len(model.requests) == 1:
-            return text(json.dumps({**EMPTY, "findings": [claim]}))
+            return text(model_answer(claim))
         return text(json.dumps({"verdicts": []}))
 
     model.handler = handler

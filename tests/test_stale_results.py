@@ -14,19 +14,16 @@ import pytest
 from reviewer.config import Overrides
 from reviewer.incremental import COMPARE_FILES_CAP, compare_reason
 from tests.conftest import Repo, cli_env, run_cli
+from tests.factories import fake_github, github_client, model_answer, review_args
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.model_server import FakeModelServer, Reply, text
 from tests.test_incremental import APP_BASE, EVAL, FINDINGS, REPO, TOKEN, UTIL_BASE, Pr, report_of, review
-
-EMPTY: dict[str, list[Any]] = {"findings": [], "exclusions": [], "signals": []}
 
 
 @pytest.fixture
 def gh(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
     monkeypatch.setenv("IMREVIEW_STATE_KEY", "stale-results-key-0123456789abcdefghij")
-    with FakeGitHub() as server:
-        server.add_token(TOKEN, login="alice")
-        server.add_repo(REPO)
+    with fake_github({TOKEN: {"login": "alice"}}, repo=REPO) as server:
         yield server
 
 
@@ -36,12 +33,12 @@ def reviewer_satisfied_by_a_guard(body: dict[str, Any]) -> Reply:
     if '"verdicts"' in prompt:
         return text('{"verdicts": []}')
     if "ALLOWED" in prompt:
-        return text(json.dumps(EMPTY))
+        return text(model_answer())
     for row in prompt.splitlines():
         if row.rstrip().endswith("return eval(cmd)") and row.split()[0].isdigit():
             found = {**FINDINGS["return eval(cmd)"], "line": int(row.split()[0])}
-            return text(json.dumps({**EMPTY, "findings": [found]}))
-    return text(json.dumps(EMPTY))
+            return text(model_answer(found))
+    return text(model_answer())
 
 
 def test_a_carried_finding_is_dropped_when_its_hunk_is_re_reviewed_without_it(
@@ -86,7 +83,7 @@ def test_a_compare_listing_of_300_files_is_not_trusted_as_complete(files: int, r
 
 def test_a_push_of_exactly_300_files_is_a_full_review(tmp_path: Path, gh: FakeGitHub) -> None:
     pr = Pr(tmp_path, gh)
-    with FakeModelServer(handler=lambda body: text(json.dumps(EMPTY))) as model:
+    with FakeModelServer(handler=lambda body: text(model_answer())) as model:
         pr.open(pr.git.commit({"util.py": UTIL_BASE + "# one\n"}, "feature"))
         review(gh, model, max_calls=1)  # the same limits both times: a change of config is a full review
         touched = {f"gen/f{n:03d}.py": f"x = {n}\n" for n in range(COMPARE_FILES_CAP - 1)}
@@ -104,12 +101,9 @@ def test_a_file_with_a_line_too_long_for_the_window_is_never_clean(repo: Repo, t
     lines.insert(30, "TABLE = " + repr(" ".join(f"word{n}" for n in range(1500))))  # ~4,000 tokens
     repo.commit({"app.py": "x = 1\n" + "\n".join(lines) + "\n"}, "feature")
     out = tmp_path / "r.json"
-    with FakeModelServer(handler=lambda body: text(json.dumps(EMPTY))) as model:
+    with FakeModelServer(handler=lambda body: text(model_answer())) as model:
         proc = run_cli(
-            [
-                *("review", str(repo.path), "--base", "main", "--model", "openai/fake-model"),
-                *("--api-base", model.api_base, "--json", str(out), "--exclude", ".github/**"),
-            ],
+            review_args(repo.path, model.api_base, "--json", str(out), "--exclude", ".github/**"),
             cwd=tmp_path,
             env=cli_env(tmp_path),
         )
@@ -149,7 +143,6 @@ def test_an_incomplete_review_at_the_same_head_is_reviewed_again(tmp_path: Path,
     """The model was down for the first run (incomplete): a rerun at the same head, with skips of
     reviewed heads on, reviews it instead of calling it done."""
     from reviewer.pull import PullJob, SkipRules, review_pull
-    from reviewer.source.github import GitHubClient
     from tests.fakes.model_server import status
 
     pr = Pr(tmp_path, gh)
@@ -163,10 +156,10 @@ def test_an_incomplete_review_at_the_same_head_is_reviewed_again(tmp_path: Path,
             skip=SkipRules(reviewed=True),
             post_comment=True,
         )
-        client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+        client = github_client(gh, TOKEN)
         first = review_pull(client, job, warn=lambda message: None)
         assert first.verdict == "incomplete"
-        answers[0] = text(json.dumps(EMPTY))
+        answers[0] = text(model_answer())
         called = len(model.requests)
         again = review_pull(client, job, warn=lambda message: None)
         assert len(model.requests) > called, "the rerun called the model"
@@ -179,7 +172,6 @@ def test_a_carried_finding_is_never_posted_inline_even_when_inline_comments_were
     """Inline comments turned on between two runs: the push's review posts inline only what it
     found now; the finding carried from the earlier run stays in the comment, not in a new review."""
     from reviewer.pull import PullJob, SkipRules, review_pull
-    from reviewer.source.github import GitHubClient
     from tests.test_incremental import consistent_reviewer
 
     pr = Pr(tmp_path, gh)
@@ -194,7 +186,7 @@ def test_a_carried_finding_is_never_posted_inline_even_when_inline_comments_were
                 post_comment=True,
                 inline_comments=inline,
             )
-            client = GitHubClient(TOKEN, gh.url, seconds_between_writes=0)
+            client = github_client(gh, TOKEN)
             return report_of(review_pull(client, job, warn=lambda message: None))
 
         pr.open(pr.git.commit({"app.py": EVAL + APP_BASE}, "feature"))

@@ -9,7 +9,7 @@ from reviewer.findings import anchor, dedupe, parse_answer
 from reviewer.render import Renderer
 from reviewer.report import Finding
 from reviewer.verify import deterministic, parse_verdicts
-from tests.factories import model_finding
+from tests.factories import FLAG_FINDING, model_answer
 
 PATCH = """diff --git a/src/app.py b/src/app.py
 --- a/src/app.py
@@ -39,22 +39,9 @@ BASE = HEAD.replace(
 
 def _finding(**overrides: object) -> Finding:
     """The flag finding as the model writes it, parsed and anchored to PATCH by our own code."""
-    item = model_finding(
-        **{
-            "path": "src/app.py",
-            "line": 11,
-            "priority": "P1",
-            "title": "Debug flag grants admin",
-            "trigger": "request.debug is true",
-            "observation": "any user with ?debug=1 gets all rights",
-            "suggestion": "drop `or request.debug`",
-            "quote": "if user.is_admin or request.debug:",
-            "confidence": 0.9,
-            **overrides,
-        }
-    )
+    item = {**FLAG_FINDING, **overrides}
     files = parse_patch(PATCH)
-    parsed = parse_answer(json.dumps({"findings": [item], "exclusions": [], "signals": []})).findings[0]
+    parsed = parse_answer(model_answer(item)).findings[0]
     return anchor(parsed, {f.path: f for f in files}, LineIndex.build(files))
 
 

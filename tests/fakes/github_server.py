@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
@@ -45,6 +45,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
 from reviewer.diff import LineIndex, parse_github_file
+from tests.fakes.loopback import LoopbackServer
 
 SPEC_PATH = Path(__file__).resolve().parent.parent / "data" / "github-openapi" / "subset.json"
 BODY_LIMIT = 65536
@@ -402,16 +403,15 @@ class FakeGitHub:
         self._user_ids: dict[str, int] = {ACTIONS_BOT: ACTIONS_BOT_ID}
         self._next_id = 1000
         self._ticks = 0
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: LoopbackServer | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
     @property
     def port(self) -> int:
-        if self._httpd is None:
+        if self._server is None:
             raise RuntimeError("the fake GitHub server is not running")
-        return self._httpd.server_address[1]
+        return self._server.port
 
     @property
     def url(self) -> str:
@@ -419,23 +419,13 @@ class FakeGitHub:
         return f"http://127.0.0.1:{self.port}{self.prefix}"
 
     def start(self) -> FakeGitHub:
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        self._httpd.daemon_threads = True
-        self._httpd.block_on_close = False
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-github", daemon=True
-        )
-        self._thread.start()
+        self._server = LoopbackServer(_make_handler(self), name="fake-github")
         return self
 
     def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._httpd = None
-        self._thread = None
+        if self._server is not None:
+            self._server.stop()
+        self._server = None
 
     def __enter__(self) -> FakeGitHub:
         return self.start()

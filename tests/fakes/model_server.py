@@ -38,8 +38,10 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.loopback import LoopbackServer
 
 CHAT_PATH = "/v1/chat/completions"
 ANTHROPIC_COUNT_PATH = "/v1/messages/count_tokens"
@@ -267,14 +269,13 @@ class FakeModelServer:
         self._script: deque[Reply] = deque(script)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: LoopbackServer | None = None
 
     @property
     def port(self) -> int:
-        if self._httpd is None:
+        if self._server is None:
             raise RuntimeError("the fake model server is not running")
-        return self._httpd.server_address[1]
+        return self._server.port
 
     @property
     def api_base(self) -> str:
@@ -294,24 +295,14 @@ class FakeModelServer:
 
     def start(self) -> FakeModelServer:
         self._stopping.clear()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_request_handler(self))
-        self._httpd.daemon_threads = True
-        self._httpd.block_on_close = False
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-model", daemon=True
-        )
-        self._thread.start()
+        self._server = LoopbackServer(_make_request_handler(self), name="fake-model")
         return self
 
     def stop(self) -> None:
         self._stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._httpd = None
-        self._thread = None
+        if self._server is not None:
+            self._server.stop()
+        self._server = None
 
     def __enter__(self) -> FakeModelServer:
         return self.start()
