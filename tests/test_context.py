@@ -125,9 +125,16 @@ def _many_hunks(n: int) -> bytes:
     return b"".join(out)
 
 
-def _many_hunks_plan(share: float, *, with_context: bool, input_tokens: int | None):  # type: ignore[no-untyped-def]
-    files = parse_patch(_many_hunks(60))
-    snippets = _big_snippets(30, lines=6)
+def _many_hunks_plan(  # type: ignore[no-untyped-def]
+    share: float,
+    *,
+    with_context: bool,
+    input_tokens: int | None,
+    hunks: int = 60,
+    snippets: list[ctx.Snippet] | None = None,
+):
+    files = parse_patch(_many_hunks(hunks))
+    snippets = _big_snippets(30, lines=6) if snippets is None else snippets
     return quarter_plan(
         files,
         overhead=40,
@@ -157,22 +164,9 @@ def test_context_is_bought_only_when_it_displaces_no_diff(share: float) -> None:
 def test_what_the_whole_diff_leaves_of_the_budget_buys_context() -> None:
     """Packed with its context first, the diff would not all fit; packed alone it fits with budget
     to spare: the plan sends the whole diff, then context within what is left, never more."""
-    files = parse_patch(_many_hunks(8))
-    snippets = _big_snippets(30, lines=6)
-
-    def planned(context: bool, input_tokens: int):  # type: ignore[no-untyped-def]
-        return quarter_plan(
-            files,
-            overhead=40,
-            unit_tokens=600,
-            allowance=Allowance(input_tokens=input_tokens),
-            context=(lambda f, h: snippets) if context else None,
-            context_share=0.5,
-        )
-
-    alone = planned(False, 10_000).input_tokens
+    alone = _many_hunks_plan(0.5, with_context=False, input_tokens=10_000, hunks=8).input_tokens
     budget = alone + 150  # the diff fits; the context it asks for (half of each call) does not
-    plan = planned(True, budget)
+    plan = _many_hunks_plan(0.5, with_context=True, input_tokens=budget, hunks=8)
     assert not plan.unplaced, "the whole diff goes"
     assert plan.context_displaced_lines > 0, "context first would have pushed diff out"
     assert 0 < plan.context_tokens <= budget - alone
@@ -184,20 +178,10 @@ def test_room_held_for_context_no_snippet_fills_goes_back_to_the_diff() -> None:
     shown, so the room the packer held for them must not stay empty while diff goes unsent (on a
     real requests commit it left 6.4k of 30.7k tokens unspent). The plan carries exactly the diff
     a plan without context carries."""
-    files = parse_patch(_many_hunks(60))
     own = [ctx.Snippet("src/big.py", 1 + 20 * i, ("x = 1",) * 6, "definition", f"fn_{i}") for i in range(30)]
-
-    def planned(context: bool):  # type: ignore[no-untyped-def]
-        return quarter_plan(
-            files,
-            overhead=40,
-            unit_tokens=600,
-            allowance=Allowance(input_tokens=1000),
-            context=(lambda f, h: own) if context else None,
-            context_share=0.3,
-        )
-
-    with_room, plain = planned(True), planned(False)
+    with_room, plain = (
+        _many_hunks_plan(0.3, with_context=c, input_tokens=1000, snippets=own) for c in (True, False)
+    )
     assert plain.unplaced, "the budget must be the limit for this test to mean anything"
     assert with_room.context_tokens == 0
     texts = [[p.text for u in plan.units for p in u.parts] for plan in (with_room, plain)]
