@@ -262,8 +262,8 @@ def _numbered(hunk: Hunk, extension: Sequence[tuple[int, str]]) -> list[str]:
 
 def _number(line: DiffLine) -> str:
     """A diff line's prefix: its number (old-file for a removed line, the mark says which) and its
-    mark. Neither padded to a column nor parenthesised: that cost 14 % and 6 % of a diff's tokens
-    (benchmarks/PROMPT_COST.md)."""
+    mark. Neither padded to a column nor parenthesised: that cost 12 % and 4 % of a diff's tokens
+    (benchmarks/DIFF_FORMAT.md)."""
     if line.kind == "-":
         return f"{line.old} - "
     return f"{line.new} {'+' if line.kind == '+' else ' '} "
