@@ -790,10 +790,13 @@ class _Triage:
 
 @dataclass(frozen=True)
 class _Counted:
-    """What counting got through before its share of the time ran out: each counted hunk's header
-    and whole part with its tokens, those hunks in pack order, and the hunks never counted."""
+    """Every hunk's risk, and what counting got through before its share of the time ran out: each
+    counted hunk's header (and its tokens) and whole part with its tokens, those hunks in pack
+    order, and the hunks never counted."""
 
+    risks: Mapping[tuple[str, int], float]
     headers: Mapping[str, str]
+    header_tokens: Mapping[str, int]
     wholes: Mapping[tuple[str, int], tuple[UnitPart, int]]
     ranked: tuple[_Ranked, ...]
     uncounted: tuple[_Ranked, ...]
@@ -804,22 +807,24 @@ def _plan(args: _PlanArgs, triage: _Triage) -> Plan:
     the context. Repository context (even room held for it that no snippet filled, its files' diff
     being unsent) and enclosing definitions are kept only when they displace no diff; when they
     would, the diff goes alone and what the budget has left after it buys repository context."""
-    packed, held_room = _packed(args, triage)
+    counted = _counted(args, triage)
+    packed, held_room = _packed(args, triage, counted)
     reviewable, only = triage.reviewable, args.only
     unsent = _unsent_lines(packed.units, reviewable, only)
     if not unsent or not (held_room or args.read_file is not None):
         return packed
-    diff_only, _ = _packed(dataclasses.replace(args, context=None, context_share=0.0, read_file=None), triage)
+    plain = dataclasses.replace(args, context=None, context_share=0.0, read_file=None)
+    diff_only, _ = _packed(plain, triage, counted)
     plain_unsent = _unsent_lines(diff_only.units, reviewable, only)
     if unsent <= plain_unsent:
         return packed
-    refilled = _refilled(args, triage, diff_only)
+    refilled = _refilled(args, triage, diff_only, counted)
     if refilled is not None and _unsent_lines(refilled.units, reviewable, only) <= plain_unsent:
         diff_only = refilled
     return dataclasses.replace(diff_only, context_displaced_lines=unsent - plain_unsent)
 
 
-def _refilled(args: _PlanArgs, triage: _Triage, diff_only: Plan) -> Plan | None:
+def _refilled(args: _PlanArgs, triage: _Triage, diff_only: Plan, counted: _Counted) -> Plan | None:
     """The plan with repository context capped at what `diff_only` leaves of the input budget
     (None: no context source, no input limit, or nothing left)."""
     a = args.allowance
@@ -829,11 +834,12 @@ def _refilled(args: _PlanArgs, triage: _Triage, diff_only: Plan) -> Plan | None:
     if left <= 0:
         return None
     share = min(args.share, left / a.input_tokens)
-    return _packed(dataclasses.replace(args, context_share=share, read_file=None), triage)[0]
+    return _packed(dataclasses.replace(args, context_share=share, read_file=None), triage, counted)[0]
 
 
-def _packed(args: _PlanArgs, triage: _Triage) -> tuple[Plan, bool]:
-    """Count, pack and finish, as `args` say; and whether any unit held room for context."""
+def _counted(args: _PlanArgs, triage: _Triage) -> _Counted:
+    """The hunks' risks and counts: once per plan, whatever context each packing adds (a hunk's
+    whole part and its tokens do not depend on it)."""
     risks = {(f.path, h.index): hunk_risk(f.path, h) for f in triage.reviewable for h in f.hunks}
     chosen = [
         (risks[(f.path, h.index)], f, h)
@@ -841,7 +847,11 @@ def _packed(args: _PlanArgs, triage: _Triage) -> tuple[Plan, bool]:
         for h in f.hunks
         if args.only is None or (f.path, h.index) in args.only
     ]
-    counted = _count(args, chosen)
+    return _count(args, chosen, risks)
+
+
+def _packed(args: _PlanArgs, triage: _Triage, counted: _Counted) -> tuple[Plan, bool]:
+    """Pack and finish the counted hunks, as `args` say; and whether any unit held room for context."""
     packing = _Packing(args, counted)
     unplaced = packing.run()
     barred = frozenset(x.path for x in unplaced)
@@ -849,7 +859,7 @@ def _packed(args: _PlanArgs, triage: _Triage) -> tuple[Plan, bool]:
     shown = _Context(wanted, args.count_tokens, args.redact, packing.packer.context_frame, barred)
     units = _finish(packing.packer, args.measure, unplaced, shown, keep_text=args.text_free is None)
     held_room = bool(args.share) and any(u.ctx_tokens for u in packing.packer.units)
-    return _assembled(triage, risks, units, unplaced), held_room
+    return _assembled(triage, counted.risks, units, unplaced), held_room
 
 
 def _triage(files: Sequence[DiffFile], include: Sequence[str], exclude: Sequence[str]) -> _Triage:
@@ -868,7 +878,7 @@ def _triage(files: Sequence[DiffFile], include: Sequence[str], exclude: Sequence
     return _Triage(files, tuple(skipped), tuple(no_patch), tuple(reviewable))
 
 
-def _count(args: _PlanArgs, chosen: Sequence[_Ranked]) -> _Counted:
+def _count(args: _PlanArgs, chosen: Sequence[_Ranked], risks: Mapping[tuple[str, int], float]) -> _Counted:
     """Count hunks until half of `deadline` has passed (after at least one), looking before each: in
     pack order's token-free prefix, so the least risky hunks are the ones left uncounted. Counting
     every hunk in time is what lets packing ask for repository context (`_Packing._hunk`)."""
@@ -883,7 +893,9 @@ def _count(args: _PlanArgs, chosen: Sequence[_Ranked]) -> _Counted:
             continue
         header = headers.get(f.path) or headers.setdefault(f.path, _file_header(f))
         wholes[(f.path, h.index)] = _whole(f, h, header, args.count_tokens, args.redact, args.text_free)
-    return _Counted(headers, wholes, _pack_ranked(chosen, wholes, args.first), tuple(uncounted))
+    header_tokens = {path: args.count_tokens(h) for path, h in headers.items()}
+    ranked = _pack_ranked(chosen, wholes, args.first)
+    return _Counted(risks, headers, header_tokens, wholes, ranked, tuple(uncounted))
 
 
 def _pack_ranked(
@@ -965,7 +977,7 @@ class _Packing:
         self.args = args
         self.counted = counted
         self.packer = _new_packer(args)
-        self.packer.header_tokens = {path: args.count_tokens(h) for path, h in counted.headers.items()}
+        self.packer.header_tokens = counted.header_tokens
         self.wanted = _Wanted(args)
         self._heads = _Heads(args.read_file)
         self._clock = _Clock(args.deadline, 1.0)
