@@ -103,9 +103,3 @@ def answer_reservation(count_tokens: Callable[[str], int], findings: int, langua
     `count_tokens`, plus SLACK_PERCENT."""
     counted = count_tokens(reference_answer(max(findings, 1), language))
     return counted + -(-counted * SLACK_PERCENT // 100)
-
-
-def tokens_per_finding(count_tokens: Callable[[str], int], language: str = "en") -> tuple[int, int]:
-    """(tokens of one more finding, tokens of the answer without findings), as counted."""
-    frame = count_tokens(reference_answer(0, language))
-    return count_tokens(reference_answer(1, language)) - frame, frame

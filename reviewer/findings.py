@@ -46,39 +46,6 @@ def _list_of(properties: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "array", "items": _object(properties)}
 
 
-ANSWER_SCHEMA: Mapping[str, Any] = _object(
-    {
-        "findings": _list_of(
-            {
-                "path": _TEXT,
-                "line": _NULLABLE_INT,
-                "end_line": _NULLABLE_INT,
-                "side": {"type": "string", "enum": ["RIGHT", "LEFT"]},
-                "priority": {"type": "string", "enum": list(PRIORITIES)},
-                "title": _TEXT,
-                "trigger": _TEXT,
-                "observation": _TEXT,
-                "suggestion": _TEXT,
-                "quote": _TEXT,
-                "confidence": {"type": "number"},
-            }
-        ),
-        "exclusions": _list_of(
-            {"claim": _TEXT, "reason": _TEXT, "path": {"type": ["string", "null"]}, "line": _NULLABLE_INT}
-        ),
-        "signals": _list_of(
-            {
-                "kind": {"type": "string", "enum": list(SIGNAL_KINDS)},
-                "target": _TEXT,
-                "into": _TEXT,
-                "reason": _TEXT,
-            }
-        ),
-        "unverified": _list_of({"what": _TEXT, "how": _TEXT}),
-    }
-)
-"""The findings schema (DESIGN section 4) as JSON Schema, for providers that enforce `response_format`."""
-
 VERDICTS_SCHEMA: Mapping[str, Any] = _object(
     {"verdicts": _list_of({"id": _TEXT, "holds": {"type": "boolean"}, "reason": _TEXT})}
 )
@@ -507,13 +474,15 @@ def _signal(
 @dataclass(frozen=True)
 class _List:
     """One list of the answer: the other top-level keys models give it, its fields (our name → the
-    names models use, ours first), its item builder (raises ValueError for a malformed item) and
-    the fields of a built item checked for echoes of the prompt's example (prose, code)."""
+    names models use, ours first), its item builder (raises ValueError for a malformed item), the
+    fields of a built item checked for echoes of the prompt's example (prose, code), and its schema."""
 
     aliases: tuple[str, ...]
     fields: Mapping[str, tuple[str, ...]]
     build: Callable[[dict[str, Any], str, Clean, list[str], Collection[str] | None], Any]
     echo_fields: Callable[[Any], tuple[tuple[str, ...], tuple[str, ...]]]
+    types: Mapping[str, Any]
+    """The JSON Schema of each field that is not a string."""
 
 
 LISTS: Mapping[str, _List] = {
@@ -532,6 +501,13 @@ LISTS: Mapping[str, _List] = {
         FINDING_FIELDS,
         _finding,
         lambda f: ((f.path, f.title, f.trigger, f.observation), (f.quote,)),
+        {
+            "line": _NULLABLE_INT,
+            "end_line": _NULLABLE_INT,
+            "side": {"type": "string", "enum": ["RIGHT", "LEFT"]},
+            "priority": {"type": "string", "enum": list(PRIORITIES)},
+            "confidence": {"type": "number"},
+        },
     ),
     "exclusions": _List(
         ("non_issues", "false_positives", "cleared", "dismissed"),
@@ -543,6 +519,7 @@ LISTS: Mapping[str, _List] = {
         },
         _exclusion,
         lambda e: ((e.claim, e.reason, e.path or ""), ()),
+        {"path": {"type": ["string", "null"]}, "line": _NULLABLE_INT},
     ),
     "signals": _List(
         ("simplifications", "refactors", "simplification_signals"),
@@ -554,11 +531,23 @@ LISTS: Mapping[str, _List] = {
         },
         _signal,
         lambda s: ((s.target, s.reason, s.into), ()),
+        {"kind": {"type": "string", "enum": list(SIGNAL_KINDS)}},
     ),
 }
 """Every list of the answer, read in this order: ONE table to extend when a model drifts (a
 synonym is one entry; a new list is one `_List`)."""
 
+
+ANSWER_SCHEMA: Mapping[str, Any] = _object(
+    {
+        **{
+            key: _list_of({name: spec.types.get(name, _TEXT) for name in spec.fields if name != "location"})
+            for key, spec in LISTS.items()
+        },
+        "unverified": _list_of({"what": _TEXT, "how": _TEXT}),
+    }
+)
+"""The findings schema (DESIGN section 4) as JSON Schema, for providers that enforce `response_format`."""
 
 _LIST_NAMES = {name: key for key, spec in LISTS.items() for name in (key, *spec.aliases)}
 """Every top-level name of a list, ours first, → our key."""
