@@ -644,42 +644,34 @@ def _read_lists(
     pr_paths: Collection[str] | None,
 ) -> tuple[dict[str, list[Any]], list[Dropped]]:
     """Every list of the answer (`LISTS`' order): the items kept, by list, and the items dropped."""
-    kept: dict[str, list[Any]] = {}
+    kept: dict[str, list[Any]] = {key: [] for key in LISTS}
     dropped: list[Dropped] = []
     for key, spec in LISTS.items():
         items = [] if data.get(key) is None else data[key]
         if not isinstance(items, list):
             raise ValueError(f"'{key}' must be a list")
-        kept[key] = []
         for i, raw in enumerate(items[:MAX_ITEMS]):
-            item = _read_item(spec, raw, f"{key}[{i}]", read, clean, notes, pr_paths)
-            (dropped if isinstance(item, Dropped) else kept[key]).append(item)
+            where = f"{key}[{i}]"
+            if id(raw) in read.cut_items:
+                dropped.append(Dropped(where, "truncated", f"{where}: the answer ended inside it"))
+                continue
+            try:
+                if not isinstance(raw, dict):
+                    raise ValueError(f"{where}: must be an object")
+                item = spec.build(_fields(raw, spec.fields, notes), where, clean, notes, pr_paths)
+            except ValueError as exc:
+                dropped.append(Dropped(where, "malformed", str(exc)))
+                continue
+            if _echoes_example(*spec.echo_fields(item)):
+                dropped.append(
+                    Dropped(where, "example", f"{where}: repeats the example of the answer format")
+                )
+            elif key == "findings" and pr_paths is not None and item.path not in pr_paths:
+                detail = f"{where}: path {item.path[:200]!r} is not a file of this PR"
+                dropped.append(Dropped(where, "not_in_pr", detail))
+            else:
+                kept[key].append(item)
     return kept, dropped
-
-
-def _read_item(
-    spec: _List,
-    raw: Any,
-    where: str,
-    read: answer_json.Read,
-    clean: Clean,
-    notes: list[str],
-    pr_paths: Collection[str] | None,
-) -> Any:
-    """One item, built, or the Dropped that says why it is not kept."""
-    if id(raw) in read.cut_items:
-        return Dropped(where, "truncated", f"{where}: the answer ended inside it")
-    try:
-        if not isinstance(raw, dict):
-            raise ValueError(f"{where}: must be an object")
-        item = spec.build(_fields(raw, spec.fields, notes), where, clean, notes, pr_paths)
-    except ValueError as exc:
-        return Dropped(where, "malformed", str(exc))
-    if _echoes_example(*spec.echo_fields(item)):
-        return Dropped(where, "example", f"{where}: repeats the example of the answer format")
-    if spec.build is _finding and pr_paths is not None and item.path not in pr_paths:
-        return Dropped(where, "not_in_pr", f"{where}: path {item.path[:200]!r} is not a file of this PR")
-    return item
 
 
 MAX_UNVERIFIED = 5
