@@ -398,14 +398,11 @@ def _priority(value: Any, notes: list[str]) -> Any:
     if value is None or (isinstance(value, str) and not value.strip()):
         notes.append("priority_missing")
         return DEFAULT_PRIORITY
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        return value
-    mapped = SEVERITY_WORDS.get(str(value).strip().lower())
-    if mapped is None:
-        return value
-    if str(value).strip() != mapped:
+    known = isinstance(value, (str, int)) and not isinstance(value, bool)
+    mapped = SEVERITY_WORDS.get(str(value).strip().lower()) if known else None
+    if mapped is not None and str(value).strip() != mapped:
         notes.append("priority_word")
-    return mapped
+    return value if mapped is None else mapped
 
 
 def _confidence(value: Any, notes: list[str]) -> Any:
