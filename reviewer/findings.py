@@ -297,11 +297,10 @@ def _int(item: Mapping[str, Any], key: str, where: str, notes: list[str]) -> int
 
 
 Clean = Callable[[str], str]
+_Paths = Collection[str] | None
 
 
-def _finding(
-    item: dict[str, Any], where: str, clean: Clean, notes: list[str], paths: Collection[str] | None
-) -> Finding:
+def _finding(item: dict[str, Any], where: str, clean: Clean, notes: list[str], paths: _Paths) -> Finding:
     """A finding needs a path and a statement of the defect (a title or an observation); a missing
     trigger, fix, quote, side or confidence is left empty (the outputs say so) or given its
     default, never a reason to drop it."""
@@ -339,7 +338,7 @@ def _finding(
     )
 
 
-def _plain_finding(out: dict[str, Any], notes: list[str], paths: Collection[str] | None) -> None:
+def _plain_finding(out: dict[str, Any], notes: list[str], paths: _Paths) -> None:
     """A finding's fields made plain: `location` "a.py:12" split, line ranges split, `./` and `b/`
     taken off paths, severity, side and confidence words mapped, a missing title taken from the
     first sentence of the text, an empty text made ""."""
@@ -425,7 +424,7 @@ def _confidence(value: Any, notes: list[str]) -> Any:
     return value
 
 
-def _clean_path(path: str, notes: list[str], paths: Collection[str] | None = None) -> str:
+def _clean_path(path: str, notes: list[str], paths: _Paths = None) -> str:
     """A path as the diff names it: without `./`, a `b/` diff prefix or a leading `/`.
 
     With the PR's files known (`paths`), a `b/` is taken off only when the path without it is a PR
@@ -442,9 +441,7 @@ def _clean_path(path: str, notes: list[str], paths: Collection[str] | None = Non
     return stripped
 
 
-def _exclusion(
-    item: dict[str, Any], where: str, clean: Clean, notes: list[str], paths: Collection[str] | None
-) -> Exclusion:
+def _exclusion(item: dict[str, Any], where: str, clean: Clean, notes: list[str], paths: _Paths) -> Exclusion:
     path = _text(item, "path", where, required=False)
     return Exclusion(
         claim=clean(_text(item, "claim", where)),
@@ -454,9 +451,7 @@ def _exclusion(
     )
 
 
-def _signal(
-    item: dict[str, Any], where: str, clean: Clean, notes: list[str], paths: Collection[str] | None
-) -> Signal:
+def _signal(item: dict[str, Any], where: str, clean: Clean, notes: list[str], paths: _Paths) -> Signal:
     kind = str(item.get("kind", "")).upper().strip()
     if kind not in SIGNAL_KINDS:
         raise ValueError(f"{where}: 'kind' must be one of {', '.join(SIGNAL_KINDS)}")
@@ -476,7 +471,7 @@ class _List:
 
     aliases: tuple[str, ...]
     fields: Mapping[str, tuple[str, ...]]
-    build: Callable[[dict[str, Any], str, Clean, list[str], Collection[str] | None], Any]
+    build: Callable[[dict[str, Any], str, Clean, list[str], _Paths], Any]
     echo_fields: Callable[[Any], tuple[tuple[str, ...], tuple[str, ...]]]
     types: Mapping[str, Any]
     """The JSON Schema of each field that is not a string."""
@@ -596,7 +591,7 @@ def parse_answer(
     text: str,
     *,
     clean: Clean = lambda s: s,
-    pr_paths: Collection[str] | None = None,
+    pr_paths: _Paths = None,
 ) -> ModelAnswer:
     """Read one unit's answer, item by item, in any shape `LISTS` knows.
 
@@ -638,7 +633,7 @@ def _read_lists(
     read: answer_json.Read,
     clean: Clean,
     notes: list[str],
-    pr_paths: Collection[str] | None,
+    pr_paths: _Paths,
 ) -> tuple[dict[str, list[Any]], list[Dropped]]:
     """Every list of the answer (`LISTS`' order): the items kept, by list, and the items dropped."""
     kept: dict[str, list[Any]] = {key: [] for key in LISTS}
