@@ -403,11 +403,8 @@ def _conflicts(path: str, hunk: Hunk, prose: _Prose) -> Iterator[_Hit]:
             opened, middle = line, False
         elif _CONFLICT_MID.match(line.text) and opened:
             middle = True
-        elif _CONFLICT_CLOSE.match(line.text):
-            if opened:
-                yield _conflict(path, prose, opened, line, middle=middle)
-            else:
-                yield _conflict(path, prose, line)
+        elif _CONFLICT_CLOSE.match(line.text):  # a close without an open is a marker alone
+            yield _conflict(path, prose, opened or line, line if opened else None, middle=middle)
             opened, middle = None, False
     if opened:
         yield _conflict(path, prose, opened)
