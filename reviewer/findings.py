@@ -587,12 +587,7 @@ def _lone_finding(value: Mapping[str, Any]) -> bool:
     return any(n in value for n in FINDING_FIELDS["path"]) and any(n in value for n in stated)
 
 
-def parse_answer(
-    text: str,
-    *,
-    clean: Clean = lambda s: s,
-    pr_paths: _Paths = None,
-) -> ModelAnswer:
+def parse_answer(text: str, *, clean: Clean = lambda s: s, pr_paths: _Paths = None) -> ModelAnswer:
     """Read one unit's answer, item by item, in any shape `LISTS` knows.
 
     The JSON is read tolerantly (`answer_json`): an item the answer ended inside of is dropped as
@@ -629,11 +624,7 @@ def parse_answer(
 
 
 def _read_lists(
-    data: Mapping[str, Any],
-    read: answer_json.Read,
-    clean: Clean,
-    notes: list[str],
-    pr_paths: _Paths,
+    data: Mapping[str, Any], read: answer_json.Read, clean: Clean, notes: list[str], pr_paths: _Paths
 ) -> tuple[dict[str, list[Any]], list[Dropped]]:
     """Every list of the answer (`LISTS`' order): the items kept, by list, and the items dropped."""
     kept: dict[str, list[Any]] = {key: [] for key in LISTS}
