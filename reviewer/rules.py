@@ -30,7 +30,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from reviewer.diff import DiffFile, DiffLine, Hunk
@@ -190,7 +190,7 @@ class _Prose:
     """The caller's templates over the English ones; a template that names a parameter the rule
     does not pass (a translator's typo) falls back to English for that key."""
 
-    messages: Mapping[str, str] = field(default_factory=dict)
+    messages: Mapping[str, str]
 
     def __call__(self, key: str, **params: object) -> str:
         template = self.messages.get(key)
@@ -199,9 +199,6 @@ class _Prose:
                 return _fill(template, params)
             except KeyError:
                 pass
-        return self.english(key, **params)
-
-    def english(self, key: str, **params: object) -> str:
         return _fill(english()[key], params)
 
 
@@ -372,7 +369,7 @@ def _hit(
     end_line: int | None = None,
 ) -> _Hit:
     """`title`, `trigger`, `observation` and `suggestion` are message keys, all filled from `params`."""
-    id_title, quote = prose.english(title, **params), redact(line.text).strip()
+    id_title, quote = _fill(english()[title], params), redact(line.text).strip()
     finding = Finding(
         id=finding_id(path, quote, id_title),
         priority=priority,
