@@ -339,9 +339,7 @@ def _finding(item: dict[str, Any], where: str, clean: Clean, notes: list[str], p
 
 
 def _plain_finding(out: dict[str, Any], notes: list[str], paths: _Paths) -> None:
-    """A finding's fields made plain: `location` "a.py:12" split, line ranges split, `./` and `b/`
-    taken off paths, severity, side and confidence words mapped, a missing title taken from the
-    first sentence of the text, an empty text made ""."""
+    """A finding's fields made plain, each change noted; `_finding` checks them after."""
     _split_location(out, notes)
     _split_line_range(out, notes)
     out["priority"] = _priority(out.get("priority"), notes)
@@ -569,8 +567,7 @@ def _unwrap(value: Any, notes: list[str]) -> dict[str, Any]:
 
 
 def _opened(value: dict[str, Any], notes: list[str]) -> dict[str, Any] | list[Any]:
-    """Up to two wrapper objects (`WRAPPERS`) opened, until one holds a list we know; a wrapper
-    holding a list is that list."""
+    """Up to two wrappers opened, until one holds a list we know; a wrapper of a list is that list."""
     for _ in range(2):
         inner = [value[k] for k in WRAPPERS if isinstance(value.get(k), (dict, list))]
         if _LIST_NAMES.keys() & value.keys() or not inner:
