@@ -21,15 +21,15 @@ MAX_REPAIR_CHARS = 16_000
 unclosed strings took 20 s on a loaded 2-core machine): a longer answer is repaired from its first
 16 kB only (a valid answer of any size still parses strictly; six findings are about 9 kB)."""
 MAX_REPAIR_TOTAL = 20_000
-"""Characters repaired at most over all the candidates of one answer."""
 MAX_CANDIDATES = 12
 MAX_REPAIRS = 3
-"""Candidates repaired at most (the whole answer, a fence, the first brackets): the rest are only
-tried as valid JSON, so a hostile answer full of brackets costs a bounded time."""
+"""Candidates repaired at most (the whole answer, a fence, the first brackets), and characters over
+all of them: the rest are only tried as valid JSON, so a hostile answer costs a bounded time."""
 _THINK = re.compile(r"<(think|thinking|reasoning)>.*?(?:</\1>|\Z)", re.DOTALL | re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
 _FENCE = re.compile(r"```[ \t]*(?:json5?|JSON|javascript|js)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _START = re.compile(r"[\[{]")
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -48,17 +48,6 @@ class Read:
 class _Open:
     kind: str  # "{" or "["
     children: int = 0  # containers begun directly inside this one
-
-
-def strip_thinking(text: str) -> tuple[str, bool]:
-    """The answer without a reasoning model's thinking: `<think>…</think>` blocks (an unclosed one
-    runs to the end), or everything up to a lone `</think>` (DeepSeek-R1's template opens the block
-    in the prompt, so the answer holds only its end)."""
-    stripped = _THINK.sub("", text)
-    closes = list(_THINK_CLOSE.finditer(stripped))
-    if closes:
-        stripped = stripped[closes[-1].end() :]
-    return stripped, stripped != text
 
 
 def _candidates(text: str) -> Iterator[tuple[str, str]]:
@@ -83,28 +72,29 @@ def _looks_like_answer(value: Any, how: str) -> bool:
     list or an object holding no object and none of the answer's keys is the prose's own example
     (`returns [] when…`), never the answer: the search goes on to the next bracket."""
     if isinstance(value, list):
-        if not value:
-            return how != "prose"
-        return any(isinstance(item, dict) for item in value)
+        return _holds_object(value) if value else how != "prose"
     if not isinstance(value, dict) or not value:
         return False
-    if how != "prose" or ANSWER_KEYS & value.keys():
-        return True
-    return any(_holds_object(v) for v in value.values())
+    return how != "prose" or bool(ANSWER_KEYS & value.keys()) or any(_holds_object(v) for v in value.values())
 
 
 def _holds_object(value: Any) -> bool:
-    if isinstance(value, dict):
-        return True
-    return isinstance(value, list) and any(isinstance(item, dict) for item in value)
+    items = value if isinstance(value, list) else [value]
+    return any(isinstance(item, dict) for item in items)
 
 
 def read_json(text: str) -> Read:
     """The first answer-like JSON value of `text` (an object, or a list of objects): parsed strictly
     when it is valid, else repaired by json-repair with the containers still open at the end of the
-    text recorded. Raises ValueError when the text holds no such value."""
-    body, thought = strip_thinking(text)
-    notes = ("think_block",) if thought else ()
+    text recorded. Raises ValueError when the text holds no such value.
+
+    A reasoning model's thinking is skipped: `<think>…</think>` blocks (an unclosed one runs to the
+    end), or everything up to a lone `</think>` (DeepSeek-R1's template opens the block in the
+    prompt, so the answer holds only its end)."""
+    body = _THINK.sub("", text)
+    closes = list(_THINK_CLOSE.finditer(body))
+    body = body[closes[-1].end() :] if closes else body
+    notes = ("think_block",) if body != text else ()
     decoder = json.JSONDecoder()
     repairs = 0
     repaired_chars = 0
@@ -151,20 +141,8 @@ def _open_chain(text: str) -> list[_Open]:
     """The containers still open where the text ends, outermost first (empty when the first value
     closed). Strings in double quotes are skipped, escapes honoured."""
     stack: list[_Open] = []
-    in_string = False
-    escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-            continue
-        if char == '"':
-            in_string = True
-        elif char in "[{":
+    for char in _STRING_OR_BRACKET.findall(text):
+        if char in "[{":
             if stack:
                 stack[-1].children += 1
             stack.append(_Open(char))

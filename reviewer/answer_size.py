@@ -1,11 +1,9 @@
 """How many tokens one review answer needs: the `max_tokens` a review call reserves.
 
-The reservation is a whole answer in our own format (templates/prompts/findings_schema.j2), not a
-share of the unit: `max-findings` complete findings written the way the prompt asks (a title, the
-trigger, the observation, the smallest fix, a quoted line), plus the exclusions, simplification
-signals and verification gaps the method asks for. It is measured by counting a reference answer
-with the model's own tokenizer (litellm's `token_counter`, offline), so a small unit still gets room
-for a full answer. Measured numbers are in docs/answers-budget.md. Pure: no I/O.
+The reservation is a whole answer in our own format, not a share of the unit: `max-findings`
+complete findings written the way the prompt asks, plus the exclusions, simplification signals and
+verification gaps the method asks for, counted with the model's own tokenizer, so a small unit
+still gets room for a full answer (measured in docs/answers-budget.md).
 """
 
 from __future__ import annotations
@@ -14,12 +12,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from reviewer.findings import MAX_UNVERIFIED
+
 REFERENCE_EXCLUSIONS = 3
 """Exclusions a reference answer holds: the method asks for each suspicion checked and cleared."""
 REFERENCE_SIGNALS = 2
-"""Simplification signals a reference answer holds."""
-REFERENCE_UNVERIFIED = 5
-"""Verification gaps a reference answer holds: the most the prompt asks for (findings.MAX_UNVERIFIED)."""
 SLACK_PERCENT = 10
 """Held on top of the counted reference: real answers vary in length around it."""
 
@@ -93,7 +90,7 @@ def reference_answer(findings: int, language: str = "en") -> str:
         "findings": [sample["finding"]] * max(findings, 0),
         "exclusions": [sample["exclusion"]] * REFERENCE_EXCLUSIONS,
         "signals": [sample["signal"]] * REFERENCE_SIGNALS,
-        "unverified": [sample["unverified"]] * REFERENCE_UNVERIFIED,
+        "unverified": [sample["unverified"]] * MAX_UNVERIFIED,
     }
     return json.dumps(answer, ensure_ascii=False, indent=2)
 
@@ -103,9 +100,3 @@ def answer_reservation(count_tokens: Callable[[str], int], findings: int, langua
     `count_tokens`, plus SLACK_PERCENT."""
     counted = count_tokens(reference_answer(max(findings, 1), language))
     return counted + -(-counted * SLACK_PERCENT // 100)
-
-
-def tokens_per_finding(count_tokens: Callable[[str], int], language: str = "en") -> tuple[int, int]:
-    """(tokens of one more finding, tokens of the answer without findings), as counted."""
-    frame = count_tokens(reference_answer(0, language))
-    return count_tokens(reference_answer(1, language)) - frame, frame

@@ -322,7 +322,7 @@ class Incremental:
 @dataclass(frozen=True)
 class AnswerStats:
     """How the model's answers were read: `normalised` counts what had to be mapped onto the answer
-    format, by kind (`answer_shapes.NORMALISED_CODES`), so a prompt that drifts shows; `truncated`
+    format, by kind (`findings.NORMALISED_CODES`), so a prompt that drifts shows; `truncated`
     answers ended before their findings did and stayed so (each also a `truncated` gap);
     `continued` calls asked for the rest of such an answer; `findings_cut` were begun, not finished."""
 

@@ -30,7 +30,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from reviewer.diff import DiffFile, DiffLine, Hunk
@@ -174,13 +174,6 @@ def english() -> Mapping[str, str]:
 _PLACEHOLDER_NAME = re.compile(r"\{\{|\}\}|\{(\w+)\}")
 
 
-def parameters() -> frozenset[str]:
-    """Every parameter some rule passes to its templates."""
-    return frozenset(
-        m.group(1) for text in english().values() for m in _PLACEHOLDER_NAME.finditer(text) if m.group(1)
-    )
-
-
 def _fill(template: str, params: Mapping[str, object]) -> str:
     """Substitute `{name}`; raises KeyError for a name not in `params`."""
 
@@ -197,7 +190,7 @@ class _Prose:
     """The caller's templates over the English ones; a template that names a parameter the rule
     does not pass (a translator's typo) falls back to English for that key."""
 
-    messages: Mapping[str, str] = field(default_factory=dict)
+    messages: Mapping[str, str]
 
     def __call__(self, key: str, **params: object) -> str:
         template = self.messages.get(key)
@@ -206,9 +199,6 @@ class _Prose:
                 return _fill(template, params)
             except KeyError:
                 pass
-        return self.english(key, **params)
-
-    def english(self, key: str, **params: object) -> str:
         return _fill(english()[key], params)
 
 
@@ -263,18 +253,6 @@ class RuleResult:
 def _entropy(text: str) -> float:
     counts = Counter(text)
     return -sum(c / len(text) * math.log2(c / len(text)) for c in counts.values())
-
-
-def _key_follows(rest: str, following: DiffLine | None) -> bool:
-    """A header alone (in docs, tests, detectors like this one) is not a key; a body after it is."""
-    if _ESCAPED_KEY_BODY.match(rest):
-        return True
-    return following is not None and bool(_KEY_BODY_LINE.match(following.text))
-
-
-def _plausible_token(token: str) -> bool:
-    """A real key, not a documentation example or a run of x's."""
-    return not _EXAMPLE_TOKEN.search(token) and _entropy(token) >= 3.0
 
 
 _EXAMPLE_TOKEN = re.compile(
@@ -391,7 +369,7 @@ def _hit(
     end_line: int | None = None,
 ) -> _Hit:
     """`title`, `trigger`, `observation` and `suggestion` are message keys, all filled from `params`."""
-    id_title, quote = prose.english(title, **params), redact(line.text).strip()
+    id_title, quote = _fill(english()[title], params), redact(line.text).strip()
     finding = Finding(
         id=finding_id(path, quote, id_title),
         priority=priority,
@@ -422,11 +400,8 @@ def _conflicts(path: str, hunk: Hunk, prose: _Prose) -> Iterator[_Hit]:
             opened, middle = line, False
         elif _CONFLICT_MID.match(line.text) and opened:
             middle = True
-        elif _CONFLICT_CLOSE.match(line.text):
-            if opened:
-                yield _conflict(path, prose, opened, line, middle=middle)
-            else:
-                yield _conflict(path, prose, line)
+        elif _CONFLICT_CLOSE.match(line.text):  # a close without an open is a marker alone
+            yield _conflict(path, prose, opened or line, line if opened else None, middle=middle)
             opened, middle = None, False
     if opened:
         yield _conflict(path, prose, opened)
@@ -435,12 +410,7 @@ def _conflicts(path: str, hunk: Hunk, prose: _Prose) -> Iterator[_Hit]:
 def _conflict(
     path: str, prose: _Prose, start: DiffLine, end: DiffLine | None = None, *, middle: bool = False
 ) -> _Hit:
-    if end is None:
-        observation = "rules.conflict.observation_marker"
-    else:
-        observation = (
-            "rules.conflict.observation_block_both" if middle else "rules.conflict.observation_block"
-        )
+    kind = "marker" if end is None else "block_both" if middle else "block"
     hit = _hit(
         "conflict-marker",
         path,
@@ -448,7 +418,7 @@ def _conflict(
         prose,
         title="rules.conflict.title",
         trigger="rules.conflict.trigger",
-        observation=observation,
+        observation=f"rules.conflict.observation_{kind}",
         suggestion="rules.conflict.suggestion",
         params={"line": start.new, "start": start.new, "end": end.new if end is not None else start.new},
         end_line=end.new if end is not None else None,
@@ -498,8 +468,10 @@ def _secrets(file: DiffFile, added_text: str, prose: _Prose) -> Iterator[_Hit]:
 
 
 def _private_key(path: str, line: DiffLine, following: DiffLine | None, prose: _Prose) -> _Hit | None:
+    """A header alone (in docs, tests, detectors like this one) is not a key; a body after it is."""
     header = _BEGIN_KEY.search(line.text)
-    if not header or not _key_follows(line.text[header.end() :], following):
+    body = following is not None and _KEY_BODY_LINE.match(following.text)
+    if not header or not (_ESCAPED_KEY_BODY.match(line.text[header.end() :]) or body):
         return None
     hit = _secret(path, line, prose, "private_key")
     # every key has the same header: its first body line tells two keys apart
@@ -514,7 +486,8 @@ def _tokens(path: str, line: DiffLine, prose: _Prose) -> Iterator[_Hit]:
             continue
         for m in pattern.finditer(line.text):
             token = m.group("tok") if "tok" in pattern.groupindex else m.group(0)
-            if any(s < m.end() and m.start() < e for s, e in taken) or not _plausible_token(token):
+            overlaps = any(s < m.end() and m.start() < e for s, e in taken)
+            if overlaps or _EXAMPLE_TOKEN.search(token) or _entropy(token) < 3.0:
                 continue
             taken.append(m.span())
             yield _secret(path, line, prose, "token", kind=kind)
@@ -590,16 +563,11 @@ def _where(file: DiffFile, line: DiffLine, default: str) -> tuple[str, str]:
     return default, ""
 
 
-def _findings(hits: Sequence[_Hit], prose: _Prose) -> tuple[Finding, ...]:
-    """One finding per rule, title and quote: the same line added in several places is one card.
-    Repeats in the first file are named by line, other files by `path:line` (at most
-    MAX_PLACES_NAMED, then a count), in the observation; the card is anchored at the first place.
-    Grouping lives here because only the rule knows that two of its findings say the same thing."""
-    return tuple(_card(group, prose) for group in _grouped(hits))
-
-
 def _grouped(hits: Sequence[_Hit]) -> list[list[_Hit]]:
-    """The hits of one finding id together; across files, those of one rule, title, quote and text."""
+    """One card per rule, title and quote: the same line added in several places is one finding
+    (anchored at the first place), as only the rule knows that two of its findings say the same
+    thing. The hits of one finding id together; across files, those of one rule, title, quote and
+    text."""
     in_file: dict[str, list[_Hit]] = {}
     for hit in sorted(hits, key=lambda h: (h.finding.path, h.finding.line or 0, h.rule)):
         in_file.setdefault(hit.finding.id, []).append(hit)
@@ -612,8 +580,9 @@ def _grouped(hits: Sequence[_Hit]) -> list[list[_Hit]]:
     return list(groups.values())
 
 
-def _repeats(group: Sequence[_Hit], prose: _Prose) -> str:
-    """The first hit's observation, naming where else the same line was added."""
+def _card(group: Sequence[_Hit], prose: _Prose) -> Finding:
+    """The first hit, its observation naming where else the same line was added: in the first file
+    by line, other files by `path:line` (at most MAX_PLACES_NAMED, then a count)."""
     first, *rest = (h.finding for h in group)
     observation = first.observation
     same = [f for f in rest if f.path == first.path]
@@ -628,11 +597,7 @@ def _repeats(group: Sequence[_Hit], prose: _Prose) -> str:
         if len(others) > MAX_PLACES_NAMED:
             places = prose("rules.and_more", places=places, n=len(others) - MAX_PLACES_NAMED)
         observation = prose("rules.repeated_places", observation=observation, places=places)
-    return observation
-
-
-def _card(group: Sequence[_Hit], prose: _Prose) -> Finding:
-    return dataclasses.replace(group[0].finding, observation=_repeats(group, prose))
+    return dataclasses.replace(first, observation=observation)
 
 
 MAX_PLACES_NAMED = 10
@@ -725,4 +690,5 @@ def run_rules(files: Sequence[DiffFile], *, messages: Mapping[str, str] | None =
             hits.extend(_debuggers(file, added_text, prose))
             if category(file.path) == "source":
                 code.append(file)
-    return RuleResult(findings=_findings(hits, prose), signals=_duplicates(code, prose))
+    findings = tuple(_card(group, prose) for group in _grouped(hits))
+    return RuleResult(findings=findings, signals=_duplicates(code, prose))

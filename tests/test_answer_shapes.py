@@ -7,8 +7,7 @@ import json
 import pytest
 
 from reviewer.answer_json import read_json
-from reviewer.answer_shapes import NORMALISED_CODES
-from reviewer.findings import NothingUsable, parse_answer
+from reviewer.findings import NORMALISED_CODES, NothingUsable, parse_answer
 from reviewer.schema import load_report_schema
 from tests.factories import model_answer
 

@@ -26,7 +26,8 @@ def test_the_reference_answer_is_a_valid_answer_with_every_list_the_method_asks_
 
 def test_the_default_reservation_is_six_findings_as_gpt_4o_mini_counts_them() -> None:
     assert answer_size.answer_reservation(o200k, 6, "en") == DEFAULT_ANSWER_TOKENS
-    per_finding, frame = answer_size.tokens_per_finding(o200k, "en")
+    frame = o200k(answer_size.reference_answer(0, "en"))
+    per_finding = o200k(answer_size.reference_answer(1, "en")) - frame
     assert 200 <= per_finding <= 260 and 600 <= frame <= 750, (per_finding, frame)
     assert answer_size.answer_reservation(o200k, 0) == answer_size.answer_reservation(o200k, 1)
     assert answer_size.answer_reservation(o200k, 2) < DEFAULT_ANSWER_TOKENS
