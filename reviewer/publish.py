@@ -44,7 +44,7 @@ from reviewer.state import (
 if TYPE_CHECKING:
     from reviewer.diff import LineIndex
     from reviewer.render import Renderer
-    from reviewer.source.github import CommentInfo, GitHubClient, InlineComment, ReviewInfo
+    from reviewer.source.github import CommentInfo, GitHubClient, InlineComment
 
 COMMENT_LIMIT = 60_000
 """GitHub counts up to 65,536 characters (UTF-16 units); keep a margin."""
@@ -55,7 +55,7 @@ WRITE_ATTEMPTS = 3
 INTEGRATION_LOGIN = "github-actions[bot]"
 BOUND_REVIEW_KEY = "review"
 _T = TypeVar("_T")
-_Posted = TypeVar("_Posted", "CommentInfo", "ReviewInfo")
+_Posted = TypeVar("_Posted", bound="CommentInfo")
 
 
 def utf16_len(text: str) -> int:

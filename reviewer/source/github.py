@@ -62,6 +62,8 @@ _ROLLUP_FIELDS = (
     "... on StatusContext { context state } } } } }"
 )
 _FAILED = frozenset({"failure", "error", "timed_out", "cancelled", "action_required", "startup_failure"})
+_COUNTS = ("changed_files", "additions", "deletions", "commits", "mergeable")
+"""What a full read of a PR has and its list omits."""
 _PASSED = frozenset({"success", "neutral", "skipped"})
 _USER_PROBE_403 = re.compile(r"Request GET \S*/user failed with 403\b")
 
@@ -109,12 +111,8 @@ class CommentInfo:
 
 
 @dataclass(frozen=True)
-class ReviewInfo:
-    id: int
-    user: str
-    body: str
-    commit_id: str
-    url: str
+class ReviewInfo(CommentInfo):
+    commit_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -670,6 +668,7 @@ def _blob_text(node: Any) -> str | None:
 def _pull_info(repo: str, pr: Any, *, full: bool) -> PullInfo:
     head_repo = pr.head.repo.full_name if pr.head.repo is not None else None
     base_repo = pr.base.repo.full_name if pr.base.repo is not None else repo
+    created = pr.created_at
     return PullInfo(
         number=pr.number,
         title=pr.title or "",
@@ -687,14 +686,8 @@ def _pull_info(repo: str, pr: Any, *, full: bool) -> PullInfo:
         base_repo=base_repo,
         cross_repo=head_repo is None or head_repo.lower() != base_repo.lower(),
         labels=tuple(label.name for label in pr.labels),
-        changed_files=pr.changed_files if full else None,
-        additions=pr.additions if full else None,
-        deletions=pr.deletions if full else None,
-        commits=pr.commits if full else None,
-        mergeable=pr.mergeable if full else None,
-        created_at=pr.created_at.strftime("%Y-%m-%dT%H:%M:%SZ")
-        if isinstance(pr.created_at, datetime)
-        else "",
+        **{k: getattr(pr, k) if full else None for k in _COUNTS},
+        created_at=created.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(created, datetime) else "",
     )
 
 
@@ -704,7 +697,7 @@ def _comment_info(comment: Any) -> CommentInfo:
 
 def _review_info(review: Any) -> ReviewInfo:
     return ReviewInfo(
-        review.id, _login(review.user), review.body or "", review.commit_id or "", review.html_url
+        review.id, _login(review.user), review.body or "", review.html_url, review.commit_id or ""
     )
 
 
