@@ -128,12 +128,10 @@ def find_sticky(
 ) -> CommentInfo | None:
     """Our sticky comment when it is provably ours (its state may skip a review or carry costs):
     None without a key. `comments`: the PR's comments as this run already listed them."""
-    key = state_key()
-    if key is None:
+    if state_key() is None:
         return None
     listed = client.issue_comments(repo, number) if comments is None else comments
-    ours = _our_stickies(listed, login, repo=repo, number=number, key=key)
-    return ours[0] if ours else None
+    return stickies_by_pull(((number, c) for c in listed), login, repo=repo).get(number)
 
 
 def stickies_by_pull(

@@ -295,7 +295,6 @@ class GitHubClient:
         base = (api_url or DEFAULT_API_URL).strip().rstrip("/")
         if not re.match(r"https?://[^/]+", base):
             raise UsageError(f"GITHUB_API_URL {api_url!r} is not an http(s) URL")
-        self.api_url = base
         self.wait_cap = WaitCap(MAX_RATE_LIMIT_WAIT)
         retry = _BoundedRetry(
             wait_cap=self.wait_cap,
@@ -836,10 +835,13 @@ class GitHubSource:
     def read_file(self, path: str, sha: str) -> str | None:
         """A head file not fetched yet brings up to CONTENTS_BATCH - 1 other unread files of the PR
         with it (those after it first), so a PR costs ceil(files / batch) queries."""
-        info = self._info
-        position = self._position.get(path)
-        wanted = info is not None and sha == info.head_sha and position is not None
-        if wanted and position is not None and not self.client.has_text(self.repo, sha, path):
+        info, position = self._info, self._position.get(path)
+        if (
+            info is not None
+            and sha == info.head_sha
+            and position is not None
+            and not self.client.has_text(self.repo, sha, path)
+        ):
             ring = (*self._context[position:], *self._context[:position])
             unread = (p for p in ring if not self.client.has_text(self.repo, sha, p))
             with contextlib.suppress(GitHubError):
