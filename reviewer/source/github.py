@@ -36,13 +36,11 @@ ACTIONS_BOT = "github-actions[bot]"
 FILES_LIMIT = 3000
 """GitHub's own cap on a PR's files list."""
 REVIEW_FILES_LIMIT = 300
-"""Files one review reads (3 requests of 100), so a run stays within 15 requests however large the
-PR (issue 9); a larger PR is reviewed on its first 300 files and says so (`too_many_files`)."""
+"""Files one review reads (3 requests of 100): a run stays within 15 requests however large the PR."""
 CONTENTS_BATCH = 250
 """Files per GraphQL query, where the contents API costs one request per file (issue 9)."""
 CONTEXT_FILES = 2 * CONTENTS_BATCH
-"""Head files read for context, in at most two GraphQL queries: the PR's files the first query did
-not hold, then files that may hold what the change uses."""
+"""Head files read for context, in at most two GraphQL queries."""
 CONFIG_PATH = ".github/imreview.yml"
 INSTALLATION_TOKEN_PREFIX = "ghs_"
 """Installation tokens (`GITHUB_TOKEN` included) cannot read /user."""
@@ -138,8 +136,7 @@ class CheckRunInfo:
 
 
 CiRead = tuple[tuple[CheckRunInfo, ...], bool]
-"""The checks at a commit, statuses first, and whether that is all of them (not when a part could
-not be read or there was more than one page)."""
+"""The checks at a commit, statuses first, and whether they are all of them."""
 
 
 @dataclass(frozen=True)
@@ -165,8 +162,7 @@ class WaitCap:
 
 
 class _BoundedRetry(GithubRetry):
-    """GithubRetry whose waits, a `Retry-After` sleep included (urllib3 honours any), are capped by
-    the `WaitCap` shared by urllib3's copies of it."""
+    """GithubRetry whose waits, `Retry-After` included (urllib3 honours any), obey the shared `WaitCap`."""
 
     def __init__(self, *, wait_cap: WaitCap, **kwargs: Any) -> None:
         self.wait_cap = wait_cap
@@ -231,8 +227,7 @@ def _translated(what: str, *, write: bool = False) -> Iterator[None]:
 
 
 def _retry_after(exc: GithubException) -> float | None:
-    """`Retry-After` seconds, else until `X-RateLimit-Reset` when no requests remain; None when
-    GitHub said neither."""
+    """`Retry-After` seconds, else until `X-RateLimit-Reset` when no requests remain."""
     headers = {str(k).lower(): str(v) for k, v in (exc.headers or {}).items()}
     after = headers.get("retry-after", "").strip()
     if after.isdigit():
@@ -347,8 +342,7 @@ class GitHubClient:
     def repo_issue_comments(
         self, repo: str, *, since: datetime | None, max_pages: int
     ) -> tuple[list[tuple[int, CommentInfo]], bool]:
-        """(number, comment) on every issue and PR, most recently updated first, at most `max_pages`
-        requests of 100; the flag says whether the list is complete."""
+        """(number, comment) on every issue and PR, newest first, in at most `max_pages` requests."""
         found: list[tuple[int, CommentInfo]] = []
         with _translated(f"list the issue comments of {repo}"):
             after = NotSet if since is None else since
@@ -399,16 +393,14 @@ class GitHubClient:
         return text
 
     def file_texts(self, repo: str, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
-        """Many `(ref, path)` files in one GraphQL query per CONTENTS_BATCH, kept for `file_text`;
-        None for one that is absent, not a file, binary or cut by GitHub."""
+        """Many `(ref, path)` files in one GraphQL query per CONTENTS_BATCH, kept for `file_text`."""
         todo = self._unread(repo, wanted)
         for start in range(0, len(todo), CONTENTS_BATCH):
             self._blob_query(repo, todo[start : start + CONTENTS_BATCH], ci_sha=None)
         return {(ref, path): self._texts.get((repo, ref, path)) for ref, path in wanted}
 
     def texts_and_ci(self, repo: str, wanted: Sequence[tuple[str, str]], *, ci_sha: str) -> CiRead:
-        """The first CONTENTS_BATCH of `wanted` and the checks at `ci_sha` (GitHub's
-        `statusCheckRollup`) in ONE GraphQL query, where REST costs a request per file and two for CI."""
+        """The first CONTENTS_BATCH of `wanted` and the checks at `ci_sha` in ONE GraphQL query (issue 9)."""
         return self._blob_query(repo, self._unread(repo, wanted)[:CONTENTS_BATCH], ci_sha=ci_sha) or (
             (),
             False,
@@ -520,8 +512,7 @@ class GitHubClient:
         return data if isinstance(data, dict) else {}
 
     def ci_checks(self, repo: str, sha: str) -> CiRead:
-        """The latest statuses, then check runs, at `sha` through REST; a part GitHub would not let us
-        read (403, 404) makes it incomplete. No statuses is an empty list, not "CI pending"."""
+        """The checks at `sha` through REST; incomplete when GitHub would not let us read a part."""
         commit = self._repo(repo).get_commit(sha)
         parts: dict[str, Callable[[], list[CheckRunInfo]]] = {
             f"read commit statuses of {sha} in {repo}": lambda: [
@@ -549,8 +540,7 @@ class GitHubClient:
             return str(self._repo(repo).compare(base, head).merge_base_commit.sha)
 
     def pushed_since(self, repo: str, earlier: str, head: str) -> PushedChange | None:
-        """`GET /compare/{earlier}...{head}`: whether `head` descends from `earlier` (`ahead`) and the
-        files it changed since; None when `earlier` is gone (a force-push let it be collected)."""
+        """Whether `head` descends from `earlier` and what changed since; None when `earlier` is gone."""
         with _translated(f"compare {earlier[:12]}...{head[:12]} in {repo}"):
             try:
                 found = self._repo(repo).compare(earlier, head)
@@ -588,8 +578,7 @@ def _owner_name(repo: str) -> tuple[str, str]:
 
 
 def _blob_request(repo: str, chunk: Sequence[tuple[str, str]], ci_sha: str | None) -> dict[str, Any]:
-    """One aliased `object` field per file (`f0`, `f1`, …), plus `ci` for the commit's rollup; every
-    value is a variable, never spliced in."""
+    """One aliased `object` field per file, plus `ci`; every value is a variable, never spliced in."""
     owner, name = _owner_name(repo)
     declared = "".join(f", $e{i}: String!" for i in range(len(chunk)))
     fields = [f"f{i}: object(expression: $e{i}) {{ {_BLOB_FIELDS} }}" for i in range(len(chunk))]
@@ -626,8 +615,7 @@ def _graphql_error(errors: Sequence[dict[str, Any]], what: str) -> GitHubError:
 
 
 def _rollup(node: Any) -> CiRead:
-    """`statusCheckRollup` → the statuses and check runs REST lists, with REST's lower-case values.
-    A commit with neither has none (null); past 100 contexts the read is incomplete."""
+    """`statusCheckRollup` → the checks REST lists, with REST's lower-case values."""
     rollup = _mapping(node).get("statusCheckRollup")
     if not isinstance(rollup, dict):
         return (), True
@@ -785,7 +773,7 @@ class GitHubSource:
         # The CI state and the first CONTENTS_BATCH head files (with the base's config file) in one
         # query; when it fails, `read_file` batches the files and CI is read through REST.
         wanted = [(info.head_sha, p) for p in self._context]
-        if info.base_repo.lower() == self.repo.lower():
+        if (info.base_repo or self.repo).lower() == self.repo.lower():
             wanted = [(info.base_sha, self.config_path), *wanted]
         try:
             ci: CiRead | None = self.client.texts_and_ci(self.repo, wanted, ci_sha=info.head_sha)
@@ -822,8 +810,7 @@ class GitHubSource:
         return self.client.pull(self.repo, self.number).head_sha
 
     def context_corpus(self) -> ctx.MemoryCorpus:
-        """The head for context: one tree listing, then the PR's files not read yet and the files most
-        likely to hold what the change uses (`ctx.candidate_paths`), CONTEXT_FILES in all."""
+        """The head for context: one tree listing, then the PR's unread files and likely neighbours."""
         sha = self.pull_info().head_sha
         paths = self.client.tree_paths(self.repo, sha)
         names = ctx.mentioned(self._files)
