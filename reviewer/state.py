@@ -14,14 +14,23 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from reviewer.dismissals import Dismissal, merged
 from reviewer.errors import UsageError
 from reviewer.incremental import CarriedFinding, Prior, pack, unpack
 
-if TYPE_CHECKING:
-    from reviewer.source.github import CommentInfo
+
+class CommentInfo(Protocol):
+    """What the state needs of a posted comment (`source.github.CommentInfo` has it)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def body(self) -> str: ...
+
 
 MARKER_PREFIX = "<!-- imreview:state v1 "
 _MARKER_END = " -->"
