@@ -326,8 +326,7 @@ def _carried_ids(client: GitHubClient, repo: str, number: int, login: str, key: 
 def _new_inline(
     comments: Sequence[tuple[Finding, str]], carried: set[str], index: LineIndex
 ) -> list[tuple[Finding, InlineComment]]:
-    """Findings no earlier review carried, on lines GitHub accepts: each (path, line, side) is
-    checked against the diff."""
+    """Findings no earlier review carried, on lines of the diff GitHub accepts."""
     from reviewer.source.github import InlineComment
 
     planned: list[tuple[Finding, InlineComment]] = []
@@ -422,8 +421,7 @@ def _bind_review(client: GitHubClient, repo: str, number: int, review_id: int, b
 
 @dataclass(frozen=True)
 class PullTarget:
-    """Where the GitHub sinks write: one PR, as `login`. `comments`: the PR's comments as this run
-    listed them (None: list them afresh)."""
+    """One PR, as `login`; `comments` as this run listed them (None: list them afresh)."""
 
     client: GitHubClient
     repo: str
@@ -487,6 +485,5 @@ class InlineReview(PullSink):
 
 
 def published_inline(findings: Sequence[Finding], limit: int) -> list[Finding]:
-    """Anchored findings among those published, never one carried from an earlier review (its inline
-    comment, if any, is already on the PR)."""
+    """Anchored published findings, never one carried from an earlier review (it is on the PR)."""
     return [f for f in findings[: max(0, limit)] if f.anchored and f.carried_from is None]
