@@ -306,8 +306,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     _m(
         "review-marker-any-login",
         "reviewer/publish.py",
-        "if _same_login(user, login) and isinstance(mac, str) and hmac.compare_digest(mac, expected):",
-        "if isinstance(mac, str) and hmac.compare_digest(mac, expected):",
+        "_same_login(review.user, login)\n                and isinstance(mac, str)",
+        "True\n                and isinstance(mac, str)",
         "a review by another account that carries a copied marker silences our inline comments",
         "test_identity.py",
         "test_publish.py",
@@ -315,8 +315,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     _m(
         "landed-any-login",
         "reviewer/publish.py",
-        "if c.body == body and _same_login(c.user, login)",
-        "if c.body == body",
+        "if sent(c) and _same_login(c.user, login)]",
+        "if sent(c)]",
         "a copy of our comment by someone else is taken for our lost create: nothing is posted",
         "test_faults.py",
         "test_publish.py",

@@ -250,7 +250,7 @@ def test_a_whole_review_flow_through_pygithub_keeps_the_contract(gh: FakeGitHub)
     )
     assert [c.body for c in client.issue_comments(REPO, 7)] == ["sticky, updated"]
     assert len(client.reviews(REPO, 7)) == 1
-    assert client.open_pulls(REPO, limit=5)[0].number == 7
+    assert client.open_pull_list(REPO)[0].number == 7
     client.delete_issue_comment(REPO, comment.id)
     assert gh.comments(REPO, 7) == []
     assert gh.violations == []

@@ -484,15 +484,16 @@ def test_pull_info_tells_cross_repo_and_bots(gh: FakeGitHub) -> None:
     assert same.changed_files == 1 and same.additions == 2 and same.deletions == 1
 
 
-def test_open_pulls_filters_by_label_and_stops_at_the_limit(gh: FakeGitHub) -> None:
+def test_the_open_pull_list_is_every_open_pr_least_recently_updated_first_without_counts(
+    gh: FakeGitHub,
+) -> None:
     for n in range(1, 6):
         add_pull(gh, n, labels=["review"] if n % 2 else [])
     add_pull(gh, 9, state="closed", labels=["review"])
-    c = client(gh)
-    assert [p.number for p in c.open_pulls(REPO, limit=10)] == [5, 4, 3, 2, 1]
-    labelled = c.open_pulls(REPO, limit=2, labels=["review"])
-    assert [p.number for p in labelled] == [5, 3]
-    assert labelled[0].changed_files is None
+    listed = client(gh).open_pull_list(REPO)
+    assert sorted(p.number for p in listed) == [1, 2, 3, 4, 5]
+    assert [p.labels for p in listed if p.number == 3] == [("review",)]
+    assert listed[0].changed_files is None
     assert len(gh.requests_to("GET", r"/pulls/\d+$")) == 0
 
 

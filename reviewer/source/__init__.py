@@ -23,16 +23,12 @@ class Change:
 class Source(Protocol):
     def change(self) -> Change:
         """Pin the snapshot and read the diff, once."""
-        ...
 
     def head_sha(self) -> str:
         """Re-read the head now; the gate compares it with the snapshot's."""
-        ...
 
     def read_file(self, path: str, sha: str) -> str | None:
         """File text at a commit (for context and base-branch config); None when absent."""
-        ...
 
     def context_corpus(self) -> Corpus | None:
         """The head of the repository, searchable for context (reviewer.context); None without one."""
-        ...

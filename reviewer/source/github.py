@@ -1,10 +1,7 @@
-"""GitHub through PyGithub: the only module that talks to the REST API.
-
-PyGithub objects never leave it; callers get frozen dataclasses and errors from our own tree
-(`reviewer.errors`). Reads are retried on 5xx and bounded rate-limit waits; writes are sent once,
-because GitHub may have created a comment or review that it answered 5xx for: the caller re-lists
-by marker before trying again (DESIGN 6, platform facts D2).
-"""
+"""GitHub through PyGithub: the only module that talks to the REST API. PyGithub objects never leave
+it; callers get frozen dataclasses and errors from `reviewer.errors`. Reads are retried on 5xx and
+bounded rate-limit waits; writes are sent once, since GitHub may have made what it answered 5xx for
+(the caller re-lists by marker first: DESIGN 6, platform facts D2)."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,24 +36,23 @@ ACTIONS_BOT = "github-actions[bot]"
 FILES_LIMIT = 3000
 """GitHub's own cap on a PR's files list."""
 REVIEW_FILES_LIMIT = 300
-"""Files one PR review reads from the files list: 3 requests of 100. With the other reads, context
-and the sticky comment a run stays within 15 requests, however large the PR (issue 9); a larger PR
-is reviewed on its first 300 files and says so (`too_many_files`). Its budget could not cover
-more: the default allows 24 model calls."""
+"""Files one review reads (3 requests of 100): a run stays within 15 requests however large the PR."""
 CONTENTS_BATCH = 250
-"""Files per GraphQL query: one query answers a PR of up to this many files (issue 9: a constant
-number of requests per PR, where the contents API costs one request per file)."""
+"""Files per GraphQL query, where the contents API costs one request per file (issue 9)."""
 CONTEXT_FILES = 2 * CONTENTS_BATCH
-"""Head files read when a model wants context, in at most two GraphQL queries: the PR's own files
-the first query did not hold, then files that may hold what the change uses (the changed files'
-languages, nearest directories first) to fill them. With the tree listing, context costs at most
-three requests per PR, whatever its size."""
+"""Head files read for context, in at most two GraphQL queries."""
 CONFIG_PATH = ".github/imreview.yml"
 INSTALLATION_TOKEN_PREFIX = "ghs_"
-"""GitHub's prefix for installation (server-to-server) tokens, `GITHUB_TOKEN` included: they
-cannot read /user, which answers 403 and makes PyGithub log an error line."""
+"""Installation tokens (`GITHUB_TOKEN` included) cannot read /user."""
 TIMEOUT_ENV = "IMREVIEW_GITHUB_TIMEOUT"
 DEFAULT_TIMEOUT = 30
+MAX_RATE_LIMIT_WAIT = 120.0
+SECONDARY_RATE_WAIT = 60.0
+"""What GitHub's docs ask to wait after a secondary rate limit that names no wait."""
+RETRY_BACKOFF_SECONDS = 0.5
+"""urllib3's backoff factor for a GET that failed with a 5xx or a 429 (the tests' conftest sets 0)."""
+WRITE_SPACING_SECONDS = 0.5
+"""The least time between two writes: GitHub's secondary rate limit counts writes per minute."""
 _BLOB_FIELDS = "__typename ... on Blob { text isBinary isTruncated }"
 _ROLLUP_FIELDS = (
     "... on Commit { statusCheckRollup { contexts(first: 100) { pageInfo { hasNextPage } nodes { "
@@ -64,26 +60,22 @@ _ROLLUP_FIELDS = (
     "... on StatusContext { context state } } } } }"
 )
 _FAILED = frozenset({"failure", "error", "timed_out", "cancelled", "action_required", "startup_failure"})
+_COUNTS = ("changed_files", "additions", "deletions", "commits", "mergeable")
+"""What a full read of a PR has and its list omits."""
 _PASSED = frozenset({"success", "neutral", "skipped"})
 _USER_PROBE_403 = re.compile(r"Request GET \S*/user failed with 403\b")
 
-
-class _ExpectedUserProbe(logging.Filter):
-    """An Actions or App token always gets 403 on GET /user, which `viewer_login` expects and handles;
-    PyGithub's retry logs it anyway, so every job log would show a "failure" that is not one."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not _USER_PROBE_403.search(record.getMessage())
-
-
-logging.getLogger("github.GithubRetry").addFilter(_ExpectedUserProbe())
+# An Actions or App token always gets 403 on GET /user, which `viewer_login` expects; PyGithub's
+# retry logs it anyway, and every job log would show a "failure" that is not one.
+logging.getLogger("github.GithubRetry").addFilter(
+    lambda record: not _USER_PROBE_403.search(record.getMessage())
+)
 
 
 @dataclass(frozen=True)
 class PullInfo:
-    """One PR as the API shows it. The counts are None when read from the PR list, which omits them."""
+    """One PR as the API shows it; the counts are None when read from the PR list, which omits them."""
 
-    repo: str
     number: int
     title: str
     body: str
@@ -106,7 +98,6 @@ class PullInfo:
     commits: int | None
     mergeable: bool | None
     created_at: str = ""
-    updated_at: str = ""
 
 
 @dataclass(frozen=True)
@@ -118,12 +109,8 @@ class CommentInfo:
 
 
 @dataclass(frozen=True)
-class ReviewInfo:
-    id: int
-    user: str
-    body: str
-    commit_id: str
-    url: str
+class ReviewInfo(CommentInfo):
+    commit_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -139,27 +126,17 @@ class InlineComment:
 
 
 @dataclass(frozen=True)
-class CommitStatus:
-    context: str
-    state: str
-
-
-@dataclass(frozen=True)
 class CheckRunInfo:
+    """A check run, or a commit status read as a completed run whose conclusion is its state."""
+
     name: str
     status: str
     conclusion: str | None
-    details_url: str
+    details_url: str = ""
 
 
-@dataclass(frozen=True)
-class CiRead:
-    """Statuses and check runs at a commit; None for a part GitHub would not let us read, and
-    `complete` False when there were more than one page."""
-
-    statuses: tuple[CommitStatus, ...] | None
-    runs: tuple[CheckRunInfo, ...] | None
-    complete: bool = True
+CiRead = tuple[tuple[CheckRunInfo, ...], bool]
+"""The checks at a commit, statuses first, and whether they are all of them."""
 
 
 @dataclass(frozen=True)
@@ -170,14 +147,13 @@ class PushedChange:
     files: tuple[DiffFile, ...]
 
 
+@dataclass
 class WaitCap:
-    """The longest rate-limit wait still worth sitting out: `ceiling`, lowered to the seconds left
-    before `deadline` (a review's or a scan's time budget), so a wait never outlives the budget;
-    past it the request raises and the caller defers the PR."""
+    """The longest rate-limit wait still worth sitting out: `ceiling`, lowered to the time left before
+    `deadline` (a review's or scan's budget); past it the request raises and the PR is deferred."""
 
-    def __init__(self, ceiling: float) -> None:
-        self.ceiling = ceiling
-        self.deadline: float | None = None
+    ceiling: float
+    deadline: float | None = None
 
     def seconds(self) -> float:
         if self.deadline is None:
@@ -186,12 +162,10 @@ class WaitCap:
 
 
 class _BoundedRetry(GithubRetry):
-    """GithubRetry that also caps a `Retry-After` sleep, which urllib3 would honour however long,
-    at what the shared `WaitCap` allows now (urllib3 copies a Retry per attempt; the cap is shared)."""
+    """GithubRetry whose waits, `Retry-After` included (urllib3 honours any), obey the shared `WaitCap`."""
 
-    def __init__(self, *, wait_cap: WaitCap | None = None, **kwargs: Any) -> None:
-        self.wait_cap = wait_cap or WaitCap(float(kwargs.get("max_rate_limit_wait") or 120.0))
-        kwargs["max_rate_limit_wait"] = self.wait_cap.ceiling
+    def __init__(self, *, wait_cap: WaitCap, **kwargs: Any) -> None:
+        self.wait_cap = wait_cap
         super().__init__(**kwargs)
 
     @property
@@ -208,7 +182,7 @@ class _BoundedRetry(GithubRetry):
 
     def sleep_for_retry(self, response: BaseHTTPResponse) -> bool:
         wait = self.get_retry_after(response)
-        if wait is not None and self.max_rate_limit_wait is not None and wait > self.max_rate_limit_wait:
+        if wait is not None and wait > self.max_rate_limit_wait:
             raise RateLimitExceededException(
                 response.status, {"message": f"Retry-After {wait:.0f}s exceeds the wait we allow"}, {}
             )
@@ -227,7 +201,7 @@ def _message(exc: GithubException) -> str:
 
 @contextmanager
 def _translated(what: str, *, write: bool = False) -> Iterator[None]:
-    """PyGithub and transport errors → our tree, keeping the HTTP status (the httpx pattern)."""
+    """PyGithub and transport errors → our tree, keeping the HTTP status."""
     try:
         yield
     except RateLimitExceededException as exc:
@@ -253,8 +227,7 @@ def _translated(what: str, *, write: bool = False) -> Iterator[None]:
 
 
 def _retry_after(exc: GithubException) -> float | None:
-    """The wait GitHub asked for: `Retry-After` seconds, else until `X-RateLimit-Reset` when no
-    requests remain (a primary limit); None when it said neither (docs: wait at least a minute)."""
+    """`Retry-After` seconds, else until `X-RateLimit-Reset` when no requests remain."""
     headers = {str(k).lower(): str(v) for k, v in (exc.headers or {}).items()}
     after = headers.get("retry-after", "").strip()
     if after.isdigit():
@@ -266,7 +239,7 @@ def _retry_after(exc: GithubException) -> float | None:
 
 
 def _transport_reason(exc: BaseException) -> str:
-    """One short line for a transport failure; requests' own text nests urllib3's whole retry story."""
+    """One short line; requests' own text nests urllib3's whole retry story."""
     seen: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and current not in seen:
@@ -287,8 +260,7 @@ def _transport_reason(exc: BaseException) -> str:
 
 
 def github_timeout(env: Mapping[str, str]) -> int:
-    """Seconds to wait for one GitHub answer: `IMREVIEW_GITHUB_TIMEOUT`, else 30 (a slow GHES may
-    need more; a GET that times out is retried like a 5xx, then the review ends `incomplete`)."""
+    """`IMREVIEW_GITHUB_TIMEOUT` seconds, else 30 (a slow GHES may need more)."""
     text = (env.get(TIMEOUT_ENV) or "").strip()
     if not text:
         return DEFAULT_TIMEOUT
@@ -301,15 +273,6 @@ def _login(user: Any) -> str:
     return user.login if user is not None else "ghost"
 
 
-RETRY_BACKOFF_SECONDS = 0.5
-"""urllib3's backoff factor for a GET that failed with a 5xx or 429 without Retry-After: 1 s, then
-2 s, ... between attempts (the first retry is immediate). The tests' conftest sets 0."""
-
-WRITE_SPACING_SECONDS = 0.5
-"""The least time between two writes (PyGithub waits for it): GitHub's secondary rate limit counts
-content-creating requests per minute. The tests' loopback server has no such limit and sets 0."""
-
-
 class GitHubClient:
     """The REST calls imreview makes. `api_url` is `GITHUB_API_URL` as is (GHES: https://HOST/api/v3)."""
 
@@ -319,20 +282,15 @@ class GitHubClient:
         api_url: str = DEFAULT_API_URL,
         *,
         seconds_between_writes: float | None = None,
-        seconds_between_requests: float = 0.0,
         timeout: int = DEFAULT_TIMEOUT,
         retries: int = 3,
-        max_rate_limit_wait: float = 120.0,
-        secondary_rate_wait: float = 60.0,
     ) -> None:
         if not token.strip():
             raise UsageError("the GitHub token is empty: set the `github-token` input or GITHUB_TOKEN")
         base = (api_url or DEFAULT_API_URL).strip().rstrip("/")
         if not re.match(r"https?://[^/]+", base):
             raise UsageError(f"GITHUB_API_URL {api_url!r} is not an http(s) URL")
-        self.api_url = base
-        self.wait_cap = WaitCap(max_rate_limit_wait)
-        self.secondary_rate_wait = secondary_rate_wait
+        self.wait_cap = WaitCap(MAX_RATE_LIMIT_WAIT)
         retry = _BoundedRetry(
             wait_cap=self.wait_cap,
             total=retries,
@@ -340,7 +298,7 @@ class GitHubClient:
             allowed_methods={"GET"},
             status_forcelist=[429, *range(500, 600)],
             raise_on_status=False,
-            secondary_rate_wait=min(secondary_rate_wait, max_rate_limit_wait),
+            secondary_rate_wait=SECONDARY_RATE_WAIT,
         )
         self._gh = Github(
             auth=Auth.Token(token.strip()),
@@ -349,14 +307,12 @@ class GitHubClient:
             lazy=True,
             retry=retry,
             timeout=timeout,
-            seconds_between_requests=seconds_between_requests,
+            seconds_between_requests=0.0,
             seconds_between_writes=WRITE_SPACING_SECONDS
             if seconds_between_writes is None
             else seconds_between_writes,
         )
-        self._viewer: str | None = (
-            ACTIONS_BOT if token.strip().startswith(INSTALLATION_TOKEN_PREFIX) else None
-        )
+        self._viewer = ACTIONS_BOT if token.strip().startswith(INSTALLATION_TOKEN_PREFIX) else None
         self._texts: dict[tuple[str, str, str], str | None] = {}
 
     def wait_within(self, seconds: float | None) -> None:
@@ -364,10 +320,9 @@ class GitHubClient:
         self.wait_cap.deadline = None if seconds is None else time.monotonic() + max(seconds, 0.0)
 
     def write_wait(self, retry_after: float | None) -> float | None:
-        """How long to sit out a rate limit on a write before trying it again: GitHub's
-        `Retry-After` (else a minute, as its docs ask for a secondary limit); None when that does not
-        fit the time left (`wait_within`, at most the ceiling): the write then fails for good."""
-        wait = self.secondary_rate_wait if retry_after is None else max(retry_after, 0.0)
+        """How long to sit out a rate limit on a write before trying again (GitHub's `Retry-After`,
+        else a minute); None when that does not fit the time left: the write then fails for good."""
+        wait = SECONDARY_RATE_WAIT if retry_after is None else max(retry_after, 0.0)
         return wait if wait <= self.wait_cap.seconds() else None
 
     def _repo(self, repo: str) -> Any:
@@ -378,15 +333,6 @@ class GitHubClient:
         with _translated(f"read pull request {repo}#{number}"):
             return _pull_info(repo, self._repo(repo).get_pull(number), full=True)
 
-    def open_pulls(self, repo: str, *, limit: int, labels: Sequence[str] = ()) -> list[PullInfo]:
-        """Open PRs, newest first, carrying every label in `labels`; counts are None (see PullInfo)."""
-        if limit <= 0:
-            return []
-        with _translated(f"list open pull requests of {repo}"):
-            pulls = self._repo(repo).get_pulls(state="open", sort="created", direction="desc")
-            infos = (_pull_info(repo, pr, full=False) for pr in pulls)
-            return list(islice((i for i in infos if set(labels) <= set(i.labels)), limit))
-
     def open_pull_list(self, repo: str) -> list[PullInfo]:
         """Every open PR, least recently updated first, 100 per request; counts are None."""
         with _translated(f"list open pull requests of {repo}"):
@@ -396,10 +342,7 @@ class GitHubClient:
     def repo_issue_comments(
         self, repo: str, *, since: datetime | None, max_pages: int
     ) -> tuple[list[tuple[int, CommentInfo]], bool]:
-        """Comments on every issue and PR of `repo`, most recently updated first, as (number, comment).
-
-        One request per 100 comments, at most `max_pages`; the flag says whether the list is complete.
-        """
+        """(number, comment) on every issue and PR, newest first, in at most `max_pages` requests."""
         found: list[tuple[int, CommentInfo]] = []
         with _translated(f"list the issue comments of {repo}"):
             after = NotSet if since is None else since
@@ -426,10 +369,9 @@ class GitHubClient:
         return self._viewer
 
     def file_text(self, repo: str, path: str, ref: str | None) -> str | None:
-        """A file at `ref` (None: the default branch): from an earlier `file_texts` batch when it
-        asked for it, else through the contents API; None when absent, a directory, binary, over 1 MB
-        or a symlink (the contents API answers one with its target's file: a PR's `notes.txt -> .env`
-        would read the committed `.env` under an innocent name)."""
+        """A file at `ref` (None: the default branch), from an earlier `file_texts` batch or the
+        contents API; None when absent, not a file, binary, over 1 MB or a symlink (answered with its
+        target's file: a PR's `notes.txt -> .env` would read the committed `.env`)."""
         if ref is not None and (repo, ref, path) in self._texts:
             return self._texts[(repo, ref, path)]
         text: str | None = None
@@ -451,22 +393,18 @@ class GitHubClient:
         return text
 
     def file_texts(self, repo: str, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
-        """Many files, `(ref, path)` each, in one GraphQL query per CONTENTS_BATCH; kept for
-        `file_text`. None for a file that is absent, not a file, binary or truncated by GitHub."""
-        owner, name = _owner_name(repo)
+        """Many `(ref, path)` files in one GraphQL query per CONTENTS_BATCH, kept for `file_text`."""
         todo = self._unread(repo, wanted)
         for start in range(0, len(todo), CONTENTS_BATCH):
-            self._blob_query(repo, owner, name, todo[start : start + CONTENTS_BATCH], ci_sha=None)
+            self._blob_query(repo, todo[start : start + CONTENTS_BATCH], ci_sha=None)
         return {(ref, path): self._texts.get((repo, ref, path)) for ref, path in wanted}
 
     def texts_and_ci(self, repo: str, wanted: Sequence[tuple[str, str]], *, ci_sha: str) -> CiRead:
-        """The first CONTENTS_BATCH of `wanted` (kept for `file_text`) and the CI state at `ci_sha`
-        (GitHub's `statusCheckRollup`: commit statuses and check runs) in ONE GraphQL query, where
-        REST costs one request per file plus two for CI (issue 9)."""
-        owner, name = _owner_name(repo)
-        chunk = self._unread(repo, wanted)[:CONTENTS_BATCH]
-        found = self._blob_query(repo, owner, name, chunk, ci_sha=ci_sha)
-        return found if found is not None else CiRead(None, None)
+        """The first CONTENTS_BATCH of `wanted` and the checks at `ci_sha` in ONE GraphQL query (issue 9)."""
+        return self._blob_query(repo, self._unread(repo, wanted)[:CONTENTS_BATCH], ci_sha=ci_sha) or (
+            (),
+            False,
+        )
 
     def _unread(self, repo: str, wanted: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
         return list(
@@ -474,12 +412,12 @@ class GitHubClient:
         )
 
     def _blob_query(
-        self, repo: str, owner: str, name: str, chunk: Sequence[tuple[str, str]], *, ci_sha: str | None
+        self, repo: str, chunk: Sequence[tuple[str, str]], *, ci_sha: str | None
     ) -> CiRead | None:
         what = f"read {len(chunk)} files{' and the CI state' if ci_sha else ''} of {repo} through GraphQL"
         with _translated(what):
             _, data = self._gh.requester.requestJsonAndCheck(
-                "POST", self._gh.requester.graphql_url, input=_blob_request(owner, name, chunk, ci_sha)
+                "POST", self._gh.requester.graphql_url, input=_blob_request(repo, chunk, ci_sha)
             )
         found, ci_failed = _graphql_repository(data, what)
         for i, (ref, path) in enumerate(chunk):
@@ -488,17 +426,12 @@ class GitHubClient:
                 self._texts[(repo, ref, path)] = _blob_text(node)
         if ci_sha is None:
             return None
-        return CiRead(None, None) if ci_failed else _rollup(found.get("ci"))
+        return ((), False) if ci_failed else _rollup(found.get("ci"))
 
     def tree_paths(self, repo: str, sha: str) -> list[str]:
-        """Every file path of the commit `sha`, in one request (the recursive tree; GitHub cuts a
-        tree of over 100,000 entries, and what it lists is what is searched)."""
-        _owner_name(repo)
+        """Every file path at `sha`, in one request (GitHub cuts a tree of over 100,000 entries)."""
         with _translated(f"list the files of {repo} at {sha[:12]}"):
-            _, data = self._gh.requester.requestJsonAndCheck(
-                "GET", f"/repos/{repo}/git/trees/{sha}", parameters={"recursive": 1}
-            )
-        entries = data.get("tree") if isinstance(data, dict) else None
+            entries = self._repo(repo).get_git_tree(sha, recursive=True).raw_data.get("tree")
         if not isinstance(entries, list):
             raise GitHubError(f"list the files of {repo} at {sha[:12]}: no tree in the answer")
         return [
@@ -563,8 +496,7 @@ class GitHubClient:
     def rest(
         self, method: str, path: str, what: str, *, body: Mapping[str, Any] | None = None, write: bool = False
     ) -> Any:
-        """One REST request to `path` (under the API root), errors translated: for the small modules
-        that add a call or two (reviewer/source/threads.py)."""
+        """One REST request to `path` (under the API root), for the small modules that add a call or two."""
         with _translated(what, write=write):
             _, data = self._gh.requester.requestJsonAndCheck(
                 method, path, input=dict(body) if body is not None else None
@@ -572,35 +504,43 @@ class GitHubClient:
         return data
 
     def graphql(self, query: str, variables: Mapping[str, Any], what: str) -> dict[str, Any]:
-        """One GraphQL query, errors translated; the answer as GitHub sent it (`data`, `errors`)."""
+        """One GraphQL query; the answer as GitHub sent it (`data`, `errors`)."""
         with _translated(what):
             _, data = self._gh.requester.requestJsonAndCheck(
                 "POST", self._gh.requester.graphql_url, input={"query": query, "variables": dict(variables)}
             )
         return data if isinstance(data, dict) else {}
 
-    def commit_statuses(self, repo: str, sha: str) -> list[CommitStatus]:
-        """The latest status per context at `sha` (empty when none: the combined state is then
-        `pending` with total_count 0, which means "no statuses", not "CI pending")."""
-        with _translated(f"read commit statuses of {sha} in {repo}"):
-            combined = self._repo(repo).get_commit(sha).get_combined_status()
-            return [CommitStatus(s.context, s.state) for s in combined.statuses]
-
-    def check_runs(self, repo: str, sha: str) -> list[CheckRunInfo]:
-        """The latest check runs at `sha`, ours included (see `ci_state`)."""
-        with _translated(f"read check runs of {sha} in {repo}"):
-            return [
+    def ci_checks(self, repo: str, sha: str) -> CiRead:
+        """The checks at `sha` through REST; incomplete when GitHub would not let us read a part."""
+        commit = self._repo(repo).get_commit(sha)
+        parts: dict[str, Callable[[], list[CheckRunInfo]]] = {
+            f"read commit statuses of {sha} in {repo}": lambda: [
+                CheckRunInfo(s.context, "completed", s.state) for s in commit.get_combined_status().statuses
+            ],
+            f"read check runs of {sha} in {repo}": lambda: [
                 CheckRunInfo(run.name, run.status, run.conclusion, run.details_url or "")
-                for run in self._repo(repo).get_commit(sha).get_check_runs()
-            ]
+                for run in commit.get_check_runs()
+            ],
+        }
+        checks: list[CheckRunInfo] = []
+        complete = True
+        for what, read in parts.items():
+            try:
+                with _translated(what):
+                    checks += read()
+            except GitHubError as exc:
+                if exc.status not in (403, 404):
+                    raise
+                complete = False
+        return tuple(checks), complete
 
     def merge_base(self, repo: str, base: str, head: str) -> str:
         with _translated(f"compare {base}...{head} in {repo}"):
             return str(self._repo(repo).compare(base, head).merge_base_commit.sha)
 
     def pushed_since(self, repo: str, earlier: str, head: str) -> PushedChange | None:
-        """`GET /compare/{earlier}...{head}`: whether `head` descends from `earlier` (`ahead`) and
-        the files it changed since; None when `earlier` is gone (a force-push let it be collected)."""
+        """Whether `head` descends from `earlier` and what changed since; None when `earlier` is gone."""
         with _translated(f"compare {earlier[:12]}...{head[:12]} in {repo}"):
             try:
                 found = self._repo(repo).compare(earlier, head)
@@ -608,8 +548,7 @@ class GitHubClient:
                 if exc.status == 404:
                     return None
                 raise
-            files = tuple(_diff_file(f) for f in found.files)
-            return PushedChange(status=str(found.status), files=files)
+            return PushedChange(status=str(found.status), files=tuple(_diff_file(f) for f in found.files))
 
     def pull_files(self, repo: str, number: int, *, limit: int = FILES_LIMIT) -> list[DiffFile]:
         """The PR files list (GitHub stops at 3000), parsed; a file without a patch is listed."""
@@ -638,11 +577,9 @@ def _owner_name(repo: str) -> tuple[str, str]:
     return owner, name
 
 
-def _blob_request(
-    owner: str, name: str, chunk: Sequence[tuple[str, str]], ci_sha: str | None
-) -> dict[str, Any]:
-    """The GraphQL request body: one aliased `object` field per file (`f0`, `f1`, …), plus `ci` for
-    the commit's rollup when `ci_sha` is given; every value is a variable, never spliced in."""
+def _blob_request(repo: str, chunk: Sequence[tuple[str, str]], ci_sha: str | None) -> dict[str, Any]:
+    """One aliased `object` field per file, plus `ci`; every value is a variable, never spliced in."""
+    owner, name = _owner_name(repo)
     declared = "".join(f", $e{i}: String!" for i in range(len(chunk)))
     fields = [f"f{i}: object(expression: $e{i}) {{ {_BLOB_FIELDS} }}" for i in range(len(chunk))]
     variables: dict[str, Any] = {"owner": owner, "name": name}
@@ -660,56 +597,51 @@ def _blob_request(
 
 def _graphql_repository(data: Any, what: str) -> tuple[dict[str, Any], bool]:
     """The answer's `repository`, and whether the CI part failed: an error under `ci` only loses the
-    CI state, any other error loses the read."""
-    answer = data if isinstance(data, dict) else {}
+    CI state, any other loses the read (a NOT_FOUND one carries status 404, as REST's would)."""
+    answer = _mapping(data)
     errors = [e for e in answer.get("errors") or () if isinstance(e, dict)]
     ci_errors = [e for e in errors if list(e.get("path") or ())[:2] == ["repository", "ci"]]
     others = [e for e in errors if e not in ci_errors]
-    found = (answer.get("data") or {}).get("repository")
+    found = _mapping(answer.get("data")).get("repository")
     if others or not isinstance(found, dict):
         raise _graphql_error(others, what)
     return found, bool(ci_errors)
 
 
 def _graphql_error(errors: Sequence[dict[str, Any]], what: str) -> GitHubError:
-    """GitHub's messages joined; a NOT_FOUND error carries status 404, as the REST answer would."""
     reason = "; ".join(str(e.get("message") or e.get("type") or "") for e in errors)
     status = 404 if any(e.get("type") == "NOT_FOUND" for e in errors) else None
     return GitHubError(f"{what}: {reason or 'no repository in the answer'}", status)
 
 
 def _rollup(node: Any) -> CiRead:
-    """GitHub's `statusCheckRollup` → the statuses and check runs the REST API lists, with REST's
-    lower-case values. A commit with neither has no rollup (null): CI `none`. Over 100 contexts,
-    what was not read makes the state `unknown` unless a failure is already among those read."""
-    rollup = node.get("statusCheckRollup") if isinstance(node, dict) else None
+    """`statusCheckRollup` → the checks REST lists, with REST's lower-case values."""
+    rollup = _mapping(node).get("statusCheckRollup")
     if not isinstance(rollup, dict):
-        return CiRead((), ())
+        return (), True
     contexts = _mapping(rollup.get("contexts"))
     items = [item for item in contexts.get("nodes") or () if isinstance(item, dict)]
-    statuses = tuple(_commit_status(i) for i in items if i.get("__typename") == "StatusContext")
-    runs = tuple(_check_run(i) for i in items if i.get("__typename") == "CheckRun")
-    page = _mapping(contexts.get("pageInfo"))
-    return CiRead(statuses, runs, complete=not page.get("hasNextPage"))
+    statuses = [
+        CheckRunInfo(str(i.get("context") or ""), "completed", str(i.get("state") or "").lower())
+        for i in items
+        if i.get("__typename") == "StatusContext"
+    ]
+    runs = [
+        CheckRunInfo(
+            str(i.get("name") or ""),
+            str(i.get("status") or "").lower(),
+            str(i["conclusion"]).lower() if i.get("conclusion") else None,
+            str(i.get("detailsUrl") or ""),
+        )
+        for i in items
+        if i.get("__typename") == "CheckRun"
+    ]
+    return (*statuses, *runs), not _mapping(contexts.get("pageInfo")).get("hasNextPage")
 
 
 def _mapping(value: Any) -> dict[str, Any]:
     """A GraphQL object, or {} for null or anything unexpected."""
     return value if isinstance(value, dict) else {}
-
-
-def _commit_status(item: dict[str, Any]) -> CommitStatus:
-    return CommitStatus(str(item.get("context") or ""), str(item.get("state") or "").lower())
-
-
-def _check_run(item: dict[str, Any]) -> CheckRunInfo:
-    conclusion = item.get("conclusion")
-    return CheckRunInfo(
-        name=str(item.get("name") or ""),
-        status=str(item.get("status") or "").lower(),
-        conclusion=str(conclusion).lower() if conclusion else None,
-        details_url=str(item.get("detailsUrl") or ""),
-    )
 
 
 def _blob_text(node: Any) -> str | None:
@@ -723,8 +655,8 @@ def _blob_text(node: Any) -> str | None:
 def _pull_info(repo: str, pr: Any, *, full: bool) -> PullInfo:
     head_repo = pr.head.repo.full_name if pr.head.repo is not None else None
     base_repo = pr.base.repo.full_name if pr.base.repo is not None else repo
+    created = pr.created_at
     return PullInfo(
-        repo=repo,
         number=pr.number,
         title=pr.title or "",
         body=pr.body or "",
@@ -741,54 +673,41 @@ def _pull_info(repo: str, pr: Any, *, full: bool) -> PullInfo:
         base_repo=base_repo,
         cross_repo=head_repo is None or head_repo.lower() != base_repo.lower(),
         labels=tuple(label.name for label in pr.labels),
-        changed_files=pr.changed_files if full else None,
-        additions=pr.additions if full else None,
-        deletions=pr.deletions if full else None,
-        commits=pr.commits if full else None,
-        mergeable=pr.mergeable if full else None,
-        created_at=_stamp(pr.created_at),
-        updated_at=_stamp(pr.updated_at),
+        **{k: getattr(pr, k) if full else None for k in _COUNTS},
+        created_at=created.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(created, datetime) else "",
     )
-
-
-def _stamp(value: Any) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(value, datetime) else ""
 
 
 def _comment_info(comment: Any) -> CommentInfo:
-    return CommentInfo(
-        id=comment.id, user=_login(comment.user), body=comment.body or "", url=comment.html_url
-    )
+    return CommentInfo(comment.id, _login(comment.user), comment.body or "", comment.html_url)
 
 
 def _review_info(review: Any) -> ReviewInfo:
     return ReviewInfo(
-        id=review.id,
-        user=_login(review.user),
-        body=review.body or "",
-        commit_id=review.commit_id or "",
-        url=review.html_url,
+        review.id, _login(review.user), review.body or "", review.html_url, review.commit_id or ""
     )
 
 
-def ci_state(
-    statuses: Sequence[CommitStatus] | None,
-    runs: Sequence[CheckRunInfo] | None,
-    *,
-    run_id: str | None,
-    complete: bool = True,
-) -> CiState:
-    """Statuses + check runs → one state (DESIGN 10.10); None for a part we were not allowed to read.
-
-    Our own run is left out: its details_url holds /actions/runs/<run_id>. A failure anywhere is
-    `failure`; otherwise an unreadable part (or more than one page: not `complete`) makes it
-    `unknown`; nothing at all is `none`.
-    """
-    read = _check_outcomes(statuses or (), runs or (), run_id)
+def ci_state(checks: Sequence[CheckRunInfo], *, run_id: str | None, complete: bool = True) -> CiState:
+    """The checks at a commit → one state (DESIGN 10.10). Our own run, still in progress while it
+    asks, is left out: its details_url holds /actions/runs/<run_id>. A failure anywhere is `failure`;
+    otherwise an incomplete read is `unknown`; nothing at all is `none`."""
+    own = re.compile(rf"/actions/runs/{re.escape(run_id)}(?![0-9])") if run_id else None
+    read: list[tuple[CheckResult, str]] = []
+    for run in checks:
+        if own is not None and own.search(run.details_url):
+            continue
+        done = run.status == "completed"
+        read.append(
+            (
+                CheckResult(run.name, run.conclusion if done else run.status),
+                _outcome(run.conclusion) if done else "pending",
+            )
+        )
     outcomes = {outcome for _, outcome in read}
     if "failed" in outcomes:
         state = "failure"
-    elif statuses is None or runs is None or not complete:
+    elif not complete:
         state = "unknown"
     elif "pending" in outcomes:
         state = "pending"
@@ -797,26 +716,20 @@ def ci_state(
     return CiState(state=state, checks=tuple(check for check, _ in read))
 
 
-def _check_outcomes(
-    statuses: Sequence[CommitStatus], runs: Sequence[CheckRunInfo], run_id: str | None
-) -> list[tuple[CheckResult, str]]:
-    """Each check as the report lists it, with its outcome (failed, ok or pending); statuses first.
-    Our own run is still in progress while it asks, so it is left out."""
-    read = [(CheckResult(s.context, s.state), _outcome(s.state)) for s in statuses]
-    own = re.compile(rf"/actions/runs/{re.escape(run_id)}(?![0-9])") if run_id else None
-    for run in runs:
-        if own is not None and own.search(run.details_url):
-            continue
-        done = run.status == "completed"
-        check = CheckResult(run.name, run.conclusion if done else run.status)
-        read.append((check, _outcome(run.conclusion) if done else "pending"))
-    return read
-
-
 def _outcome(conclusion: str | None) -> str:
     if conclusion in _FAILED:
         return "failed"
     return "ok" if conclusion in _PASSED else "pending"
+
+
+def _files_gap(listed: int, total: int, max_files: int) -> list[Gap]:
+    if total <= listed:
+        return []
+    capped = listed >= max_files and max_files < min(total, FILES_LIMIT)
+    who = "imreview read the first" if capped else "GitHub listed"
+    why = f" (at most {max_files} per review, to keep a run to a few API requests)" if capped else ""
+    what = f"{who} {listed} of the {total} changed files{why}; the other {total - listed} were not reviewed"
+    return [Gap(what=what, why="too_many_files")]
 
 
 class GitHubSource:
@@ -852,28 +765,26 @@ class GitHubSource:
     def change(self) -> Change:
         info = self.pull_info()
         files = self.client.pull_files(self.repo, self.number, limit=self.max_files)
-        gaps: list[Gap] = []
         total = info.changed_files or 0
-        if total > len(files):
-            capped = len(files) >= self.max_files and self.max_files < min(total, FILES_LIMIT)
-            what = (
-                f"imreview read the first {len(files)} of the {total} changed files (at most"
-                f" {self.max_files} per review, to keep a run to a few API requests); the other"
-                f" {total - len(files)} were not reviewed"
-                if capped
-                else f"GitHub listed {len(files)} of the {total} changed files; the other "
-                f"{total - len(files)} were not reviewed"
-            )
-            gaps.append(Gap(what=what, why="too_many_files"))
+        gaps = _files_gap(len(files), total, self.max_files)
         self._files = tuple(files)
         self._context = [f.path for f in files if f.status != "removed" and f.has_patch]
         self._position = {p: i for i, p in enumerate(self._context)}
-        ci = self._prefetch(info, self._context)
+        # The CI state and the first CONTENTS_BATCH head files (with the base's config file) in one
+        # query; when it fails, `read_file` batches the files and CI is read through REST.
+        wanted = [(info.head_sha, p) for p in self._context]
+        if (info.base_repo or self.repo).lower() == self.repo.lower():
+            wanted = [(info.base_sha, self.config_path), *wanted]
+        try:
+            ci: CiRead | None = self.client.texts_and_ci(self.repo, wanted, ci_sha=info.head_sha)
+        except GitHubError:
+            ci = None
         try:
             merge_base = self.client.merge_base(self.repo, info.base_sha, info.head_sha)
         except GitHubError as exc:
             merge_base = ""
             gaps.append(Gap(what=f"merge base unknown: {exc}", why="merge_base_unknown"))
+        checks, complete = ci if ci is not None else self.client.ci_checks(self.repo, info.head_sha)
         snapshot = Snapshot(
             source="github",
             repo=self.repo,
@@ -890,49 +801,16 @@ class GitHubSource:
             additions=info.additions or 0,
             deletions=info.deletions or 0,
             commits=info.commits or 0,
-            ci=self._ci(info.head_sha, ci),
+            ci=ci_state(checks, run_id=self.run_id, complete=complete),
             mergeable=info.mergeable,
         )
         return Change(snapshot=snapshot, files=tuple(files), body=info.body, gaps=tuple(gaps))
-
-    def _ci(self, sha: str, read: CiRead | None) -> CiState:
-        """CI at the head: from the GraphQL query that read the first files, else (that query
-        failed) through REST, the combined status and the check runs (a 403 or 404: unreadable)."""
-        if read is not None:
-            return ci_state(read.statuses, read.runs, run_id=self.run_id, complete=read.complete)
-        statuses: list[CommitStatus] | None = None
-        runs: list[CheckRunInfo] | None = None
-        try:
-            statuses = self.client.commit_statuses(self.repo, sha)
-        except GitHubError as exc:
-            if exc.status not in (403, 404):
-                raise
-        try:
-            runs = self.client.check_runs(self.repo, sha)
-        except GitHubError as exc:
-            if exc.status not in (403, 404):
-                raise
-        return ci_state(statuses, runs, run_id=self.run_id)
-
-    def _prefetch(self, info: PullInfo, paths: Sequence[str]) -> CiRead | None:
-        """The CI state at the head and the first CONTENTS_BATCH head files in one query (with the
-        base's config file when it was not read yet). None when it failed: the batched reads of
-        `read_file` and the REST CI reads do it then."""
-        wanted = [(info.head_sha, p) for p in paths]
-        if (info.base_repo or self.repo).lower() == self.repo.lower():
-            wanted = [(info.base_sha, self.config_path), *wanted]
-        try:
-            return self.client.texts_and_ci(self.repo, wanted, ci_sha=info.head_sha)
-        except GitHubError:
-            return None
 
     def head_sha(self) -> str:
         return self.client.pull(self.repo, self.number).head_sha
 
     def context_corpus(self) -> ctx.MemoryCorpus:
-        """The head for context: one tree listing, then the PR's files not read yet and the files
-        most likely to hold what the change uses (reviewer.context.candidate_paths), CONTEXT_FILES
-        in all (two GraphQL queries), searched in memory."""
+        """The head for context: one tree listing, then the PR's unread files and likely neighbours."""
         sha = self.pull_info().head_sha
         paths = self.client.tree_paths(self.repo, sha)
         names = ctx.mentioned(self._files)
@@ -942,12 +820,15 @@ class GitHubSource:
         return ctx.MemoryCorpus({path: text for (_, path), text in texts.items() if text is not None})
 
     def read_file(self, path: str, sha: str) -> str | None:
-        """Head files come in batches: a file not fetched yet brings up to CONTENTS_BATCH - 1 other
-        unread files of the PR with it (those after it first), so a PR costs ceil(files / batch)."""
-        info = self._info
-        position = self._position.get(path)
-        wanted = info is not None and sha == info.head_sha and position is not None
-        if wanted and position is not None and not self.client.has_text(self.repo, sha, path):
+        """A head file not fetched yet brings up to CONTENTS_BATCH - 1 other unread files of the PR
+        with it (those after it first), so a PR costs ceil(files / batch) queries."""
+        info, position = self._info, self._position.get(path)
+        if (
+            info is not None
+            and sha == info.head_sha
+            and position is not None
+            and not self.client.has_text(self.repo, sha, path)
+        ):
             ring = (*self._context[position:], *self._context[:position])
             unread = (p for p in ring if not self.client.has_text(self.repo, sha, p))
             with contextlib.suppress(GitHubError):

@@ -18,8 +18,15 @@ from reviewer.report import CiState, Ref, Snapshot
 from reviewer.source import Change
 
 DEFAULT_BASES = ("origin/HEAD", "origin/main", "main", "origin/master", "master")
+CONFIG_PATH = ".github/imreview.yml"
 _REMOTE_REPO = re.compile(r"[:/]([^/:]+/[^/]+?)(?:\.git)?/?$")
 _MAX_BODY = 20_000
+_DIFF = ("diff", "--no-color", "--no-ext-diff", "-M", "--full-index", "--src-prefix=a/", "--dst-prefix=b/")
+GREP_PER_FILE = 400
+"""Matching lines `git grep` reports per file, for all names together (`-m` cannot count per name):
+high enough that a definition far down a file that uses many of the names is still reported."""
+_ERE_SPECIAL = re.compile(r"[.\[\]()*+?{}|^$\\]")
+"""What a POSIX extended regex would read as an operator in a name."""
 
 
 def _git_env() -> dict[str, str]:
@@ -37,14 +44,7 @@ class Git:
         self.cwd = cwd
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        cmd = [
-            "git",
-            "-c",
-            f"safe.directory={self.cwd}",
-            "-c",
-            "core.quotePath=false",
-            *args,
-        ]
+        cmd = ["git", "-c", f"safe.directory={self.cwd}", "-c", "core.quotePath=false", *args]
         try:
             proc = subprocess.run(cmd, cwd=self.cwd, env=_git_env(), capture_output=True, check=False)
         except FileNotFoundError as exc:
@@ -63,8 +63,8 @@ class Git:
 
 
 class BlobReader:
-    """One `git cat-file --batch` process for every file read: a process per file costs 2 ms each,
-    seconds on a large change. Thread-safe; the process ends with `close()` or with this object."""
+    """One `git cat-file --batch` process for every file read (a process per file costs 2 ms each,
+    seconds on a large change). Thread-safe; the process ends with `close()` or with this object."""
 
     def __init__(self, git: Git) -> None:
         self.git = git
@@ -72,26 +72,10 @@ class BlobReader:
         self._proc: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize[..., BlobReader] | None = None
 
-    def _start(self) -> subprocess.Popen[bytes]:
-        cmd = ["git", "-c", f"safe.directory={self.git.cwd}", "cat-file", "--batch"]
-        try:
-            proc = subprocess.Popen(
-                cmd,
-                cwd=self.git.cwd,
-                env=_git_env(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-            )
-        except FileNotFoundError as exc:
-            raise UsageError("git is not installed or not on PATH") from exc
-        self._finalizer = weakref.finalize(self, _stop, proc)
-        return proc
-
     def read(self, path: str, sha: str) -> bytes | None:
-        """The blob at `sha:path`; None when absent or not a file (a directory, a submodule), and for
-        a path that is not a plain path inside the tree: git reads `sha:../x` relative to the working
-        directory, and its "outside repository" error ends the batch process (the review with it)."""
+        """The blob at `sha:path`; None when absent or not a file, and for a path that is not a plain
+        path inside the tree: git reads `sha:../x` relative to the working directory, and its
+        "outside repository" error ends the batch process (the review with it)."""
         if not path or path.startswith("/") or any(part in ("", ".", "..") for part in path.split("/")):
             return None
         if "\n" in path or "\r" in path:
@@ -99,7 +83,20 @@ class BlobReader:
             return proc.stdout if proc.returncode == 0 else None
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
-                self._proc = self._start()
+                cmd = ["git", "-c", f"safe.directory={self.git.cwd}", "cat-file", "--batch"]
+                pipe = subprocess.PIPE
+                try:
+                    self._proc = subprocess.Popen(
+                        cmd,
+                        cwd=self.git.cwd,
+                        env=_git_env(),
+                        stdin=pipe,
+                        stdout=pipe,
+                        stderr=subprocess.DEVNULL,
+                    )
+                except FileNotFoundError as exc:
+                    raise UsageError("git is not installed or not on PATH") from exc
+                self._finalizer = weakref.finalize(self, _stop, self._proc)
             stdin, stdout = self._proc.stdin, self._proc.stdout
             assert stdin is not None and stdout is not None
             try:
@@ -107,17 +104,17 @@ class BlobReader:
                 stdin.flush()
                 return _answer(stdout, f"{sha}:{path}")
             except (BrokenPipeError, OSError, ValueError) as exc:
-                self.close_locked()
+                self._close()
                 raise GitError(f"`git cat-file --batch` failed reading {sha[:12]}:{path}: {exc}") from exc
 
-    def close_locked(self) -> None:
+    def _close(self) -> None:
         if self._finalizer is not None:
             self._finalizer()
         self._proc = None
 
     def close(self) -> None:
         with self._lock:
-            self.close_locked()
+            self._close()
 
 
 def _answer(stdout: IO[bytes], name: str) -> bytes | None:
@@ -145,15 +142,6 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
     if proc.stdout is not None:
         proc.stdout.close()
-
-
-GREP_PER_FILE = 400
-"""Matching lines `git grep` reports per file, for all names together (`-m` cannot count per name):
-high enough that a definition far down a file that uses many of the names is still reported."""
-
-
-_ERE_SPECIAL = re.compile(r"[.\[\]()*+?{}|^$\\]")
-"""What a POSIX extended regex would read as an operator in a name."""
 
 
 class GitCorpus:
@@ -194,7 +182,7 @@ class GitCorpus:
         return None if blob is None else blob.decode("utf-8", "replace")
 
 
-def open_repository(path: str | os.PathLike[str]) -> Git:
+def _repository(path: str | os.PathLike[str]) -> Git:
     """The top level of the repository at PATH, or exit 2 saying PATH is not one."""
     where = Path(path).resolve()
     if not where.is_dir():
@@ -205,30 +193,27 @@ def open_repository(path: str | os.PathLike[str]) -> Git:
     return Git(Path(proc.stdout.decode().strip()))
 
 
-def default_base(git: Git) -> str:
+def _default_base(git: Git) -> str:
     """The upstream when it names another branch, else the first of DEFAULT_BASES that exists."""
     upstream = git.run("rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}", check=False)
     current = git.run("rev-parse", "--abbrev-ref", "HEAD", check=False).stdout.decode().strip()
     name = upstream.stdout.decode().strip()
     if upstream.returncode == 0 and name and name.split("/", 1)[-1] != current:
         return name
-    for candidate in DEFAULT_BASES:
-        if git.verify(candidate):
-            return candidate
-    raise UsageError(
-        "no base branch found: tried the upstream, " + ", ".join(DEFAULT_BASES) + "; pass --base REF"
-    )
-
-
-CONFIG_PATH = ".github/imreview.yml"
+    found = next((candidate for candidate in DEFAULT_BASES if git.verify(candidate)), None)
+    if found is None:
+        raise UsageError(
+            f"no base branch found: tried the upstream, {', '.join(DEFAULT_BASES)}; pass --base REF"
+        )
+    return found
 
 
 class LocalSource:
     """Reviews what `head` adds on top of `merge-base(base, head)`; file text comes from git objects."""
 
     def __init__(self, path: str | os.PathLike[str] = ".", *, base: str | None = None, head: str = "HEAD"):
-        self.git = open_repository(path)
-        self.base_ref = base or default_base(self.git)
+        self.git = _repository(path)
+        self.base_ref = base or _default_base(self.git)
         self.head_ref = head
         self.base_sha = self._resolve(self.base_ref, "--base")
         self.head_sha_pinned = self._resolve(head, "--head")
@@ -248,55 +233,39 @@ class LocalSource:
         return sha
 
     def change(self) -> Change:
-        raw = self.git.run(
-            "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "-M",
-            "--full-index",
-            "--src-prefix=a/",
-            "--dst-prefix=b/",
-            self.merge_base,
-            self.head_sha_pinned,
-        ).stdout
-        files = parse_patch(raw)
+        head, commits = self.head_sha_pinned, f"{self.merge_base}..{self.head_sha_pinned}"
+        files = parse_patch(self.git.run(*_DIFF, self.merge_base, head).stdout)
         if not files:
             raise UsageError(
                 f"nothing to review: {self.base_ref}...{self.head_ref} is empty"
                 f" (merge base {self.merge_base[:12]} = head, or no committed changes)"
             )
-        commits = int(self.git.text("rev-list", "--count", f"{self.merge_base}..{self.head_sha_pinned}"))
-        subject = self.git.text("log", "-1", "--format=%s", self.head_sha_pinned)
-        author = self.git.text("log", "-1", "--format=%an", self.head_sha_pinned)
-        body = self.git.text("log", "--format=%B", f"{self.merge_base}..{self.head_sha_pinned}")[:_MAX_BODY]
+        origin = self.git.run("remote", "get-url", "origin", check=False)
+        found = _REMOTE_REPO.search(origin.stdout.decode().strip()) if origin.returncode == 0 else None
         snapshot = Snapshot(
             source="local",
-            repo=self._repo_name(),
+            repo=found.group(1) if found else self.git.cwd.name,
             number=None,
-            title=subject,
-            author=author,
+            title=self.git.text("log", "-1", "--format=%s", head),
+            author=self.git.text("log", "-1", "--format=%an", head),
             url="",
             base=Ref(ref=self.base_ref, sha=self.base_sha),
-            head=Ref(ref=self.head_ref, sha=self.head_sha_pinned),
+            head=Ref(ref=self.head_ref, sha=head),
             merge_base=self.merge_base,
             files=len(files),
             additions=sum(f.additions for f in files),
             deletions=sum(f.deletions for f in files),
-            commits=commits,
+            commits=int(self.git.text("rev-list", "--count", commits)),
             ci=CiState(state="unknown"),
         )
-        return Change(snapshot=snapshot, files=files, body=body)
-
-    def _repo_name(self) -> str:
-        proc = self.git.run("remote", "get-url", "origin", check=False)
-        if proc.returncode == 0 and (m := _REMOTE_REPO.search(proc.stdout.decode().strip())):
-            return m.group(1)
-        return self.git.cwd.name
+        return Change(
+            snapshot=snapshot, files=files, body=self.git.text("log", "--format=%B", commits)[:_MAX_BODY]
+        )
 
     def base_config_text(self, notice: Callable[[str], None]) -> str | None:
-        """`.github/imreview.yml` as the base commit has it (as the Action reads it): the branch
-        under review cannot choose its own `api_base`, model or budget. A work-tree copy that differs
-        is named, not used."""
+        """`.github/imreview.yml` as the base commit has it (as the Action reads it): the branch under
+        review cannot choose its own `api_base`, model or budget. A work-tree copy that differs is
+        named, not used."""
         text = self.read_file(CONFIG_PATH, self.base_sha)
         text = text.removeprefix("\ufeff") if text is not None else None
         local = self.git.cwd / CONFIG_PATH

@@ -1,14 +1,7 @@
 """A PR's review threads, reactions and who may dismiss: the few GitHub calls comment commands need.
-
-- `read_threads`: ONE GraphQL query per run, whatever the number of threads: the newest 100
-  threads, each with `isResolved`, `resolvedBy`, its first comment (body, which carries our finding
-  marker, author, up to 20 👎 reactions) and its last 20 comments (replies, with GitHub's
-  `authorAssociation`).
-- `react`: one reaction on a command comment (👀 accepted, 👎 refused).
-- `permission`: a collaborator's permission (`admin`, `write`, `read`, `none`); GraphQL gives no
-  association for who resolved a thread or reacted, so each distinct such user costs one request,
-  at most `MAX_IDENTITY_CHECKS` per run (docs/commands.md).
-"""
+Threads cost ONE GraphQL query per run; GraphQL gives no association for who resolved a thread or
+reacted, so each such user's permission costs one request, at most `MAX_IDENTITY_CHECKS` a run
+(docs/commands.md)."""
 
 from __future__ import annotations
 
@@ -38,6 +31,12 @@ THREADS_QUERY = (
     "{ nodes { databaseId body authorAssociation author { login } } } "
     "} } } } }"
 )
+PERMISSION_ASSOCIATIONS: Mapping[str, frozenset[str]] = {
+    "admin": frozenset({"OWNER", "MEMBER", "COLLABORATOR"}),
+    "write": frozenset({"MEMBER", "COLLABORATOR"}),
+}
+"""What a permission stands for when GraphQL gives no association: write access is what a member or
+collaborator with a say over the code has; `admin` also stands for an owner."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +76,10 @@ def _id(node: Mapping[str, Any]) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def parse_threads(answer: Mapping[str, Any]) -> tuple[Thread, ...]:
     """The threads in a GraphQL answer; anything malformed is left out."""
     data = answer.get("data")
@@ -84,36 +87,32 @@ def parse_threads(answer: Mapping[str, Any]) -> tuple[Thread, ...]:
     pull = repo.get("pullRequest") if isinstance(repo, Mapping) else None
     threads: list[Thread] = []
     for node in _nodes(pull, "reviewThreads"):
-        first = _nodes(node, "first")
-        if not first:
-            continue
-        head = first[0]
-        body = head.get("body")
-        threads.append(
-            Thread(
-                first_id=_id(head),
-                first_author=_login(head.get("author")),
-                first_body=body if isinstance(body, str) else "",
-                resolved=node.get("isResolved") is True,
-                resolved_by=_login(node.get("resolvedBy")),
-                thumbs_down=tuple(_login(r.get("user")) for r in _nodes(head, "reactions")),
-                replies=tuple(
+        for head in _nodes(node, "first")[:1]:
+            replies = [r for r in _nodes(node, "replies") if _id(r) != _id(head)]
+            thread = Thread(
+                _id(head),
+                _login(head.get("author")),
+                _text(head.get("body")),
+                node.get("isResolved") is True,
+                _login(node.get("resolvedBy")),
+                tuple(_login(r.get("user")) for r in _nodes(head, "reactions")),
+                tuple(
                     ThreadReply(
-                        comment_id=_id(r),
-                        author=_login(r.get("author")),
-                        association=str(r.get("authorAssociation") or "NONE"),
-                        body=str(r.get("body") or ""),
+                        _id(r),
+                        _login(r.get("author")),
+                        str(r.get("authorAssociation") or "NONE"),
+                        str(r.get("body") or ""),
                     )
-                    for r in _nodes(node, "replies")
-                    if _id(r) != _id(head)
+                    for r in replies
                 ),
             )
-        )
+            threads.append(thread)
     return tuple(threads)
 
 
 def read_threads(client: GitHubClient, repo: str, number: int) -> tuple[Thread, ...]:
-    """The PR's newest review threads, in one GraphQL request."""
+    """The PR's newest review threads, each with its first comment (our finding marker, author, 👎
+    reactions) and its last replies, in one GraphQL request."""
     owner, _, name = repo.partition("/")
     what = f"read the review threads of {repo}#{number} through GraphQL"
     answer = client.graphql(THREADS_QUERY, {"owner": owner, "name": name, "number": number}, what)
@@ -124,7 +123,8 @@ def read_threads(client: GitHubClient, repo: str, number: int) -> tuple[Thread, 
 
 
 def react(client: GitHubClient, repo: str, kind: Kind, comment_id: int, content: Reaction) -> None:
-    """One reaction on a comment (GitHub answers 200 when it is already there: still one)."""
+    """One reaction on a command comment (👀 accepted, 👎 refused; GitHub answers 200 when it is
+    already there)."""
     where = "issues" if kind == "issue" else "pulls"
     client.rest(
         "POST",
@@ -135,38 +135,23 @@ def react(client: GitHubClient, repo: str, kind: Kind, comment_id: int, content:
     )
 
 
-def permission(client: GitHubClient, repo: str, login: str) -> str:
-    """`admin`, `write` (maintain included), `read` (triage included) or `none`; not a collaborator
-    (404) is `none`."""
-    try:
-        data = client.rest(
-            "GET", f"/repos/{repo}/collaborators/{login}/permission", f"read {login}'s permission on {repo}"
-        )
-    except GitHubError as exc:
-        if exc.status == 404:
-            return "none"
-        raise
-    value = data.get("permission") if isinstance(data, Mapping) else None
-    return value if isinstance(value, str) else "none"
-
-
-PERMISSION_ASSOCIATIONS: Mapping[str, frozenset[str]] = {
-    "admin": frozenset({"OWNER", "MEMBER", "COLLABORATOR"}),
-    "write": frozenset({"MEMBER", "COLLABORATOR"}),
-}
-"""What a permission stands for when GraphQL gives no association: write access is what a
-collaborator or member with a say over the code has; `admin` also stands for an owner."""
-
-
 def trusted_logins(
     client: GitHubClient, repo: str, logins: Sequence[str], allowed: Sequence[str]
 ) -> frozenset[str]:
-    """Those of `logins` (the first MAX_IDENTITY_CHECKS distinct ones) whose permission stands for
-    an association in `allowed`; one request each; a failed read trusts nobody."""
+    """Those of `logins` (the first MAX_IDENTITY_CHECKS distinct ones) whose permission (`admin`,
+    `write`, `read`; not a collaborator is `none`) stands for an association in `allowed`; one
+    request each; a failed read trusts nobody."""
     wanted = {a.upper() for a in allowed}
     trusted: set[str] = set()
     for login in list(dict.fromkeys(logins))[:MAX_IDENTITY_CHECKS]:
-        level = permission(client, repo, login)
-        if PERMISSION_ASSOCIATIONS.get(level, frozenset()) & wanted:
+        try:
+            what = f"read {login}'s permission on {repo}"
+            data = client.rest("GET", f"/repos/{repo}/collaborators/{login}/permission", what)
+        except GitHubError as exc:
+            if exc.status != 404:
+                raise
+            data = {}
+        level = data.get("permission") if isinstance(data, Mapping) else None
+        if PERMISSION_ASSOCIATIONS.get(str(level), frozenset()) & wanted:
             trusted.add(login)
     return frozenset(trusted)
