@@ -36,20 +36,10 @@ def config_option(name: str, **changes: Any) -> Callable[[F], F]:
     type its value is checked as and its help line all come from the table's row; `changes` adjusts
     the click option (another help line, a laxer type). Budget flags are all positive: 0 would
     plan a review that cannot run (leave `--model` unset for the deterministic checks alone)."""
-    from reviewer.config import OVERRIDE_KEYS, flag_shape
+    from reviewer.config import OVERRIDE_KEYS, flag_settings
 
     key = OVERRIDE_KEYS[name]
-    shape = flag_shape(key)
-    kind: click.ParamType | None = None
-    if shape.number is int:
-        kind = click.IntRange(min=int(shape.minimum))
-    elif shape.number is float:
-        kind = click.FloatRange(min=shape.minimum, min_open=shape.above)
-    elif shape.choices:
-        kind = click.Choice(list(shape.choices))
-    settings: dict[str, Any] = {"type": kind, "multiple": shape.repeatable, "help": key.flag_help}
-    settings.update(changes)
-    return click.option(str(key.flag), name, **settings)
+    return click.option(str(key.flag), name, **{**flag_settings(key), **changes})
 
 
 BUDGET_KEYS = ("max_cost_usd", "max_input_tokens", "max_output_tokens", "max_seconds", "max_calls")

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Protocol
+from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -80,12 +80,14 @@ class _Invalid(Exception):
         super().__init__(message)
 
 
-class ValueType(Protocol):
+class ValueType:
     """How one setting is checked (typed value, e.g. from YAML) and parsed (text, e.g. an input)."""
 
-    def check(self, value: object) -> object: ...
+    def check(self, value: object) -> object:
+        raise NotImplementedError
 
-    def parse(self, raw: str) -> object: ...
+    def parse(self, raw: str) -> object:
+        return self.check(raw)
 
 
 def _show(value: object) -> str:
@@ -131,7 +133,7 @@ def _number(raw: str, convert: Callable[[str], float], expected: str) -> float:
 
 
 @dataclass(frozen=True)
-class _Int:
+class _Int(ValueType):
     minimum: int
     nullable: bool = False
 
@@ -149,9 +151,10 @@ class _Int:
 
 
 @dataclass(frozen=True)
-class _Float:
+class _Float(ValueType):
     minimum: float
     above: bool = False  # the minimum itself is not allowed (a budget of 0 seconds cannot run)
+    maximum: float | None = None  # a share of each call
 
     def check(self, value: object) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -162,6 +165,8 @@ class _Float:
             raise _Invalid(f"must be more than {self.minimum:g}, got {value:g}")
         if value < self.minimum:
             raise _Invalid(f"must be at least {self.minimum:g}, got {value}")
+        if self.maximum is not None and value > self.maximum:
+            raise _Invalid(f"must be at most {self.maximum:g} (a share of each call), got {value}")
         return float(value)
 
     def parse(self, raw: str) -> object:
@@ -169,29 +174,15 @@ class _Float:
 
 
 @dataclass(frozen=True)
-class _Share:
-    """A fraction of a call: from 0 (none) up to `maximum`."""
-
-    maximum: float
-
-    def check(self, value: object) -> float:
-        number = _Float(0).check(value)
-        if number > self.maximum:
-            raise _Invalid(f"must be at most {self.maximum:g} (a share of each call), got {value}")
-        return number
-
-    def parse(self, raw: str) -> object:
-        return self.check(_Float(0).parse(raw))
-
-
-@dataclass(frozen=True)
-class _Str:
-    """A trimmed string; empty means None when `nullable`, "" when `empty_ok`, else an error."""
+class _Str(ValueType):
+    """A trimmed string; empty means None when `nullable`, "" when `empty_ok`, else an error. A
+    `glob` must compile (`[z-a]` would otherwise fail mid-review)."""
 
     what: str
     pattern: re.Pattern[str] | None = None
     nullable: bool = False
     empty_ok: bool = False
+    glob: bool = False
 
     def check(self, value: object) -> object:
         if isinstance(value, os.PathLike):
@@ -207,19 +198,7 @@ class _Str:
             raise _Invalid(f"expected {self.what}, got {_show(value)}")
         if self.pattern is not None and not self.pattern.fullmatch(text):
             raise _Invalid(f"expected {self.what}, got {_show(value)}")
-        return text
-
-    def parse(self, raw: str) -> object:
-        return self.check(raw)
-
-
-@dataclass(frozen=True)
-class _Glob(_Str):
-    """A gitignore-like glob that compiles (`[z-a]` would otherwise fail mid-review)."""
-
-    def check(self, value: object) -> object:
-        text = super().check(value)
-        if isinstance(text, str) and text:
+        if self.glob:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
@@ -230,7 +209,7 @@ class _Glob(_Str):
 
 
 @dataclass(frozen=True)
-class _Choice:
+class _Choice(ValueType):
     choices: tuple[str, ...]
 
     def check(self, value: object) -> object:
@@ -238,15 +217,12 @@ class _Choice:
             raise _Invalid(f"expected one of {', '.join(self.choices)}, got {_show(value)}")
         return value.strip()
 
-    def parse(self, raw: str) -> object:
-        return self.check(raw)
-
 
 _LIST_SEPARATORS = re.compile(r"[\n,]")
 
 
 @dataclass(frozen=True)
-class _StrList:
+class _StrList(ValueType):
     """A list in YAML, or text split on newlines and commas (DESIGN 10.5); empties are dropped."""
 
     item: _Str
@@ -281,7 +257,7 @@ FINGERPRINT = re.compile(r"[0-9a-f]{12}")
 
 
 @dataclass(frozen=True)
-class _IgnoreList:
+class _IgnoreList(ValueType):
     """`ignore:`: a list of mappings, each with `reason` and exactly one of rule, path, fingerprint."""
 
     def check(self, value: object) -> object:
@@ -339,7 +315,7 @@ _PRICE_FIELDS = tuple(f.name for f in dataclasses.fields(Prices))
 
 
 @dataclass(frozen=True)
-class _PriceTable:
+class _PriceTable(ValueType):
     """`{model: {input_usd_per_mtok, output_usd_per_mtok}}`, for models litellm cannot price."""
 
     def check(self, value: object) -> object:
@@ -401,10 +377,6 @@ class ConfigKey:
         return getattr(_DEFAULT_CONFIG, self.name)
 
     @property
-    def flag_origin(self) -> str:
-        return f"option '{self.flag}'" if self.flag else f"setting '{self.name}'"
-
-    @property
     def input_origin(self) -> str:
         return f"input '{self.input}'" if self.input else f"setting '{self.name}'"
 
@@ -419,7 +391,10 @@ _LANGUAGE = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*")
 _NO_SPACE = re.compile(r"\S+")
 _URL = re.compile(r"https?://\S+", re.IGNORECASE)
 _MODEL = _Str("a model name without spaces", _NO_SPACE, nullable=True)
-_GLOB = _Glob("a glob", empty_ok=True)
+_ASSOCIATIONS = (
+    "OWNER MEMBER COLLABORATOR CONTRIBUTOR FIRST_TIME_CONTRIBUTOR FIRST_TIMER MANNEQUIN NONE".split()
+)
+_GLOB = _Str("a glob", empty_ok=True, glob=True)
 
 _KEYS: tuple[ConfigKey, ...] = (
     _mirrored("model", _MODEL, "litellm model string, e.g. openai/gpt-4o-mini (env IMREVIEW_MODEL)."),
@@ -483,7 +458,7 @@ _KEYS: tuple[ConfigKey, ...] = (
     _mirrored("max_concurrency", _Int(1), "Model requests in flight at once (default 4)."),
     _mirrored("max_findings", _Int(0), "Findings published to the PR (default 6)."),
     ConfigKey("context_window", _Int(1, nullable=True)),
-    ConfigKey("context_share", _Share(0.9)),
+    ConfigKey("context_share", _Float(0, maximum=0.9)),
     _mirrored(
         "fail_on",
         _Choice(("never", "P1", "P2", "P3")),
@@ -493,15 +468,7 @@ _KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("ignore", _IgnoreList()),
     ConfigKey(
         "maintainer_associations",
-        _StrList(
-            _Str(
-                "one of OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, FIRST_TIME_CONTRIBUTOR, FIRST_TIMER,"
-                " MANNEQUIN, NONE",
-                re.compile(
-                    r"OWNER|MEMBER|COLLABORATOR|CONTRIBUTOR|FIRST_TIME_CONTRIBUTOR|FIRST_TIMER|MANNEQUIN|NONE"
-                ),
-            )
-        ),
+        _StrList(_Str("one of " + ", ".join(_ASSOCIATIONS), re.compile("|".join(_ASSOCIATIONS)))),
     ),
 )
 
@@ -526,27 +493,19 @@ OVERRIDE_KEYS: Mapping[str, ConfigKey] = MappingProxyType(
 """Everything `build_config(overrides=...)` and `parse_input_value` accept: file keys plus run-only ones."""
 
 
-@dataclass(frozen=True)
-class FlagShape:
-    """How a flag takes its key's value, for `cli.py` to build the option: a whole number or a
-    number (`minimum`, excluded when `above`), one of `choices`, a repeatable text, or a text."""
+def flag_settings(key: ConfigKey) -> dict[str, Any]:
+    """The click option's type, multiplicity and help for `key`'s flag (`cli.config_option`)."""
+    import click
 
-    number: type[int] | type[float] | None = None
-    minimum: float = 0
-    above: bool = False
-    choices: tuple[str, ...] = ()
-    repeatable: bool = False
-
-
-def flag_shape(key: ConfigKey) -> FlagShape:
     kind = key.type
+    flag_type: click.ParamType | None = None
     if isinstance(kind, _Int):
-        return FlagShape(int, kind.minimum)
-    if isinstance(kind, _Float):
-        return FlagShape(float, kind.minimum, kind.above)
-    if isinstance(kind, _Choice):
-        return FlagShape(choices=kind.choices)
-    return FlagShape(repeatable=isinstance(kind, _StrList))
+        flag_type = click.IntRange(min=kind.minimum)
+    elif isinstance(kind, _Float):
+        flag_type = click.FloatRange(min=kind.minimum, min_open=kind.above)
+    elif isinstance(kind, _Choice):
+        flag_type = click.Choice(list(kind.choices))
+    return {"type": flag_type, "multiple": isinstance(kind, _StrList), "help": key.flag_help}
 
 
 @dataclass(frozen=True)
@@ -589,11 +548,7 @@ class Overrides:
 
     def layer(self) -> dict[str, object]:
         """The settings given, by key name (what `build_config` layers over the file)."""
-        return {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if getattr(self, f.name) is not None
-        }
+        return {name: value for name, value in vars(self).items() if value is not None}
 
 
 NO_OVERRIDES = Overrides()
@@ -795,7 +750,7 @@ def build_config(
     _apply(values, file_layer or {}, CONFIG_KEYS, lambda spec: f"config key '{spec.name}'")
     _apply(values, env or {}, CONFIG_KEYS, lambda spec: f"environment setting '{spec.name}'")
     given = overrides.layer() if isinstance(overrides, Overrides) else overrides or {}
-    _apply(values, given, OVERRIDE_KEYS, lambda spec: spec.flag_origin)
+    _apply(values, given, OVERRIDE_KEYS, lambda k: f"option '{k.flag}'" if k.flag else f"setting '{k.name}'")
     limits = {OVERRIDE_KEYS[k].limit: v for k, v in values.items() if OVERRIDE_KEYS[k].limit}
     fields = {k: v for k, v in values.items() if not OVERRIDE_KEYS[k].limit}
     return Config(**fields, limits=dataclasses.replace(DEFAULT_LIMITS, **limits))  # type: ignore[arg-type]
@@ -815,27 +770,21 @@ def _canonical(value: object) -> object:
     raise TypeError(f"cannot hash a {type(value).__name__}")
 
 
-_HASHED_FIELDS = (
-    "model",
-    "fallback_models",
-    "api_base",
-    "language",
-    "instructions",
-    "include",
-    "exclude",
-    "limits",
-    "max_output_tokens_per_call",
-    "max_findings",
-    "context_window",
-    "context_share",
-    "prices",
-    "ignore",
+_UNHASHED = (
+    "request_timeout",
+    "max_concurrency",
+    "fail_on",
+    "on_error",
+    "template_dir",
+    "maintainer_associations",
 )
+"""Settings that change how a review runs or exits, not what it says."""
 
 
 def config_hash(config: Config, templates_digest: str) -> str:
     """16 hex chars of sha256 over what shapes the review output; a rerun skips the model only on a match."""
-    payload = {name: _canonical(getattr(config, name)) for name in _HASHED_FIELDS}
+    names = [f.name for f in dataclasses.fields(config) if f.name not in _UNHASHED]
+    payload = {name: _canonical(getattr(config, name)) for name in names}
     payload["templates"] = templates_digest
     payload["schema"] = "imreview.config/v1"
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
