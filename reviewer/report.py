@@ -358,17 +358,16 @@ class Report:
     """What maintainers dismissed on this PR (never raised again; reviewer/dismissals.py)."""
 
     def to_dict(self) -> dict[str, Any]:
-        body = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-        return {"schema": SCHEMA_ID, "tool": {"name": TOOL_NAME, "version": __version__}, **body}
+        return {"schema": SCHEMA_ID, "tool": {"name": TOOL_NAME, "version": __version__}, **_plain(self)}
 
     def replace(self, **changes: Any) -> Report:
         return dataclasses.replace(self, **changes)
 
 
 def _plain(value: Any) -> Any:
-    if value is None or type(value) in _SCALARS:
+    if value is None or type(value) in (str, int, float, bool):
         return value
-    names = _field_names(type(value))
+    names = getattr(type(value), "__dataclass_fields__", None)  # no ClassVar in these classes
     if names is not None:
         return {name: _plain(getattr(value, name)) for name in names}
     if isinstance(value, Mapping):
@@ -376,20 +375,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
-
-
-_SCALARS = frozenset({str, int, float, bool})
-
-
-_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
-
-
-def _field_names(cls: type) -> tuple[str, ...] | None:
-    """A dataclass's field names, looked up once per class: a report holds one per file."""
-    if cls not in _FIELD_NAMES:
-        names = tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
-        _FIELD_NAMES[cls] = names
-    return _FIELD_NAMES[cls]
 
 
 _WS = re.compile(r"\s+")
