@@ -392,7 +392,7 @@ _NO_SPACE = re.compile(r"\S+")
 _URL = re.compile(r"https?://\S+", re.IGNORECASE)
 _MODEL = _Str("a model name without spaces", _NO_SPACE, nullable=True)
 _ASSOCIATIONS = (
-    "OWNER MEMBER COLLABORATOR CONTRIBUTOR FIRST_TIME_CONTRIBUTOR FIRST_TIMER MANNEQUIN NONE".split()
+    "OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, FIRST_TIME_CONTRIBUTOR, FIRST_TIMER, MANNEQUIN, NONE"
 )
 _GLOB = _Str("a glob", empty_ok=True, glob=True)
 
@@ -468,7 +468,7 @@ _KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("ignore", _IgnoreList()),
     ConfigKey(
         "maintainer_associations",
-        _StrList(_Str("one of " + ", ".join(_ASSOCIATIONS), re.compile("|".join(_ASSOCIATIONS)))),
+        _StrList(_Str(f"one of {_ASSOCIATIONS}", re.compile(_ASSOCIATIONS.replace(", ", "|")))),
     ),
 )
 
