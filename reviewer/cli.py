@@ -23,6 +23,7 @@ from reviewer.errors import ImreviewError, UsageError
 
 if TYPE_CHECKING:
     from reviewer.config import Overrides
+    from reviewer.pull import PullJob, SkipRules
     from reviewer.scan import ScanResult
     from reviewer.source.github import GitHubClient
 
@@ -126,10 +127,6 @@ def _note(message: str) -> None:
     click.echo(message, err=True)
 
 
-def _quiet(message: str) -> None:
-    """`-q`: progress notes (which commits are reviewed) are not printed; warnings still are."""
-
-
 def _progress(opts: Mapping[str, Any]) -> AbstractContextManager[Any]:
     from reviewer import progress
 
@@ -155,7 +152,8 @@ def review(path: str, base: str | None, head: str, config_file: str | None, **op
     from reviewer.run import review_and_report
     from reviewer.source.local import CONFIG_PATH, make_local_source
 
-    source = make_local_source(path, base, head, _quiet if opts["quiet"] else _note)
+    # -q: progress notes (which commits are reviewed) are not printed; warnings still are
+    source = make_local_source(path, base, head, (lambda _: None) if opts["quiet"] else _note)
     if config_file:
         file_layer = load_config_file(config_file, required=True)
     else:
@@ -190,39 +188,18 @@ def review(path: str, base: str | None, head: str, config_file: str | None, **op
 )
 @review_options
 @guarded
-def pr(
-    target: str,
-    post_comment: bool,
-    inline_comments: bool,
-    skip_drafts: bool,
-    skip_bots: bool,
-    skip_closed: bool,
-    skip_reviewed: bool,
-    max_pr_cost_usd: float,
-    config_file: str | None,
-    **opts: Any,
-) -> None:
+def pr(target: str, **opts: Any) -> None:
     """Review a GitHub pull request OWNER/REPO#N through the API (GITHUB_TOKEN, GITHUB_API_URL).
 
     Posts nothing unless asked; no skip rule applies unless a --skip-* flag turns it on.
     """
-    from reviewer.pull import PullJob, SkipRules, review_pull
+    from reviewer.pull import SkipRules, review_pull
     from reviewer.run import write_report_files, write_text
 
     repo, number = parse_pr_target(target)
     client = _github_client("`imreview pr` reads the PR through the GitHub API")
-    job = PullJob(
-        repo=repo,
-        number=number,
-        overrides=_overrides(opts),
-        config_file=config_file,
-        skip=SkipRules(
-            drafts=skip_drafts, bots=skip_bots, closed=skip_closed, reviewed=skip_reviewed, explicit=False
-        ),
-        post_comment=post_comment,
-        inline_comments=inline_comments,
-        max_pr_cost_usd=max_pr_cost_usd,
-    )
+    skips = {rule: opts[f"skip_{rule}"] for rule in ("drafts", "bots", "closed", "reviewed")}
+    job = _pull_job(repo, number, opts, SkipRules(**skips, explicit=False))
     with _progress(opts):
         outcome = review_pull(client, job, warn=_note)
     if outcome.report is not None and outcome.rendered is not None:
@@ -267,18 +244,7 @@ def pr(
 @review_options
 @guarded
 def scan(
-    repository: str,
-    limit: int,
-    labels: tuple[str, ...],
-    do_review: bool,
-    matrix: bool,
-    post_comment: bool,
-    inline_comments: bool,
-    include_drafts: bool,
-    include_bots: bool,
-    max_pr_cost_usd: float,
-    config_file: str | None,
-    **opts: Any,
+    repository: str, limit: int, labels: tuple[str, ...], do_review: bool, matrix: bool, **opts: Any
 ) -> None:
     """Scan the open PRs of OWNER/REPO: list, review (--review) or plan a fan-out (--matrix).
 
@@ -288,7 +254,7 @@ def scan(
     Unchanged PRs (our sticky comment already reviewed their head with the same config) cost no
     model call; cost and seconds are one budget for the whole run, tokens and calls are per PR.
     """
-    from reviewer.pull import PullJob, SkipRules
+    from reviewer.pull import SkipRules
     from reviewer.scan import ScanSettings
     from reviewer.scan import scan as run_scan
 
@@ -297,29 +263,36 @@ def scan(
     if matrix and do_review:
         raise UsageError("--matrix plans a fan-out and --review reviews here: choose one")
     client = _github_client("`imreview scan` lists the PRs through the GitHub API")
-    overrides = _overrides(opts)
-    job = PullJob(
-        repo=repository,
-        number=0,
-        overrides=overrides,
-        config_file=config_file,
-        skip=SkipRules(drafts=not include_drafts, bots=not include_bots, closed=True, reviewed=True),
-        post_comment=post_comment,
-        inline_comments=inline_comments,
-        max_pr_cost_usd=max_pr_cost_usd,
-    )
+    drafts, bots = not opts["include_drafts"], not opts["include_bots"]
+    job = _pull_job(repository, 0, opts, SkipRules(drafts=drafts, bots=bots, closed=True, reviewed=True))
     settings = ScanSettings(
         repo=repository,
         job=job,
         limit=limit,
-        labels=_split_labels(labels),
-        skip_drafts=not include_drafts,
-        skip_bots=not include_bots,
+        labels=tuple(part.strip() for raw in labels for part in raw.split(",") if part.strip()),
+        skip_drafts=drafts,
+        skip_bots=bots,
         plan_only=not do_review,
     )
     result = run_scan(client, settings, warn=_note)
-    _write_scan(result, overrides.language or "en", matrix=matrix, opts=opts)
+    _write_scan(result, job.overrides.language or "en", matrix=matrix, opts=opts)
     sys.exit(max((o.exit_code for o in result.outcomes), default=0))
+
+
+def _pull_job(repo: str, number: int, opts: Mapping[str, Any], skip: SkipRules) -> PullJob:
+    """The job `pr` and `scan` run for a PR (`scan`: the template of every PR's job)."""
+    from reviewer.pull import PullJob
+
+    return PullJob(
+        repo=repo,
+        number=number,
+        overrides=_overrides(opts),
+        config_file=opts["config_file"],
+        skip=skip,
+        post_comment=opts["post_comment"],
+        inline_comments=opts["inline_comments"],
+        max_pr_cost_usd=opts["max_pr_cost_usd"],
+    )
 
 
 def _github_client(need: str, *, signs: bool = True) -> GitHubClient:
@@ -339,11 +312,6 @@ def _github_client(need: str, *, signs: bool = True) -> GitHubClient:
         os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com",
         timeout=github_timeout(os.environ),
     )
-
-
-def _split_labels(labels: tuple[str, ...]) -> tuple[str, ...]:
-    """`--labels` is repeatable and each may also be a comma-separated list."""
-    return tuple(part.strip() for raw in labels for part in raw.split(",") if part.strip())
 
 
 def _write_scan(result: ScanResult, language: str, *, matrix: bool, opts: Mapping[str, Any]) -> None:

@@ -67,8 +67,8 @@ class Config:
     prices: Mapping[str, Prices] = field(default_factory=dict)
     template_dir: str | None = None
     maintainer_associations: tuple[str, ...] = ("OWNER", "MEMBER", "COLLABORATOR")
-    ignore: tuple[IgnoreRule, ...] = ()
     """Whose comment commands and dismissals count (GitHub's `author_association`); docs/commands.md."""
+    ignore: tuple[IgnoreRule, ...] = ()
 
 
 class _Invalid(Exception):
@@ -107,19 +107,11 @@ def _show(value: object) -> str:
     return f"a {type(value).__name__} ({value})"
 
 
-def _nearest(word: str, choices: Sequence[str]) -> str | None:
-    normal = word.strip().lower().replace("-", "_")
-    if normal in choices:
-        return normal
-    prefixed = [choice for choice in choices if choice.startswith(normal)]
-    if normal and len(prefixed) == 1:
-        return prefixed[0]
-    close = difflib.get_close_matches(normal, choices, n=1, cutoff=0.6)
-    return close[0] if close else None
-
-
 def _unknown(kind: str, word: str, choices: Sequence[str]) -> str:
-    near = _nearest(word, choices)
+    normal = word.strip().lower().replace("-", "_")
+    prefixed = [choice for choice in choices if normal and choice.startswith(normal)]
+    close = difflib.get_close_matches(normal, choices, n=1, cutoff=0.6)
+    near = normal if normal in choices else prefixed[0] if len(prefixed) == 1 else next(iter(close), None)
     hint = f"did you mean '{near}'?" if near else "valid: " + ", ".join(choices)
     return f"unknown {kind} '{word}' ({hint})"
 
@@ -269,42 +261,43 @@ class _IgnoreList(ValueType):
             raise _Invalid(
                 f"expected a list of entries (reason and one of rule, path, fingerprint), got {_show(value)}"
             )
-        return tuple(self._entry(item, index) for index, item in enumerate(value))
-
-    def _entry(self, item: object, index: int) -> IgnoreRule:
-        where = f"item {index + 1}"
-        if not isinstance(item, dict):
-            raise _Invalid(
-                f"{where}: expected a mapping with `reason` and one of rule, path, fingerprint", (index,)
-            )
-        unknown = sorted(str(k) for k in item if k not in (*IGNORE_SELECTORS, "reason"))
-        if unknown:
-            raise _Invalid(
-                f"{where}: unknown key {unknown[0]!r} (use rule, path, fingerprint, reason)", (index,)
-            )
-        reason = item.get("reason")
-        if not isinstance(reason, str) or not reason.strip():
-            raise _Invalid(f"{where}: `reason` is required: say why this is never raised", (index,))
-        chosen = [k for k in IGNORE_SELECTORS if k in item]
-        if len(chosen) != 1:
-            raise _Invalid(f"{where}: give exactly one of rule, path, fingerprint", (index,))
-        key = chosen[0]
-        return IgnoreRule(reason=reason.strip(), **{key: self._selector(key, item[key], where, index)})
+        entries: list[IgnoreRule] = []
+        for index, item in enumerate(value):
+            try:
+                entries.append(self._entry(item))
+            except _Invalid as exc:
+                raise _Invalid(f"item {index + 1}: {exc.message}", (index, *exc.path)) from None
+        return tuple(entries)
 
     @staticmethod
-    def _selector(key: str, raw: object, where: str, index: int) -> str:
-        """The selector's text, checked for its kind: an entry that can never match would silently
-        ignore nothing."""
+    def _entry(item: object) -> IgnoreRule:
+        if not isinstance(item, dict):
+            raise _Invalid("expected a mapping with `reason` and one of rule, path, fingerprint")
+        unknown = sorted(str(k) for k in item if k not in (*IGNORE_SELECTORS, "reason"))
+        if unknown:
+            raise _Invalid(f"unknown key {unknown[0]!r} (use rule, path, fingerprint, reason)")
+        reason = item.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            raise _Invalid("`reason` is required: say why this is never raised")
+        chosen = [k for k in IGNORE_SELECTORS if k in item]
+        if len(chosen) != 1:
+            raise _Invalid("give exactly one of rule, path, fingerprint")
+        key = chosen[0]
+        return IgnoreRule(reason=reason.strip(), **{key: _IgnoreList._selector(key, item[key])})
+
+    @staticmethod
+    def _selector(key: str, raw: object) -> str:
+        """Checked for its kind: an entry that can never match would silently ignore nothing."""
         text = raw.strip() if isinstance(raw, str) else ""
         patterns = {"rule": RULE_ID, "fingerprint": FINGERPRINT}
         if not text or (key in patterns and not patterns[key].fullmatch(text)):
             what = {"rule": "a rule id like 'debugger'", "path": "a glob", "fingerprint": "12 hex characters"}
-            raise _Invalid(f"{where}: `{key}` must be {what[key]}, got {_show(raw)}", (index, key))
+            raise _Invalid(f"`{key}` must be {what[key]}, got {_show(raw)}", (key,))
         if key == "path":
             try:
                 _GLOB.check(text)
             except _Invalid as exc:
-                raise _Invalid(f"{where}: {exc.message}", (index, key)) from None
+                raise _Invalid(exc.message, (key,)) from None
         return text
 
     def parse(self, raw: str) -> object:
@@ -327,31 +320,29 @@ class _PriceTable(ValueType):
         for model, entry in value.items():
             if not isinstance(model, str) or not model.strip():
                 raise _Invalid(f"expected model names as keys, got {_show(model)}")
-            table[model.strip()] = self._entry(model, entry)
+            try:
+                table[model.strip()] = self._entry(entry)
+            except _Invalid as exc:
+                raise _Invalid(f"prices for '{model}': {exc.message}", (model, *exc.path)) from None
         return dict(sorted(table.items()))
 
-    def _entry(self, model: str, entry: object) -> Prices:
+    @staticmethod
+    def _entry(entry: object) -> Prices:
         if isinstance(entry, Prices):
             entry = dataclasses.asdict(entry)
         if not isinstance(entry, Mapping):
-            raise _Invalid(
-                f"prices for '{model}': expected a mapping with {' and '.join(_PRICE_FIELDS)}, "
-                f"got {_show(entry)}",
-                (model,),
-            )
-        for name in entry:
-            if name not in _PRICE_FIELDS:
-                raise _Invalid(
-                    f"prices for '{model}': {_unknown('field', str(name), _PRICE_FIELDS)}", (model, str(name))
-                )
+            raise _Invalid(f"expected a mapping with {' and '.join(_PRICE_FIELDS)}, got {_show(entry)}")
+        unknown = [str(name) for name in entry if name not in _PRICE_FIELDS]
+        if unknown:
+            raise _Invalid(_unknown("field", unknown[0], _PRICE_FIELDS), (unknown[0],))
         values: dict[str, float] = {}
         for name in _PRICE_FIELDS:
             if name not in entry:
-                raise _Invalid(f"prices for '{model}': missing '{name}'", (model,))
+                raise _Invalid(f"missing '{name}'")
             try:
                 values[name] = _Float(0).check(entry[name])
             except _Invalid as exc:
-                raise _Invalid(f"prices for '{model}': '{name}' {exc.message}", (model, name)) from None
+                raise _Invalid(f"'{name}' {exc.message}", (name,)) from None
         return Prices(**values)
 
     def parse(self, raw: str) -> object:
@@ -698,25 +689,18 @@ def parse_input_value(key: str, raw: str, origin: str) -> object:
 
     `origin` is how the user sees the source, e.g. "input 'max-cost-usd'" (see `ConfigKey.input_origin`).
     """
-    spec = OVERRIDE_KEYS.get(key)
-    if spec is None:
-        raise ValueError(f"unknown setting {key!r}")
     if not raw.strip():
         return None
     try:
-        return spec.type.parse(raw)
+        return OVERRIDE_KEYS[key].type.parse(raw)
     except _Invalid as exc:
         raise ConfigError(f"{origin}: {exc.message}") from None
 
 
 def env_layer(env: Mapping[str, str]) -> dict[str, object]:
     """The environment layer: `IMREVIEW_MODEL` and `IMREVIEW_API_BASE`, blank values ignored."""
-    layer: dict[str, object] = {}
-    for variable, key in ENV_KEYS.items():
-        value = parse_input_value(key, env.get(variable, ""), f"environment variable {variable}")
-        if value is not None:
-            layer[key] = value
-    return layer
+    read = {k: parse_input_value(k, env.get(v, ""), f"environment variable {v}") for v, k in ENV_KEYS.items()}
+    return {key: value for key, value in read.items() if value is not None}
 
 
 def _apply(
@@ -726,9 +710,7 @@ def _apply(
     origin: Callable[[ConfigKey], str],
 ) -> None:
     for key, value in layer.items():
-        spec = table.get(key)
-        if spec is None:
-            raise ValueError(f"unknown setting {key!r}")
+        spec = table[key]
         if value is None:
             continue
         try:

@@ -237,13 +237,9 @@ def _strip_comments(text: str) -> str:
         text = stripped
 
 
-def _plausible_count(call: Any) -> bool:
+def _plausible_count(call: Mapping[str, Any]) -> bool:
     """Whether a ledger entry's provider count (`input_tokens`) is a tokenizer's difference from ours."""
-
-    def read(name: str) -> int:
-        return int(call[name] if isinstance(call, Mapping) else getattr(call, name))
-
-    return plausible(read("estimated_input_tokens"), read("input_tokens"))
+    return plausible(int(call["estimated_input_tokens"]), int(call["input_tokens"]))
 
 
 def _as_text(value: Any) -> str:
@@ -406,14 +402,11 @@ def prompt_code(value: Any, nonce: str, limit: int | None = None) -> str:
     delimiters removed. Only CRLF ends a line: a lone CR or a Unicode line separator inside a
     line is shown, since as a line break it could forge a numbered diff line."""
     text = _as_text(value).replace("\r\n", "\n")
-    return _prompt_clean(_show_invisible(_LINE_SEPARATORS.sub(_code_point, text)), nonce, limit)
+    shown = _LINE_SEPARATORS.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
+    return _prompt_clean(_show_invisible(shown), nonce, limit)
 
 
 _LINE_SEPARATORS = re.compile("[\u2028\u2029]")
-
-
-def _code_point(match: re.Match[str]) -> str:
-    return f"<U+{ord(match.group()):04X}>"
 
 
 # --- i18n -------------------------------------------------------------------------------------
@@ -493,7 +486,7 @@ class Renderer:
             self._override = Path(template_dir)
             if not self._override.is_dir():
                 raise ConfigError(f"template directory not found: {self._override}", "template-dir")
-            if not _has_templates(self._override):
+            if not any(self._override.rglob("*.j2")) and not any((self._override / "i18n").glob("*.yml")):
                 raise ConfigError(
                     f"{self._override} holds no templates: expected files named like the packaged ones"
                     " (summary.md.j2, comment.md.j2, prompts/review.j2, i18n/<language>.yml)",
@@ -597,8 +590,6 @@ class Renderer:
             entry = entry[form]
         return _interpolate(entry, params, key)
 
-    t = translate
-
     def messages(self, prefix: str) -> dict[str, str]:
         """The unformatted strings under `prefix` (e.g. `rules.`), for code that fills them itself."""
         return {
@@ -680,11 +671,6 @@ class Renderer:
             digest.update(f"i18n\0{label}\0{text}\0".encode())
         digest.update(f"language\0{self.language}".encode())
         return digest.hexdigest()
-
-
-def _has_templates(folder: Path) -> bool:
-    """A template override folder holds at least one `.j2` template or an `i18n/*.yml` file."""
-    return any(folder.rglob("*.j2")) or any((folder / "i18n").glob("*.yml"))
 
 
 def _checked(report: Mapping[str, Any]) -> Mapping[str, Any]:
