@@ -362,12 +362,6 @@ class ConfigKey:
     flag_help: str = ""
 
     @property
-    def default(self) -> object:
-        if self.limit is not None:
-            return getattr(DEFAULT_LIMITS, self.limit)
-        return getattr(_DEFAULT_CONFIG, self.name)
-
-    @property
     def input_origin(self) -> str:
         return f"input '{self.input}'" if self.input else f"setting '{self.name}'"
 
@@ -377,7 +371,6 @@ def _mirrored(name: str, value_type: ValueType, flag_help: str, *, limit: str | 
     return ConfigKey(name, value_type, flag=f"--{kebab}", input=kebab, limit=limit, flag_help=flag_help)
 
 
-_DEFAULT_CONFIG = Config()
 _LANGUAGE = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*")
 _NO_SPACE = re.compile(r"\S+")
 _URL = re.compile(r"https?://\S+", re.IGNORECASE)

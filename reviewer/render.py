@@ -112,18 +112,14 @@ def _bytecode_cache(directory: Path | None) -> jinja2.BytecodeCache | None:
     compiled templates are code (Jinja's own default cache checks the same)."""
     if directory in _SHARED_CACHE:
         return _SHARED_CACHE[directory]
-    cache: jinja2.BytecodeCache | None = None
+    cache: jinja2.BytecodeCache = _MemoryCache()
     if directory is not None:
-        try:
+        with contextlib.suppress(OSError):
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             info = directory.stat()
             getuid = getattr(os, "getuid", None)
             if (getuid is None or info.st_uid == getuid()) and not info.st_mode & 0o022:
                 cache = _TemplateCache(str(directory))
-        except OSError:
-            cache = None
-    if cache is None:
-        cache = _MemoryCache()
     _SHARED_CACHE[directory] = cache
     return cache
 
@@ -614,9 +610,8 @@ class Renderer:
 
     def gap_text(self, why: str, **params: Any) -> str:
         """The localized `Gap.what` for a machine code; unknown codes get a generic sentence."""
-        if f"gap.{why}" in self._messages:
-            return self.translate(f"gap.{why}", why=why, **params)
-        return self.translate("gap.other", why=why, **params)
+        key = f"gap.{why}" if f"gap.{why}" in self._messages else "gap.other"
+        return self.translate(key, why=why, **params)
 
     # rendering
 

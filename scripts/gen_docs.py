@@ -157,7 +157,7 @@ def _help(key: Any, inputs: Mapping[str, Any]) -> str:
 
 
 def _default(key: Any) -> Any:
-    value = key.default
+    value = getattr(cfg.Config().limits, key.limit) if key.limit else getattr(cfg.Config(), key.name)
     if isinstance(value, tuple):
         return list(value)
     if isinstance(value, Mapping):
