@@ -5,7 +5,6 @@ Heavy imports (litellm, PyGithub) happen inside the commands that need them, so 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
@@ -52,10 +51,8 @@ def review_options(func: F) -> F:
         *map(config_option, ("model", "fallback_models", "api_base")),
         click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Config file (YAML)."),
         config_option("language"),
-        *(config_option(name) for name in (*BUDGET_KEYS, "max_concurrency")),
-        config_option("max_output_tokens_per_call"),
-        config_option("request_timeout"),
-        config_option("max_findings"),
+        *map(config_option, (*BUDGET_KEYS, "max_concurrency", "max_output_tokens_per_call")),
+        *map(config_option, ("request_timeout", "max_findings")),
         config_option("fail_on", type=PRIORITY_CHOICES, metavar="[never|P1|P2|P3]"),
         config_option("on_error"),
         click.option(
@@ -68,8 +65,7 @@ def review_options(func: F) -> F:
         click.option("--json", "json_path", help="Write report.json here."),
         click.option("--comment", "comment_path", help="Write the rendered PR comment here."),
         config_option("template_dir", type=click.Path(file_okay=False)),
-        config_option("include"),
-        config_option("exclude"),
+        *map(config_option, ("include", "exclude")),
         click.option("--quiet", "-q", is_flag=True, help="Only warnings and errors on stderr."),
         click.option(
             "--verbose",
@@ -94,13 +90,10 @@ max_pr_cost_option = click.option(
 
 
 def _overrides(opts: Mapping[str, Any]) -> Overrides:
-    """The settings given as options, typed: what `build_config` layers over the config file."""
+    """The settings given as options, typed (click spells a choice as listed, `--fail-on p1` is P1)."""
     from reviewer.config import Overrides
 
-    given = Overrides.given(opts)
-    if given.fail_on is not None and given.fail_on.lower() != "never":
-        given = dataclasses.replace(given, fail_on=given.fail_on.upper())
-    return given
+    return Overrides.given(opts)
 
 
 def guarded(func: F) -> F:
