@@ -11,6 +11,7 @@ are the report's `published`.
 
 from __future__ import annotations
 
+import functools
 import secrets
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -200,10 +201,9 @@ def write_summary(path: str | Path | None, text: str, *, limit_bytes: int = SUMM
     The cap counts what the file already holds: the runner drops the whole step summary when the
     file passes 1 MiB, so an over-long append would lose earlier steps' content too.
     """
+    said = functools.partial(Published, "summary")
     if not path:
-        return Published(
-            "summary", False, "not in Actions: GITHUB_STEP_SUMMARY is not set", reason="not_in_actions"
-        )
+        return said(False, "not in Actions: GITHUB_STEP_SUMMARY is not set", reason="not_in_actions")
     target = Path(path)
     full = len(text.encode("utf-8"))
     try:
@@ -216,24 +216,16 @@ def write_summary(path: str | Path | None, text: str, *, limit_bytes: int = SUMM
             note = "\n" + _packaged_text("publish.summary_truncated", full=f"{full:,}") + "\n"
             kept = fit(text, room, unit="utf8", note=note)[0]
         if not kept and truncated:
-            return Published(
-                "summary",
-                False,
-                f"the job summary already holds {used:,} bytes: nothing appended",
-                reason="summary_full",
-            )
+            full_detail = f"the job summary already holds {used:,} bytes: nothing appended"
+            return said(False, full_detail, reason="summary_full")
         with target.open("ab") as fh:
             fh.write((prefix + kept).encode("utf-8"))
     except OSError as exc:
-        return Published(
-            "summary", False, f"could not write the job summary to {path}: {exc}", reason="write_failed"
-        )
+        return said(False, f"could not write the job summary to {path}: {exc}", reason="write_failed")
     written = len(kept.encode("utf-8"))
     if truncated:
-        return Published(
-            "summary", True, f"truncated to {written:,} of {full:,} bytes (1 MiB cap)", reason="truncated"
-        )
-    return Published("summary", True, f"appended {written:,} bytes", reason="written")
+        return said(True, f"truncated to {written:,} of {full:,} bytes (1 MiB cap)", reason="truncated")
+    return said(True, f"appended {written:,} bytes", reason="written")
 
 
 def _packaged_text(key: str, **params: Any) -> str:
