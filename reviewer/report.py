@@ -1,7 +1,8 @@
 """The Report: the one object every renderer and sink reads (schema `imreview.report/v1`).
 
 Stages exchange these frozen dataclasses; `Report.to_dict()` is the JSON edge, and templates
-read only that dict, so `imreview render report.json` reproduces any output.
+read only that dict, so `imreview render report.json` reproduces any output. What each field means
+is said once, in the schema (reviewer/schema/report.v1.json).
 """
 
 from __future__ import annotations
@@ -87,7 +88,6 @@ class Finding:
     anchor_reason: str = "not_checked"
     verified: bool | None = None
     carried_from: str | None = None
-    """The head sha of the earlier review that found it, when carried forward unchanged (incremental)."""
 
 
 DismissalHow = Literal["command", "resolved", "reaction", "config"]
@@ -146,9 +146,6 @@ class Signal:
 
 @dataclass(frozen=True)
 class Unverified:
-    """What the model could not verify from the code it was shown (`what`), and the concrete way to
-    verify it (`how`: the test to run, the caller to read, the path to exercise). Model prose."""
-
     what: str
     how: str
 
@@ -164,10 +161,6 @@ class Gap:
 
 @dataclass(frozen=True)
 class SliceCoverage:
-    """A piece of a hunk sent on its own: its line range and whether its answer was used. The range
-    is in new-file numbers (`side` RIGHT) unless the slice holds only removed lines (LEFT: old-file
-    numbers); `start` <= `end`."""
-
     hunk: int
     start: int
     end: int
@@ -184,7 +177,6 @@ class FileCoverage:
     hunks_reviewed: int
     slices: tuple[SliceCoverage, ...] = ()
     reviewed_at: str | None = None
-    """The head sha whose review covered the file: this run's head, or an earlier one (incremental)."""
 
 
 @dataclass(frozen=True)
@@ -205,9 +197,6 @@ class Usage:
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One request in the ledger: our estimate (local, then calibrated) and reservation beside what
-    the provider reported (`input_tokens`)."""
-
     phase: str
     estimated_input_tokens: int
     reserved_input_tokens: int
@@ -215,14 +204,10 @@ class CallRecord:
     max_output_tokens: int
     output_tokens: int
     calibrated_input_tokens: int = 0
-    """The local estimate scaled by the provider's counts of earlier answers (`estimated_input_tokens`
-    itself while none has come, or when litellm counts with the model's own tokenizer)."""
 
 
 @dataclass(frozen=True)
 class Overrun:
-    """A limit that provider-reported usage went over (disclosed; the paid-for review is kept)."""
-
     limit: str
     used: float
     allowed: float
@@ -230,10 +215,6 @@ class Overrun:
 
 @dataclass(frozen=True)
 class Startup:
-    """Importing the model library (litellm) before the first call: `import_seconds` it took in all
-    (None: no model call was prepared), `import_wait_seconds` the part the review waited for after
-    reading the PR. The rest ran while GitHub was read; none of it counts against `max-seconds`."""
-
     import_seconds: float | None = None
     import_wait_seconds: float = 0.0
 
@@ -288,8 +269,6 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class PlanSummary:
-    """What the planner packed for: the window (and where it came from) and the tokens it planned."""
-
     window: int
     window_source: str
     units: int
@@ -297,19 +276,12 @@ class PlanSummary:
     input_tokens_available: int | None
     window_assumed: int | None = None
     context_files: tuple[str, ...] = ()
-    """Files of the repository shown as context (definitions used, call sites) in answered calls."""
     context_tokens: int = 0
-    """Tokens of repository context in the planned calls."""
     context_displaced_lines: int = 0
-    """Changed lines the context would have pushed out had it been packed with the diff: above 0,
-    the diff went alone and context only got what the budget had left after it."""
 
 
 @dataclass(frozen=True)
 class Incremental:
-    """Whether this review re-used an earlier one (`mode` `incremental`) or reviewed it all (`full`),
-    and why. `reason` is a machine code (`incremental.REASONS`); `since` the earlier head."""
-
     mode: Literal["full", "incremental"]
     reason: str
     since: str | None = None
@@ -321,11 +293,6 @@ class Incremental:
 
 @dataclass(frozen=True)
 class AnswerStats:
-    """How the model's answers were read: `normalised` counts what had to be mapped onto the answer
-    format, by kind (`answer_shapes.NORMALISED_CODES`), so a prompt that drifts shows; `truncated`
-    answers ended before their findings did and stayed so (each also a `truncated` gap);
-    `continued` calls asked for the rest of such an answer; `findings_cut` were begun, not finished."""
-
     answers: int = 0
     normalised: Mapping[str, int] = field(default_factory=dict)
     truncated: int = 0
@@ -355,7 +322,6 @@ class Report:
     unverified: tuple[Unverified, ...] = ()
     """The model's verification gaps (the method's fourth list), at most MAX_UNVERIFIED_REPORTED."""
     dismissed: tuple[Dismissal, ...] = ()
-    """What maintainers dismissed on this PR (never raised again; reviewer/dismissals.py)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA_ID, "tool": {"name": TOOL_NAME, "version": __version__}, **_plain(self)}
