@@ -510,22 +510,9 @@ class Renderer:
             lstrip_blocks=True,
             keep_trailing_newline=False,
         )
-        self._env.filters.update(
-            untrusted=untrusted,
-            untrusted_line=untrusted_line,
-            code_span=code_span,
-            code=code,
-            short_sha=short_sha,
-            safe_url=safe_url,
-            prompt_data=prompt_data,
-            prompt_code=prompt_code,
-            t=self.translate,
-            plural=self.plural,
-            num=self.num,
-            usd=self.usd,
-            blob_url=blob_url,
-            files_url=files_url,
-        )
+        escaping = (untrusted, untrusted_line, code_span, code, short_sha, safe_url, prompt_data, prompt_code)
+        self._env.filters.update({f.__name__: f for f in (*escaping, blob_url, files_url)})
+        self._env.filters.update(t=self.translate, plural=self.plural, num=self.num, usd=self.usd)
         self._env.tests["plausible_count"] = _plausible_count
 
     def _cache_dir(self) -> Path | None:
