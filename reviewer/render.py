@@ -562,11 +562,9 @@ class Renderer:
 
     def translate(self, key: str, default: str | None = None, **params: Any) -> str:
         """`{{ 'verdict.clean' | t(files=3) }}`; a plural entry picks its form from `n`."""
-        entry = self._messages.get(key)
+        entry = self._messages.get(key, default)
         if entry is None:
-            if default is None:
-                raise jinja2.TemplateRuntimeError(f"no i18n string {key!r} (language {self.language})")
-            return _interpolate(default, params, key)
+            raise jinja2.TemplateRuntimeError(f"no i18n string {key!r} (language {self.language})")
         if isinstance(entry, dict):
             n = params.get("n")
             form = "zero" if n == 0 and "zero" in entry else "one" if n == 1 and "one" in entry else "other"
@@ -586,14 +584,10 @@ class Renderer:
         return self.translate(key, n=n, **params)
 
     def num(self, value: Any) -> str:
-        if value is None:
-            return self.translate("common.unknown")
-        return _format_param(value)
+        return self.translate("common.unknown") if value is None else _format_param(value)
 
     def usd(self, value: Any) -> str:
-        if value is None:
-            return self.translate("common.unknown")
-        return usd(float(value))
+        return self.translate("common.unknown") if value is None else usd(float(value))
 
     def gap_text(self, why: str, **params: Any) -> str:
         """The localized `Gap.what` for a machine code; unknown codes get a generic sentence."""
