@@ -23,7 +23,6 @@ from reviewer.errors import ImreviewError, UsageError
 if TYPE_CHECKING:
     from reviewer.config import Overrides
     from reviewer.pull import PullJob, SkipRules
-    from reviewer.scan import ScanResult
     from reviewer.source.github import GitHubClient
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -248,7 +247,9 @@ def scan(
     model call; cost and seconds are one budget for the whole run, tokens and calls are per PR.
     """
     from reviewer.pull import SkipRules
-    from reviewer.scan import ScanSettings
+    from reviewer.render import Renderer
+    from reviewer.run import write_text
+    from reviewer.scan import ScanSettings, scan_json, summary
     from reviewer.scan import scan as run_scan
 
     if repository.count("/") != 1 or not all(repository.split("/")):
@@ -268,7 +269,13 @@ def scan(
         plan_only=not do_review,
     )
     result = run_scan(client, settings, warn=_note)
-    _write_scan(result, job.overrides.language or "en", matrix=matrix, opts=opts)
+    renderer = Renderer(language=job.overrides.language or "en")
+    write_text(opts["json_path"], scan_json(result))
+    if matrix:
+        click.echo(result.matrix_json())
+    # with --matrix, stdout is the matrix alone (a workflow reads it): the summary goes to a named file only
+    path = opts["summary_path"]
+    write_text(None if matrix and path == "-" else path, summary(result, renderer))
     sys.exit(max((o.exit_code for o in result.outcomes), default=0))
 
 
@@ -305,21 +312,6 @@ def _github_client(need: str, *, signs: bool = True) -> GitHubClient:
         os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com",
         timeout=github_timeout(os.environ),
     )
-
-
-def _write_scan(result: ScanResult, language: str, *, matrix: bool, opts: Mapping[str, Any]) -> None:
-    """With --matrix, stdout is the matrix alone (a workflow reads it), so the summary goes to stdout
-    only when `--summary` names a file."""
-    from reviewer.render import Renderer
-    from reviewer.run import write_text
-    from reviewer.scan import scan_json, summary
-
-    renderer = Renderer(language=language)
-    write_text(opts["json_path"], scan_json(result))
-    if matrix:
-        click.echo(result.matrix_json())
-    path = opts["summary_path"]
-    write_text(None if matrix and path == "-" else path, summary(result, renderer))
 
 
 def parse_pr_target(target: str) -> tuple[str, int]:
