@@ -494,10 +494,8 @@ def flag_settings(key: ConfigKey) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Overrides:
-    """The settings one run was given on the command line or as Action inputs, typed: the top
-    layer of `build_config`. None is "not given", so the repository's config file applies under
-    it. Built at the edge (`cli.py`, `action.py`) and passed inward as it is; one field per key of
-    `OVERRIDE_KEYS` that a flag or an input sets (`tests/test_config.py` checks they agree)."""
+    """What one run was given as flags or Action inputs, typed: `build_config`'s top layer (None: not
+    given, the config file applies). One field per key of `OVERRIDE_KEYS` a flag or an input sets."""
 
     model: str | None = None
     fallback_models: tuple[str, ...] | None = None
