@@ -12,14 +12,14 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from reviewer import TOOL_NAME, __version__
 
 SCHEMA_ID = "imreview.report/v1"
 
 Priority = Literal["P1", "P2", "P3"]
-PRIORITIES: tuple[Priority, ...] = ("P1", "P2", "P3")
+PRIORITIES: tuple[Priority, ...] = get_args(Priority)
 Side = Literal["RIGHT", "LEFT"]
 Verdict = Literal["findings", "clean", "incomplete", "skipped"]
 CoverageStatus = Literal["reviewed", "partial", "listed", "skipped"]
@@ -91,7 +91,7 @@ class Finding:
 
 
 DismissalHow = Literal["command", "resolved", "reaction", "config"]
-DISMISSAL_HOWS: tuple[str, ...] = ("command", "resolved", "reaction", "config")
+DISMISSAL_HOWS: tuple[str, ...] = get_args(DismissalHow)
 """`config`: the base branch's `ignore:` list (kept in no state: the file says it on every run)."""
 _HEX12 = re.compile(r"[0-9a-f]{12}")
 
