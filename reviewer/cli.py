@@ -5,7 +5,6 @@ Heavy imports (litellm, PyGithub) happen inside the commands that need them, so 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
@@ -23,7 +22,7 @@ from reviewer.errors import ImreviewError, UsageError
 
 if TYPE_CHECKING:
     from reviewer.config import Overrides
-    from reviewer.scan import ScanResult
+    from reviewer.pull import PullJob, SkipRules
     from reviewer.source.github import GitHubClient
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -36,20 +35,10 @@ def config_option(name: str, **changes: Any) -> Callable[[F], F]:
     type its value is checked as and its help line all come from the table's row; `changes` adjusts
     the click option (another help line, a laxer type). Budget flags are all positive: 0 would
     plan a review that cannot run (leave `--model` unset for the deterministic checks alone)."""
-    from reviewer.config import OVERRIDE_KEYS, flag_shape
+    from reviewer.config import OVERRIDE_KEYS, flag_settings
 
     key = OVERRIDE_KEYS[name]
-    shape = flag_shape(key)
-    kind: click.ParamType | None = None
-    if shape.number is int:
-        kind = click.IntRange(min=int(shape.minimum))
-    elif shape.number is float:
-        kind = click.FloatRange(min=shape.minimum, min_open=shape.above)
-    elif shape.choices:
-        kind = click.Choice(list(shape.choices))
-    settings: dict[str, Any] = {"type": kind, "multiple": shape.repeatable, "help": key.flag_help}
-    settings.update(changes)
-    return click.option(str(key.flag), name, **settings)
+    return click.option(str(key.flag), name, **{**flag_settings(key), **changes})
 
 
 BUDGET_KEYS = ("max_cost_usd", "max_input_tokens", "max_output_tokens", "max_seconds", "max_calls")
@@ -61,10 +50,8 @@ def review_options(func: F) -> F:
         *map(config_option, ("model", "fallback_models", "api_base")),
         click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Config file (YAML)."),
         config_option("language"),
-        *(config_option(name) for name in (*BUDGET_KEYS, "max_concurrency")),
-        config_option("max_output_tokens_per_call"),
-        config_option("request_timeout"),
-        config_option("max_findings"),
+        *map(config_option, (*BUDGET_KEYS, "max_concurrency", "max_output_tokens_per_call")),
+        *map(config_option, ("request_timeout", "max_findings")),
         config_option("fail_on", type=PRIORITY_CHOICES, metavar="[never|P1|P2|P3]"),
         config_option("on_error"),
         click.option(
@@ -77,8 +64,7 @@ def review_options(func: F) -> F:
         click.option("--json", "json_path", help="Write report.json here."),
         click.option("--comment", "comment_path", help="Write the rendered PR comment here."),
         config_option("template_dir", type=click.Path(file_okay=False)),
-        config_option("include"),
-        config_option("exclude"),
+        *map(config_option, ("include", "exclude")),
         click.option("--quiet", "-q", is_flag=True, help="Only warnings and errors on stderr."),
         click.option(
             "--verbose",
@@ -103,13 +89,10 @@ max_pr_cost_option = click.option(
 
 
 def _overrides(opts: Mapping[str, Any]) -> Overrides:
-    """The settings given as options, typed: what `build_config` layers over the config file."""
+    """The settings given as options, typed (click spells a choice as listed, `--fail-on p1` is P1)."""
     from reviewer.config import Overrides
 
-    given = Overrides.given(opts)
-    if given.fail_on is not None and given.fail_on.lower() != "never":
-        given = dataclasses.replace(given, fail_on=given.fail_on.upper())
-    return given
+    return Overrides.given(opts)
 
 
 def guarded(func: F) -> F:
@@ -134,10 +117,6 @@ def guarded(func: F) -> F:
 
 def _note(message: str) -> None:
     click.echo(message, err=True)
-
-
-def _quiet(message: str) -> None:
-    """`-q`: progress notes (which commits are reviewed) are not printed; warnings still are."""
 
 
 def _progress(opts: Mapping[str, Any]) -> AbstractContextManager[Any]:
@@ -165,7 +144,8 @@ def review(path: str, base: str | None, head: str, config_file: str | None, **op
     from reviewer.run import review_and_report
     from reviewer.source.local import CONFIG_PATH, make_local_source
 
-    source = make_local_source(path, base, head, _quiet if opts["quiet"] else _note)
+    # -q: progress notes (which commits are reviewed) are not printed; warnings still are
+    source = make_local_source(path, base, head, (lambda _: None) if opts["quiet"] else _note)
     if config_file:
         file_layer = load_config_file(config_file, required=True)
     else:
@@ -200,39 +180,18 @@ def review(path: str, base: str | None, head: str, config_file: str | None, **op
 )
 @review_options
 @guarded
-def pr(
-    target: str,
-    post_comment: bool,
-    inline_comments: bool,
-    skip_drafts: bool,
-    skip_bots: bool,
-    skip_closed: bool,
-    skip_reviewed: bool,
-    max_pr_cost_usd: float,
-    config_file: str | None,
-    **opts: Any,
-) -> None:
+def pr(target: str, **opts: Any) -> None:
     """Review a GitHub pull request OWNER/REPO#N through the API (GITHUB_TOKEN, GITHUB_API_URL).
 
     Posts nothing unless asked; no skip rule applies unless a --skip-* flag turns it on.
     """
-    from reviewer.pull import PullJob, SkipRules, review_pull
+    from reviewer.pull import SkipRules, review_pull
     from reviewer.run import write_report_files, write_text
 
     repo, number = parse_pr_target(target)
     client = _github_client("`imreview pr` reads the PR through the GitHub API")
-    job = PullJob(
-        repo=repo,
-        number=number,
-        overrides=_overrides(opts),
-        config_file=config_file,
-        skip=SkipRules(
-            drafts=skip_drafts, bots=skip_bots, closed=skip_closed, reviewed=skip_reviewed, explicit=False
-        ),
-        post_comment=post_comment,
-        inline_comments=inline_comments,
-        max_pr_cost_usd=max_pr_cost_usd,
-    )
+    skips = {rule: opts[f"skip_{rule}"] for rule in ("drafts", "bots", "closed", "reviewed")}
+    job = _pull_job(repo, number, opts, SkipRules(**skips, explicit=False))
     with _progress(opts):
         outcome = review_pull(client, job, warn=_note)
     if outcome.report is not None and outcome.rendered is not None:
@@ -277,18 +236,7 @@ def pr(
 @review_options
 @guarded
 def scan(
-    repository: str,
-    limit: int,
-    labels: tuple[str, ...],
-    do_review: bool,
-    matrix: bool,
-    post_comment: bool,
-    inline_comments: bool,
-    include_drafts: bool,
-    include_bots: bool,
-    max_pr_cost_usd: float,
-    config_file: str | None,
-    **opts: Any,
+    repository: str, limit: int, labels: tuple[str, ...], do_review: bool, matrix: bool, **opts: Any
 ) -> None:
     """Scan the open PRs of OWNER/REPO: list, review (--review) or plan a fan-out (--matrix).
 
@@ -298,8 +246,10 @@ def scan(
     Unchanged PRs (our sticky comment already reviewed their head with the same config) cost no
     model call; cost and seconds are one budget for the whole run, tokens and calls are per PR.
     """
-    from reviewer.pull import PullJob, SkipRules
-    from reviewer.scan import ScanSettings
+    from reviewer.pull import SkipRules
+    from reviewer.render import Renderer
+    from reviewer.run import write_text
+    from reviewer.scan import ScanSettings, scan_json, summary
     from reviewer.scan import scan as run_scan
 
     if repository.count("/") != 1 or not all(repository.split("/")):
@@ -307,29 +257,42 @@ def scan(
     if matrix and do_review:
         raise UsageError("--matrix plans a fan-out and --review reviews here: choose one")
     client = _github_client("`imreview scan` lists the PRs through the GitHub API")
-    overrides = _overrides(opts)
-    job = PullJob(
-        repo=repository,
-        number=0,
-        overrides=overrides,
-        config_file=config_file,
-        skip=SkipRules(drafts=not include_drafts, bots=not include_bots, closed=True, reviewed=True),
-        post_comment=post_comment,
-        inline_comments=inline_comments,
-        max_pr_cost_usd=max_pr_cost_usd,
-    )
+    drafts, bots = not opts["include_drafts"], not opts["include_bots"]
+    job = _pull_job(repository, 0, opts, SkipRules(drafts=drafts, bots=bots, closed=True, reviewed=True))
     settings = ScanSettings(
         repo=repository,
         job=job,
         limit=limit,
-        labels=_split_labels(labels),
-        skip_drafts=not include_drafts,
-        skip_bots=not include_bots,
+        labels=tuple(part.strip() for raw in labels for part in raw.split(",") if part.strip()),
+        skip_drafts=drafts,
+        skip_bots=bots,
         plan_only=not do_review,
     )
     result = run_scan(client, settings, warn=_note)
-    _write_scan(result, overrides.language or "en", matrix=matrix, opts=opts)
+    renderer = Renderer(language=job.overrides.language or "en")
+    write_text(opts["json_path"], scan_json(result))
+    if matrix:
+        click.echo(result.matrix_json())
+    # with --matrix, stdout is the matrix alone (a workflow reads it): the summary goes to a named file only
+    path = opts["summary_path"]
+    write_text(None if matrix and path == "-" else path, summary(result, renderer))
     sys.exit(max((o.exit_code for o in result.outcomes), default=0))
+
+
+def _pull_job(repo: str, number: int, opts: Mapping[str, Any], skip: SkipRules) -> PullJob:
+    """The job `pr` and `scan` run for a PR (`scan`: the template of every PR's job)."""
+    from reviewer.pull import PullJob
+
+    return PullJob(
+        repo=repo,
+        number=number,
+        overrides=_overrides(opts),
+        config_file=opts["config_file"],
+        skip=skip,
+        post_comment=opts["post_comment"],
+        inline_comments=opts["inline_comments"],
+        max_pr_cost_usd=opts["max_pr_cost_usd"],
+    )
 
 
 def _github_client(need: str, *, signs: bool = True) -> GitHubClient:
@@ -349,26 +312,6 @@ def _github_client(need: str, *, signs: bool = True) -> GitHubClient:
         os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com",
         timeout=github_timeout(os.environ),
     )
-
-
-def _split_labels(labels: tuple[str, ...]) -> tuple[str, ...]:
-    """`--labels` is repeatable and each may also be a comma-separated list."""
-    return tuple(part.strip() for raw in labels for part in raw.split(",") if part.strip())
-
-
-def _write_scan(result: ScanResult, language: str, *, matrix: bool, opts: Mapping[str, Any]) -> None:
-    """With --matrix, stdout is the matrix alone (a workflow reads it), so the summary goes to stdout
-    only when `--summary` names a file."""
-    from reviewer.render import Renderer
-    from reviewer.run import write_text
-    from reviewer.scan import scan_json, summary
-
-    renderer = Renderer(language=language)
-    write_text(opts["json_path"], scan_json(result))
-    if matrix:
-        click.echo(result.matrix_json())
-    path = opts["summary_path"]
-    write_text(None if matrix and path == "-" else path, summary(result, renderer))
 
 
 def parse_pr_target(target: str) -> tuple[str, int]:

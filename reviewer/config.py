@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Protocol
+from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -67,8 +67,8 @@ class Config:
     prices: Mapping[str, Prices] = field(default_factory=dict)
     template_dir: str | None = None
     maintainer_associations: tuple[str, ...] = ("OWNER", "MEMBER", "COLLABORATOR")
-    ignore: tuple[IgnoreRule, ...] = ()
     """Whose comment commands and dismissals count (GitHub's `author_association`); docs/commands.md."""
+    ignore: tuple[IgnoreRule, ...] = ()
 
 
 class _Invalid(Exception):
@@ -80,12 +80,14 @@ class _Invalid(Exception):
         super().__init__(message)
 
 
-class ValueType(Protocol):
+class ValueType:
     """How one setting is checked (typed value, e.g. from YAML) and parsed (text, e.g. an input)."""
 
-    def check(self, value: object) -> object: ...
+    def check(self, value: object) -> object:
+        raise NotImplementedError
 
-    def parse(self, raw: str) -> object: ...
+    def parse(self, raw: str) -> object:
+        return self.check(raw)
 
 
 def _show(value: object) -> str:
@@ -105,19 +107,11 @@ def _show(value: object) -> str:
     return f"a {type(value).__name__} ({value})"
 
 
-def _nearest(word: str, choices: Sequence[str]) -> str | None:
-    normal = word.strip().lower().replace("-", "_")
-    if normal in choices:
-        return normal
-    prefixed = [choice for choice in choices if choice.startswith(normal)]
-    if normal and len(prefixed) == 1:
-        return prefixed[0]
-    close = difflib.get_close_matches(normal, choices, n=1, cutoff=0.6)
-    return close[0] if close else None
-
-
 def _unknown(kind: str, word: str, choices: Sequence[str]) -> str:
-    near = _nearest(word, choices)
+    normal = word.strip().lower().replace("-", "_")
+    prefixed = [choice for choice in choices if normal and choice.startswith(normal)]
+    close = difflib.get_close_matches(normal, choices, n=1, cutoff=0.6)
+    near = normal if normal in choices else prefixed[0] if len(prefixed) == 1 else next(iter(close), None)
     hint = f"did you mean '{near}'?" if near else "valid: " + ", ".join(choices)
     return f"unknown {kind} '{word}' ({hint})"
 
@@ -131,7 +125,7 @@ def _number(raw: str, convert: Callable[[str], float], expected: str) -> float:
 
 
 @dataclass(frozen=True)
-class _Int:
+class _Int(ValueType):
     minimum: int
     nullable: bool = False
 
@@ -149,9 +143,10 @@ class _Int:
 
 
 @dataclass(frozen=True)
-class _Float:
+class _Float(ValueType):
     minimum: float
     above: bool = False  # the minimum itself is not allowed (a budget of 0 seconds cannot run)
+    maximum: float | None = None  # a share of each call
 
     def check(self, value: object) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -162,6 +157,8 @@ class _Float:
             raise _Invalid(f"must be more than {self.minimum:g}, got {value:g}")
         if value < self.minimum:
             raise _Invalid(f"must be at least {self.minimum:g}, got {value}")
+        if self.maximum is not None and value > self.maximum:
+            raise _Invalid(f"must be at most {self.maximum:g} (a share of each call), got {value}")
         return float(value)
 
     def parse(self, raw: str) -> object:
@@ -169,29 +166,15 @@ class _Float:
 
 
 @dataclass(frozen=True)
-class _Share:
-    """A fraction of a call: from 0 (none) up to `maximum`."""
-
-    maximum: float
-
-    def check(self, value: object) -> float:
-        number = _Float(0).check(value)
-        if number > self.maximum:
-            raise _Invalid(f"must be at most {self.maximum:g} (a share of each call), got {value}")
-        return number
-
-    def parse(self, raw: str) -> object:
-        return self.check(_Float(0).parse(raw))
-
-
-@dataclass(frozen=True)
-class _Str:
-    """A trimmed string; empty means None when `nullable`, "" when `empty_ok`, else an error."""
+class _Str(ValueType):
+    """A trimmed string; empty means None when `nullable`, "" when `empty_ok`, else an error. A
+    `glob` must compile (`[z-a]` would otherwise fail mid-review)."""
 
     what: str
     pattern: re.Pattern[str] | None = None
     nullable: bool = False
     empty_ok: bool = False
+    glob: bool = False
 
     def check(self, value: object) -> object:
         if isinstance(value, os.PathLike):
@@ -207,19 +190,7 @@ class _Str:
             raise _Invalid(f"expected {self.what}, got {_show(value)}")
         if self.pattern is not None and not self.pattern.fullmatch(text):
             raise _Invalid(f"expected {self.what}, got {_show(value)}")
-        return text
-
-    def parse(self, raw: str) -> object:
-        return self.check(raw)
-
-
-@dataclass(frozen=True)
-class _Glob(_Str):
-    """A gitignore-like glob that compiles (`[z-a]` would otherwise fail mid-review)."""
-
-    def check(self, value: object) -> object:
-        text = super().check(value)
-        if isinstance(text, str) and text:
+        if self.glob:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
@@ -230,7 +201,7 @@ class _Glob(_Str):
 
 
 @dataclass(frozen=True)
-class _Choice:
+class _Choice(ValueType):
     choices: tuple[str, ...]
 
     def check(self, value: object) -> object:
@@ -238,15 +209,12 @@ class _Choice:
             raise _Invalid(f"expected one of {', '.join(self.choices)}, got {_show(value)}")
         return value.strip()
 
-    def parse(self, raw: str) -> object:
-        return self.check(raw)
-
 
 _LIST_SEPARATORS = re.compile(r"[\n,]")
 
 
 @dataclass(frozen=True)
-class _StrList:
+class _StrList(ValueType):
     """A list in YAML, or text split on newlines and commas (DESIGN 10.5); empties are dropped."""
 
     item: _Str
@@ -281,7 +249,7 @@ FINGERPRINT = re.compile(r"[0-9a-f]{12}")
 
 
 @dataclass(frozen=True)
-class _IgnoreList:
+class _IgnoreList(ValueType):
     """`ignore:`: a list of mappings, each with `reason` and exactly one of rule, path, fingerprint."""
 
     def check(self, value: object) -> object:
@@ -293,42 +261,43 @@ class _IgnoreList:
             raise _Invalid(
                 f"expected a list of entries (reason and one of rule, path, fingerprint), got {_show(value)}"
             )
-        return tuple(self._entry(item, index) for index, item in enumerate(value))
-
-    def _entry(self, item: object, index: int) -> IgnoreRule:
-        where = f"item {index + 1}"
-        if not isinstance(item, dict):
-            raise _Invalid(
-                f"{where}: expected a mapping with `reason` and one of rule, path, fingerprint", (index,)
-            )
-        unknown = sorted(str(k) for k in item if k not in (*IGNORE_SELECTORS, "reason"))
-        if unknown:
-            raise _Invalid(
-                f"{where}: unknown key {unknown[0]!r} (use rule, path, fingerprint, reason)", (index,)
-            )
-        reason = item.get("reason")
-        if not isinstance(reason, str) or not reason.strip():
-            raise _Invalid(f"{where}: `reason` is required: say why this is never raised", (index,))
-        chosen = [k for k in IGNORE_SELECTORS if k in item]
-        if len(chosen) != 1:
-            raise _Invalid(f"{where}: give exactly one of rule, path, fingerprint", (index,))
-        key = chosen[0]
-        return IgnoreRule(reason=reason.strip(), **{key: self._selector(key, item[key], where, index)})
+        entries: list[IgnoreRule] = []
+        for index, item in enumerate(value):
+            try:
+                entries.append(self._entry(item))
+            except _Invalid as exc:
+                raise _Invalid(f"item {index + 1}: {exc.message}", (index, *exc.path)) from None
+        return tuple(entries)
 
     @staticmethod
-    def _selector(key: str, raw: object, where: str, index: int) -> str:
-        """The selector's text, checked for its kind: an entry that can never match would silently
-        ignore nothing."""
+    def _entry(item: object) -> IgnoreRule:
+        if not isinstance(item, dict):
+            raise _Invalid("expected a mapping with `reason` and one of rule, path, fingerprint")
+        unknown = sorted(str(k) for k in item if k not in (*IGNORE_SELECTORS, "reason"))
+        if unknown:
+            raise _Invalid(f"unknown key {unknown[0]!r} (use rule, path, fingerprint, reason)")
+        reason = item.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            raise _Invalid("`reason` is required: say why this is never raised")
+        chosen = [k for k in IGNORE_SELECTORS if k in item]
+        if len(chosen) != 1:
+            raise _Invalid("give exactly one of rule, path, fingerprint")
+        key = chosen[0]
+        return IgnoreRule(reason=reason.strip(), **{key: _IgnoreList._selector(key, item[key])})
+
+    @staticmethod
+    def _selector(key: str, raw: object) -> str:
+        """Checked for its kind: an entry that can never match would silently ignore nothing."""
         text = raw.strip() if isinstance(raw, str) else ""
         patterns = {"rule": RULE_ID, "fingerprint": FINGERPRINT}
         if not text or (key in patterns and not patterns[key].fullmatch(text)):
             what = {"rule": "a rule id like 'debugger'", "path": "a glob", "fingerprint": "12 hex characters"}
-            raise _Invalid(f"{where}: `{key}` must be {what[key]}, got {_show(raw)}", (index, key))
+            raise _Invalid(f"`{key}` must be {what[key]}, got {_show(raw)}", (key,))
         if key == "path":
             try:
                 _GLOB.check(text)
             except _Invalid as exc:
-                raise _Invalid(f"{where}: {exc.message}", (index, key)) from None
+                raise _Invalid(exc.message, (key,)) from None
         return text
 
     def parse(self, raw: str) -> object:
@@ -339,7 +308,7 @@ _PRICE_FIELDS = tuple(f.name for f in dataclasses.fields(Prices))
 
 
 @dataclass(frozen=True)
-class _PriceTable:
+class _PriceTable(ValueType):
     """`{model: {input_usd_per_mtok, output_usd_per_mtok}}`, for models litellm cannot price."""
 
     def check(self, value: object) -> object:
@@ -351,31 +320,29 @@ class _PriceTable:
         for model, entry in value.items():
             if not isinstance(model, str) or not model.strip():
                 raise _Invalid(f"expected model names as keys, got {_show(model)}")
-            table[model.strip()] = self._entry(model, entry)
+            try:
+                table[model.strip()] = self._entry(entry)
+            except _Invalid as exc:
+                raise _Invalid(f"prices for '{model}': {exc.message}", (model, *exc.path)) from None
         return dict(sorted(table.items()))
 
-    def _entry(self, model: str, entry: object) -> Prices:
+    @staticmethod
+    def _entry(entry: object) -> Prices:
         if isinstance(entry, Prices):
             entry = dataclasses.asdict(entry)
         if not isinstance(entry, Mapping):
-            raise _Invalid(
-                f"prices for '{model}': expected a mapping with {' and '.join(_PRICE_FIELDS)}, "
-                f"got {_show(entry)}",
-                (model,),
-            )
-        for name in entry:
-            if name not in _PRICE_FIELDS:
-                raise _Invalid(
-                    f"prices for '{model}': {_unknown('field', str(name), _PRICE_FIELDS)}", (model, str(name))
-                )
+            raise _Invalid(f"expected a mapping with {' and '.join(_PRICE_FIELDS)}, got {_show(entry)}")
+        unknown = [str(name) for name in entry if name not in _PRICE_FIELDS]
+        if unknown:
+            raise _Invalid(_unknown("field", unknown[0], _PRICE_FIELDS), (unknown[0],))
         values: dict[str, float] = {}
         for name in _PRICE_FIELDS:
             if name not in entry:
-                raise _Invalid(f"prices for '{model}': missing '{name}'", (model,))
+                raise _Invalid(f"missing '{name}'")
             try:
                 values[name] = _Float(0).check(entry[name])
             except _Invalid as exc:
-                raise _Invalid(f"prices for '{model}': '{name}' {exc.message}", (model, name)) from None
+                raise _Invalid(f"'{name}' {exc.message}", (name,)) from None
         return Prices(**values)
 
     def parse(self, raw: str) -> object:
@@ -395,16 +362,6 @@ class ConfigKey:
     flag_help: str = ""
 
     @property
-    def default(self) -> object:
-        if self.limit is not None:
-            return getattr(DEFAULT_LIMITS, self.limit)
-        return getattr(_DEFAULT_CONFIG, self.name)
-
-    @property
-    def flag_origin(self) -> str:
-        return f"option '{self.flag}'" if self.flag else f"setting '{self.name}'"
-
-    @property
     def input_origin(self) -> str:
         return f"input '{self.input}'" if self.input else f"setting '{self.name}'"
 
@@ -414,12 +371,14 @@ def _mirrored(name: str, value_type: ValueType, flag_help: str, *, limit: str | 
     return ConfigKey(name, value_type, flag=f"--{kebab}", input=kebab, limit=limit, flag_help=flag_help)
 
 
-_DEFAULT_CONFIG = Config()
 _LANGUAGE = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*")
 _NO_SPACE = re.compile(r"\S+")
 _URL = re.compile(r"https?://\S+", re.IGNORECASE)
 _MODEL = _Str("a model name without spaces", _NO_SPACE, nullable=True)
-_GLOB = _Glob("a glob", empty_ok=True)
+_ASSOCIATIONS = (
+    "OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, FIRST_TIME_CONTRIBUTOR, FIRST_TIMER, MANNEQUIN, NONE"
+)
+_GLOB = _Str("a glob", empty_ok=True, glob=True)
 
 _KEYS: tuple[ConfigKey, ...] = (
     _mirrored("model", _MODEL, "litellm model string, e.g. openai/gpt-4o-mini (env IMREVIEW_MODEL)."),
@@ -483,7 +442,7 @@ _KEYS: tuple[ConfigKey, ...] = (
     _mirrored("max_concurrency", _Int(1), "Model requests in flight at once (default 4)."),
     _mirrored("max_findings", _Int(0), "Findings published to the PR (default 6)."),
     ConfigKey("context_window", _Int(1, nullable=True)),
-    ConfigKey("context_share", _Share(0.9)),
+    ConfigKey("context_share", _Float(0, maximum=0.9)),
     _mirrored(
         "fail_on",
         _Choice(("never", "P1", "P2", "P3")),
@@ -493,15 +452,7 @@ _KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("ignore", _IgnoreList()),
     ConfigKey(
         "maintainer_associations",
-        _StrList(
-            _Str(
-                "one of OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, FIRST_TIME_CONTRIBUTOR, FIRST_TIMER,"
-                " MANNEQUIN, NONE",
-                re.compile(
-                    r"OWNER|MEMBER|COLLABORATOR|CONTRIBUTOR|FIRST_TIME_CONTRIBUTOR|FIRST_TIMER|MANNEQUIN|NONE"
-                ),
-            )
-        ),
+        _StrList(_Str(f"one of {_ASSOCIATIONS}", re.compile(_ASSOCIATIONS.replace(", ", "|")))),
     ),
 )
 
@@ -526,35 +477,25 @@ OVERRIDE_KEYS: Mapping[str, ConfigKey] = MappingProxyType(
 """Everything `build_config(overrides=...)` and `parse_input_value` accept: file keys plus run-only ones."""
 
 
-@dataclass(frozen=True)
-class FlagShape:
-    """How a flag takes its key's value, for `cli.py` to build the option: a whole number or a
-    number (`minimum`, excluded when `above`), one of `choices`, a repeatable text, or a text."""
+def flag_settings(key: ConfigKey) -> dict[str, Any]:
+    """The click option's type, multiplicity and help for `key`'s flag (`cli.config_option`)."""
+    import click
 
-    number: type[int] | type[float] | None = None
-    minimum: float = 0
-    above: bool = False
-    choices: tuple[str, ...] = ()
-    repeatable: bool = False
-
-
-def flag_shape(key: ConfigKey) -> FlagShape:
     kind = key.type
+    flag_type: click.ParamType | None = None
     if isinstance(kind, _Int):
-        return FlagShape(int, kind.minimum)
-    if isinstance(kind, _Float):
-        return FlagShape(float, kind.minimum, kind.above)
-    if isinstance(kind, _Choice):
-        return FlagShape(choices=kind.choices)
-    return FlagShape(repeatable=isinstance(kind, _StrList))
+        flag_type = click.IntRange(min=kind.minimum)
+    elif isinstance(kind, _Float):
+        flag_type = click.FloatRange(min=kind.minimum, min_open=kind.above)
+    elif isinstance(kind, _Choice):
+        flag_type = click.Choice(list(kind.choices))
+    return {"type": flag_type, "multiple": isinstance(kind, _StrList), "help": key.flag_help}
 
 
 @dataclass(frozen=True)
 class Overrides:
-    """The settings one run was given on the command line or as Action inputs, typed: the top
-    layer of `build_config`. None is "not given", so the repository's config file applies under
-    it. Built at the edge (`cli.py`, `action.py`) and passed inward as it is; one field per key of
-    `OVERRIDE_KEYS` that a flag or an input sets (`tests/test_config.py` checks they agree)."""
+    """What one run was given as flags or Action inputs, typed: `build_config`'s top layer (None: not
+    given, the config file applies). One field per key of `OVERRIDE_KEYS` a flag or an input sets."""
 
     model: str | None = None
     fallback_models: tuple[str, ...] | None = None
@@ -589,11 +530,7 @@ class Overrides:
 
     def layer(self) -> dict[str, object]:
         """The settings given, by key name (what `build_config` layers over the file)."""
-        return {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if getattr(self, f.name) is not None
-        }
+        return {name: value for name, value in vars(self).items() if value is not None}
 
 
 NO_OVERRIDES = Overrides()
@@ -743,25 +680,18 @@ def parse_input_value(key: str, raw: str, origin: str) -> object:
 
     `origin` is how the user sees the source, e.g. "input 'max-cost-usd'" (see `ConfigKey.input_origin`).
     """
-    spec = OVERRIDE_KEYS.get(key)
-    if spec is None:
-        raise ValueError(f"unknown setting {key!r}")
     if not raw.strip():
         return None
     try:
-        return spec.type.parse(raw)
+        return OVERRIDE_KEYS[key].type.parse(raw)
     except _Invalid as exc:
         raise ConfigError(f"{origin}: {exc.message}") from None
 
 
 def env_layer(env: Mapping[str, str]) -> dict[str, object]:
     """The environment layer: `IMREVIEW_MODEL` and `IMREVIEW_API_BASE`, blank values ignored."""
-    layer: dict[str, object] = {}
-    for variable, key in ENV_KEYS.items():
-        value = parse_input_value(key, env.get(variable, ""), f"environment variable {variable}")
-        if value is not None:
-            layer[key] = value
-    return layer
+    read = {k: parse_input_value(k, env.get(v, ""), f"environment variable {v}") for v, k in ENV_KEYS.items()}
+    return {key: value for key, value in read.items() if value is not None}
 
 
 def _apply(
@@ -771,9 +701,7 @@ def _apply(
     origin: Callable[[ConfigKey], str],
 ) -> None:
     for key, value in layer.items():
-        spec = table.get(key)
-        if spec is None:
-            raise ValueError(f"unknown setting {key!r}")
+        spec = table[key]
         if value is None:
             continue
         try:
@@ -795,7 +723,7 @@ def build_config(
     _apply(values, file_layer or {}, CONFIG_KEYS, lambda spec: f"config key '{spec.name}'")
     _apply(values, env or {}, CONFIG_KEYS, lambda spec: f"environment setting '{spec.name}'")
     given = overrides.layer() if isinstance(overrides, Overrides) else overrides or {}
-    _apply(values, given, OVERRIDE_KEYS, lambda spec: spec.flag_origin)
+    _apply(values, given, OVERRIDE_KEYS, lambda k: f"option '{k.flag}'" if k.flag else f"setting '{k.name}'")
     limits = {OVERRIDE_KEYS[k].limit: v for k, v in values.items() if OVERRIDE_KEYS[k].limit}
     fields = {k: v for k, v in values.items() if not OVERRIDE_KEYS[k].limit}
     return Config(**fields, limits=dataclasses.replace(DEFAULT_LIMITS, **limits))  # type: ignore[arg-type]
@@ -815,27 +743,21 @@ def _canonical(value: object) -> object:
     raise TypeError(f"cannot hash a {type(value).__name__}")
 
 
-_HASHED_FIELDS = (
-    "model",
-    "fallback_models",
-    "api_base",
-    "language",
-    "instructions",
-    "include",
-    "exclude",
-    "limits",
-    "max_output_tokens_per_call",
-    "max_findings",
-    "context_window",
-    "context_share",
-    "prices",
-    "ignore",
+_UNHASHED = (
+    "request_timeout",
+    "max_concurrency",
+    "fail_on",
+    "on_error",
+    "template_dir",
+    "maintainer_associations",
 )
+"""Settings that change how a review runs or exits, not what it says."""
 
 
 def config_hash(config: Config, templates_digest: str) -> str:
     """16 hex chars of sha256 over what shapes the review output; a rerun skips the model only on a match."""
-    payload = {name: _canonical(getattr(config, name)) for name in _HASHED_FIELDS}
+    names = [f.name for f in dataclasses.fields(config) if f.name not in _UNHASHED]
+    payload = {name: _canonical(getattr(config, name)) for name in names}
     payload["templates"] = templates_digest
     payload["schema"] = "imreview.config/v1"
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

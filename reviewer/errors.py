@@ -1,24 +1,4 @@
-"""One error tree; `cli.py` maps it to exit codes (DESIGN section 2).
-
-::
-
-    ImreviewError
-    ├── UsageError                exit 2: a flag, input, ref or path was wrong
-    │   ├── ConfigError           a config key or file (with `file:line`)
-    │   │   └── TemplateError     a template or i18n file
-    │   └── GitError              git refused a command on the user's repository
-    ├── GitHubError               a REST call failed (`status` kept)
-    │   ├── NoWriteAccess         403/404 on a write: read-only token
-    │   ├── Unprocessable         422
-    │   └── Retryable             5xx, 429, timeouts, rate limits
-    │       └── RateLimited       a rate limit (primary or secondary), with GitHub's wait
-    ├── ModelError                a model call failed for good
-    │   ├── ModelConfigError      auth, unknown model, bad request
-    │   ├── CallTimedOut          no answer within the per-call timeout
-    │   └── AnswerUnparsed        neither the answer nor its repair parsed (or it was cut)
-    ├── BudgetExhausted           a call was refused before it was sent
-    └── PatchError                a diff we cannot trust (also a ValueError)
-"""
+"""One error tree; `cli.py` maps it to exit codes (DESIGN section 2): a `UsageError` exits 2, any other 3."""
 
 from __future__ import annotations
 
@@ -40,7 +20,7 @@ class ConfigError(UsageError):
 
 
 class GitError(UsageError):
-    """A git command failed on the user's repository (not a ref, no merge base, ...)."""
+    """git refused a command on the user's repository (not a ref, no merge base, ...)."""
 
 
 class GitHubError(ImreviewError):
@@ -64,8 +44,8 @@ class Retryable(GitHubError):
 
 
 class RateLimited(Retryable):
-    """GitHub refused for a rate limit; `retry_after` is the seconds it asked us to wait (None when
-    it did not say). A write is never retried blindly: the caller re-lists by marker first."""
+    """A rate limit (primary or secondary); `retry_after`: GitHub's wait, if it said. A write is
+    never retried blindly: the caller re-lists by marker first."""
 
     def __init__(self, message: str, status: int | None = None, *, retry_after: float | None = None) -> None:
         self.retry_after = retry_after
@@ -117,8 +97,7 @@ class PatchError(ImreviewError, ValueError):
 
 
 class ContextExceeded(ModelError):
-    """The server refused a request as longer than its context window; `window` is the window it
-    told us (or that a probe found), so the caller can re-split the unit and retry."""
+    """The server refused a request as longer than its context `window` (told, or probed): re-split."""
 
     def __init__(self, message: str, window: int, assumed: int) -> None:
         self.window = window

@@ -1,18 +1,7 @@
-"""`imreview eval`: run the reviewer over a labelled dataset and score what it found.
-
-A dataset is a JSON list of items:
-
-    {"id": "pagination", "repo": "repos/pagination", "base": "main", "head": "feature",
-     "expected": [{"path": "shop/pagination.py", "line": 3, "description": "...", "severity": "P1"}],
-     "rejected": [{"path": "shop/pagination.py", "line": 8, "description": "...", "severity": "P3"}]}
-
-`repo` is a git repository and `diff` a patch file (one of the two), both relative to the dataset
-file. A finding matches an expected item when the path is the same and its lines are within
-MATCH_LINES of the expected line (and, with a judge model, the judge says both describe the same
-defect). Each expected item is matched at most once: a second finding on it counts as a false
-positive, so duplicates cost precision. A finding on a `rejected` item (a near miss labelled as
-not a defect) is a false positive too, and is counted separately.
-"""
+"""`imreview eval`: review each item of a labelled dataset and score the findings. The dataset
+format and the matching rules are in docs/review-quality.md: a finding matches an expected item
+within MATCH_LINES on the same path, each item at most once (a duplicate costs precision), and a
+finding on a `rejected` item (a near miss) is a false positive counted on its own."""
 
 from __future__ import annotations
 
@@ -77,11 +66,12 @@ class Tally:
     calls: int
 
     def __post_init__(self) -> None:
-        tp = self.true_positives
-        precision, recall = _ratio(tp, tp + self.false_positives), _ratio(tp, tp + self.false_negatives)
-        object.__setattr__(self, "precision", precision)
-        object.__setattr__(self, "recall", recall)
-        object.__setattr__(self, "f1", _f1(precision, recall))
+        tp, fp, fn = self.true_positives, self.false_positives, self.false_negatives
+        p, r = (tp / (tp + fp) if tp + fp else None), (tp / (tp + fn) if tp + fn else None)
+        object.__setattr__(self, "precision", p)
+        object.__setattr__(self, "recall", r)
+        f1 = None if p is None or r is None else 0.0 if p + r == 0 else 2 * p * r / (p + r)
+        object.__setattr__(self, "f1", f1)
 
 
 @dataclass(frozen=True)
@@ -144,10 +134,8 @@ def load_dataset(path: str | Path) -> tuple[Item, ...]:
     if not isinstance(data, list) or not data:
         raise UsageError(f"DATASET {str(file)!r} must be a non-empty JSON list of items")
     items: list[Item] = []
-    seen: set[str] = set()
     for n, raw in enumerate(data):
-        items.append(_item(file, n, raw, seen))
-        seen.add(items[-1].id)
+        items.append(_item(file, n, raw, {item.id for item in items}))
     return tuple(items)
 
 
@@ -274,16 +262,6 @@ def match(
     )
 
 
-def _ratio(num: int, den: int) -> float | None:
-    return None if den == 0 else num / den
-
-
-def _f1(precision: float | None, recall: float | None) -> float | None:
-    if precision is None or recall is None:
-        return None
-    return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
-
-
 def score_item(item: Item, report: Report, *, seconds: float, judge: Judge | None = None) -> ItemScore:
     findings = list(report.findings)
     pairs, extra, missed = match(findings, item.expected, judge=judge)
@@ -311,20 +289,16 @@ def total(dataset: str, model: str | None, judge_model: str | None, items: Seque
     """Micro-averaged: precision over every finding, recall over every expected item."""
     tallies = [i.tally for i in items]
     costs = [t.cost_usd for t in tallies]
+    counts = ("found", "true_positives", "false_positives", "false_negatives", "rejected_hits", "calls")
     return Scorecard(
         dataset=dataset,
         model=model,
         judge_model=judge_model,
         items=tuple(items),
         tally=Tally(
-            found=sum(t.found for t in tallies),
-            true_positives=sum(t.true_positives for t in tallies),
-            false_positives=sum(t.false_positives for t in tallies),
-            false_negatives=sum(t.false_negatives for t in tallies),
-            rejected_hits=sum(t.rejected_hits for t in tallies),
+            **{name: sum(getattr(t, name) for t in tallies) for name in counts},
             cost_usd=None if None in costs else round(sum(c for c in costs if c is not None), 6),
             seconds=round(sum(t.seconds for t in tallies), 3),
-            calls=sum(t.calls for t in tallies),
         ),
     )
 

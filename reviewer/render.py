@@ -112,18 +112,14 @@ def _bytecode_cache(directory: Path | None) -> jinja2.BytecodeCache | None:
     compiled templates are code (Jinja's own default cache checks the same)."""
     if directory in _SHARED_CACHE:
         return _SHARED_CACHE[directory]
-    cache: jinja2.BytecodeCache | None = None
+    cache: jinja2.BytecodeCache = _MemoryCache()
     if directory is not None:
-        try:
+        with contextlib.suppress(OSError):
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             info = directory.stat()
             getuid = getattr(os, "getuid", None)
             if (getuid is None or info.st_uid == getuid()) and not info.st_mode & 0o022:
                 cache = _TemplateCache(str(directory))
-        except OSError:
-            cache = None
-    if cache is None:
-        cache = _MemoryCache()
     _SHARED_CACHE[directory] = cache
     return cache
 
@@ -237,13 +233,9 @@ def _strip_comments(text: str) -> str:
         text = stripped
 
 
-def _plausible_count(call: Any) -> bool:
+def _plausible_count(call: Mapping[str, Any]) -> bool:
     """Whether a ledger entry's provider count (`input_tokens`) is a tokenizer's difference from ours."""
-
-    def read(name: str) -> int:
-        return int(call[name] if isinstance(call, Mapping) else getattr(call, name))
-
-    return plausible(read("estimated_input_tokens"), read("input_tokens"))
+    return plausible(int(call["estimated_input_tokens"]), int(call["input_tokens"]))
 
 
 def _as_text(value: Any) -> str:
@@ -406,14 +398,11 @@ def prompt_code(value: Any, nonce: str, limit: int | None = None) -> str:
     delimiters removed. Only CRLF ends a line: a lone CR or a Unicode line separator inside a
     line is shown, since as a line break it could forge a numbered diff line."""
     text = _as_text(value).replace("\r\n", "\n")
-    return _prompt_clean(_show_invisible(_LINE_SEPARATORS.sub(_code_point, text)), nonce, limit)
+    shown = _LINE_SEPARATORS.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
+    return _prompt_clean(_show_invisible(shown), nonce, limit)
 
 
 _LINE_SEPARATORS = re.compile("[\u2028\u2029]")
-
-
-def _code_point(match: re.Match[str]) -> str:
-    return f"<U+{ord(match.group()):04X}>"
 
 
 # --- i18n -------------------------------------------------------------------------------------
@@ -493,7 +482,7 @@ class Renderer:
             self._override = Path(template_dir)
             if not self._override.is_dir():
                 raise ConfigError(f"template directory not found: {self._override}", "template-dir")
-            if not _has_templates(self._override):
+            if not any(self._override.rglob("*.j2")) and not any((self._override / "i18n").glob("*.yml")):
                 raise ConfigError(
                     f"{self._override} holds no templates: expected files named like the packaged ones"
                     " (summary.md.j2, comment.md.j2, prompts/review.j2, i18n/<language>.yml)",
@@ -521,22 +510,9 @@ class Renderer:
             lstrip_blocks=True,
             keep_trailing_newline=False,
         )
-        self._env.filters.update(
-            untrusted=untrusted,
-            untrusted_line=untrusted_line,
-            code_span=code_span,
-            code=code,
-            short_sha=short_sha,
-            safe_url=safe_url,
-            prompt_data=prompt_data,
-            prompt_code=prompt_code,
-            t=self.translate,
-            plural=self.plural,
-            num=self.num,
-            usd=self.usd,
-            blob_url=blob_url,
-            files_url=files_url,
-        )
+        escaping = (untrusted, untrusted_line, code_span, code, short_sha, safe_url, prompt_data, prompt_code)
+        self._env.filters.update({f.__name__: f for f in (*escaping, blob_url, files_url)})
+        self._env.filters.update(t=self.translate, plural=self.plural, num=self.num, usd=self.usd)
         self._env.tests["plausible_count"] = _plausible_count
 
     def _cache_dir(self) -> Path | None:
@@ -586,18 +562,14 @@ class Renderer:
 
     def translate(self, key: str, default: str | None = None, **params: Any) -> str:
         """`{{ 'verdict.clean' | t(files=3) }}`; a plural entry picks its form from `n`."""
-        entry = self._messages.get(key)
+        entry = self._messages.get(key, default)
         if entry is None:
-            if default is None:
-                raise jinja2.TemplateRuntimeError(f"no i18n string {key!r} (language {self.language})")
-            return _interpolate(default, params, key)
+            raise jinja2.TemplateRuntimeError(f"no i18n string {key!r} (language {self.language})")
         if isinstance(entry, dict):
             n = params.get("n")
             form = "zero" if n == 0 and "zero" in entry else "one" if n == 1 and "one" in entry else "other"
             entry = entry[form]
         return _interpolate(entry, params, key)
-
-    t = translate
 
     def messages(self, prefix: str) -> dict[str, str]:
         """The unformatted strings under `prefix` (e.g. `rules.`), for code that fills them itself."""
@@ -612,20 +584,15 @@ class Renderer:
         return self.translate(key, n=n, **params)
 
     def num(self, value: Any) -> str:
-        if value is None:
-            return self.translate("common.unknown")
-        return _format_param(value)
+        return self.translate("common.unknown") if value is None else _format_param(value)
 
     def usd(self, value: Any) -> str:
-        if value is None:
-            return self.translate("common.unknown")
-        return usd(float(value))
+        return self.translate("common.unknown") if value is None else usd(float(value))
 
     def gap_text(self, why: str, **params: Any) -> str:
         """The localized `Gap.what` for a machine code; unknown codes get a generic sentence."""
-        if f"gap.{why}" in self._messages:
-            return self.translate(f"gap.{why}", why=why, **params)
-        return self.translate("gap.other", why=why, **params)
+        key = f"gap.{why}" if f"gap.{why}" in self._messages else "gap.other"
+        return self.translate(key, why=why, **params)
 
     # rendering
 
@@ -680,11 +647,6 @@ class Renderer:
             digest.update(f"i18n\0{label}\0{text}\0".encode())
         digest.update(f"language\0{self.language}".encode())
         return digest.hexdigest()
-
-
-def _has_templates(folder: Path) -> bool:
-    """A template override folder holds at least one `.j2` template or an `i18n/*.yml` file."""
-    return any(folder.rglob("*.j2")) or any((folder / "i18n").glob("*.yml"))
 
 
 def _checked(report: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -1,7 +1,8 @@
 """The Report: the one object every renderer and sink reads (schema `imreview.report/v1`).
 
 Stages exchange these frozen dataclasses; `Report.to_dict()` is the JSON edge, and templates
-read only that dict, so `imreview render report.json` reproduces any output.
+read only that dict, so `imreview render report.json` reproduces any output. What each field means
+is said once, in the schema (reviewer/schema/report.v1.json).
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from reviewer import TOOL_NAME, __version__
 
 SCHEMA_ID = "imreview.report/v1"
 
 Priority = Literal["P1", "P2", "P3"]
-PRIORITIES: tuple[Priority, ...] = ("P1", "P2", "P3")
+PRIORITIES: tuple[Priority, ...] = get_args(Priority)
 Side = Literal["RIGHT", "LEFT"]
 Verdict = Literal["findings", "clean", "incomplete", "skipped"]
 CoverageStatus = Literal["reviewed", "partial", "listed", "skipped"]
@@ -87,11 +88,10 @@ class Finding:
     anchor_reason: str = "not_checked"
     verified: bool | None = None
     carried_from: str | None = None
-    """The head sha of the earlier review that found it, when carried forward unchanged (incremental)."""
 
 
 DismissalHow = Literal["command", "resolved", "reaction", "config"]
-DISMISSAL_HOWS: tuple[str, ...] = ("command", "resolved", "reaction", "config")
+DISMISSAL_HOWS: tuple[str, ...] = get_args(DismissalHow)
 """`config`: the base branch's `ignore:` list (kept in no state: the file says it on every run)."""
 _HEX12 = re.compile(r"[0-9a-f]{12}")
 
@@ -146,9 +146,6 @@ class Signal:
 
 @dataclass(frozen=True)
 class Unverified:
-    """What the model could not verify from the code it was shown (`what`), and the concrete way to
-    verify it (`how`: the test to run, the caller to read, the path to exercise). Model prose."""
-
     what: str
     how: str
 
@@ -164,10 +161,6 @@ class Gap:
 
 @dataclass(frozen=True)
 class SliceCoverage:
-    """A piece of a hunk sent on its own: its line range and whether its answer was used. The range
-    is in new-file numbers (`side` RIGHT) unless the slice holds only removed lines (LEFT: old-file
-    numbers); `start` <= `end`."""
-
     hunk: int
     start: int
     end: int
@@ -184,7 +177,6 @@ class FileCoverage:
     hunks_reviewed: int
     slices: tuple[SliceCoverage, ...] = ()
     reviewed_at: str | None = None
-    """The head sha whose review covered the file: this run's head, or an earlier one (incremental)."""
 
 
 @dataclass(frozen=True)
@@ -205,9 +197,6 @@ class Usage:
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One request in the ledger: our estimate (local, then calibrated) and reservation beside what
-    the provider reported (`input_tokens`)."""
-
     phase: str
     estimated_input_tokens: int
     reserved_input_tokens: int
@@ -215,14 +204,10 @@ class CallRecord:
     max_output_tokens: int
     output_tokens: int
     calibrated_input_tokens: int = 0
-    """The local estimate scaled by the provider's counts of earlier answers (`estimated_input_tokens`
-    itself while none has come, or when litellm counts with the model's own tokenizer)."""
 
 
 @dataclass(frozen=True)
 class Overrun:
-    """A limit that provider-reported usage went over (disclosed; the paid-for review is kept)."""
-
     limit: str
     used: float
     allowed: float
@@ -230,10 +215,6 @@ class Overrun:
 
 @dataclass(frozen=True)
 class Startup:
-    """Importing the model library (litellm) before the first call: `import_seconds` it took in all
-    (None: no model call was prepared), `import_wait_seconds` the part the review waited for after
-    reading the PR. The rest ran while GitHub was read; none of it counts against `max-seconds`."""
-
     import_seconds: float | None = None
     import_wait_seconds: float = 0.0
 
@@ -288,8 +269,6 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class PlanSummary:
-    """What the planner packed for: the window (and where it came from) and the tokens it planned."""
-
     window: int
     window_source: str
     units: int
@@ -297,19 +276,12 @@ class PlanSummary:
     input_tokens_available: int | None
     window_assumed: int | None = None
     context_files: tuple[str, ...] = ()
-    """Files of the repository shown as context (definitions used, call sites) in answered calls."""
     context_tokens: int = 0
-    """Tokens of repository context in the planned calls."""
     context_displaced_lines: int = 0
-    """Changed lines the context would have pushed out had it been packed with the diff: above 0,
-    the diff went alone and context only got what the budget had left after it."""
 
 
 @dataclass(frozen=True)
 class Incremental:
-    """Whether this review re-used an earlier one (`mode` `incremental`) or reviewed it all (`full`),
-    and why. `reason` is a machine code (`incremental.REASONS`); `since` the earlier head."""
-
     mode: Literal["full", "incremental"]
     reason: str
     since: str | None = None
@@ -321,11 +293,6 @@ class Incremental:
 
 @dataclass(frozen=True)
 class AnswerStats:
-    """How the model's answers were read: `normalised` counts what had to be mapped onto the answer
-    format, by kind (`findings.NORMALISED_CODES`), so a prompt that drifts shows; `truncated`
-    answers ended before their findings did and stayed so (each also a `truncated` gap);
-    `continued` calls asked for the rest of such an answer; `findings_cut` were begun, not finished."""
-
     answers: int = 0
     normalised: Mapping[str, int] = field(default_factory=dict)
     truncated: int = 0
@@ -355,20 +322,18 @@ class Report:
     unverified: tuple[Unverified, ...] = ()
     """The model's verification gaps (the method's fourth list), at most MAX_UNVERIFIED_REPORTED."""
     dismissed: tuple[Dismissal, ...] = ()
-    """What maintainers dismissed on this PR (never raised again; reviewer/dismissals.py)."""
 
     def to_dict(self) -> dict[str, Any]:
-        body = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-        return {"schema": SCHEMA_ID, "tool": {"name": TOOL_NAME, "version": __version__}, **body}
+        return {"schema": SCHEMA_ID, "tool": {"name": TOOL_NAME, "version": __version__}, **_plain(self)}
 
     def replace(self, **changes: Any) -> Report:
         return dataclasses.replace(self, **changes)
 
 
 def _plain(value: Any) -> Any:
-    if value is None or type(value) in _SCALARS:
+    if value is None or type(value) in (str, int, float, bool):
         return value
-    names = _field_names(type(value))
+    names = getattr(type(value), "__dataclass_fields__", None)  # no ClassVar in these classes
     if names is not None:
         return {name: _plain(getattr(value, name)) for name in names}
     if isinstance(value, Mapping):
@@ -376,20 +341,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
-
-
-_SCALARS = frozenset({str, int, float, bool})
-
-
-_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
-
-
-def _field_names(cls: type) -> tuple[str, ...] | None:
-    """A dataclass's field names, looked up once per class: a report holds one per file."""
-    if cls not in _FIELD_NAMES:
-        names = tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
-        _FIELD_NAMES[cls] = names
-    return _FIELD_NAMES[cls]
 
 
 _WS = re.compile(r"\s+")

@@ -11,6 +11,7 @@ are the report's `published`.
 
 from __future__ import annotations
 
+import functools
 import secrets
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -155,9 +156,9 @@ class Annotations(RunnerSink):
     def publish(self, report: Report | None, rendered: Rendered) -> Published:
         if report is None:
             return Published("annotations", False, "no review", reason="no_report")
-        result = annotate(list(report.findings[: self.limit]), self.stream)
-        detail = f"{result.printed} printed, {result.dropped} over the runner's limit"
-        return Published("annotations", True, detail, reason="dropped" if result.dropped else "printed")
+        printed, dropped = annotate(list(report.findings[: self.limit]), self.stream)
+        detail = f"{printed} printed, {dropped} over the runner's limit"
+        return Published("annotations", True, detail, reason="dropped" if dropped else "printed")
 
 
 @dataclass(frozen=True)
@@ -200,15 +201,14 @@ def write_summary(path: str | Path | None, text: str, *, limit_bytes: int = SUMM
     The cap counts what the file already holds: the runner drops the whole step summary when the
     file passes 1 MiB, so an over-long append would lose earlier steps' content too.
     """
+    said = functools.partial(Published, "summary")
     if not path:
-        return Published(
-            "summary", False, "not in Actions: GITHUB_STEP_SUMMARY is not set", reason="not_in_actions"
-        )
+        return said(False, "not in Actions: GITHUB_STEP_SUMMARY is not set", reason="not_in_actions")
     target = Path(path)
     full = len(text.encode("utf-8"))
     try:
         used = target.stat().st_size if target.exists() else 0
-        prefix = "\n" if used and not _ends_with_newline(target) else ""
+        prefix = "\n" if used and not target.read_bytes().endswith(b"\n") else ""
         room = max(limit_bytes - used - len(prefix), 0)
         truncated = full > room
         kept = text
@@ -216,30 +216,16 @@ def write_summary(path: str | Path | None, text: str, *, limit_bytes: int = SUMM
             note = "\n" + _packaged_text("publish.summary_truncated", full=f"{full:,}") + "\n"
             kept = fit(text, room, unit="utf8", note=note)[0]
         if not kept and truncated:
-            return Published(
-                "summary",
-                False,
-                f"the job summary already holds {used:,} bytes: nothing appended",
-                reason="summary_full",
-            )
+            full_detail = f"the job summary already holds {used:,} bytes: nothing appended"
+            return said(False, full_detail, reason="summary_full")
         with target.open("ab") as fh:
             fh.write((prefix + kept).encode("utf-8"))
     except OSError as exc:
-        return Published(
-            "summary", False, f"could not write the job summary to {path}: {exc}", reason="write_failed"
-        )
+        return said(False, f"could not write the job summary to {path}: {exc}", reason="write_failed")
     written = len(kept.encode("utf-8"))
     if truncated:
-        return Published(
-            "summary", True, f"truncated to {written:,} of {full:,} bytes (1 MiB cap)", reason="truncated"
-        )
-    return Published("summary", True, f"appended {written:,} bytes", reason="written")
-
-
-def _ends_with_newline(path: Path) -> bool:
-    with path.open("rb") as fh:
-        fh.seek(-1, 2)
-        return fh.read(1) == b"\n"
+        return said(True, f"truncated to {written:,} of {full:,} bytes (1 MiB cap)", reason="truncated")
+    return said(True, f"appended {written:,} bytes", reason="written")
 
 
 def _packaged_text(key: str, **params: Any) -> str:
@@ -271,14 +257,6 @@ def write_outputs(path: str | Path | None, outputs: Mapping[str, str]) -> None:
 # --- workflow commands on stdout ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class AnnotationResult:
-    """`dropped` anchored findings did not fit the runner's per-level limit (counted in the summary)."""
-
-    printed: int
-    dropped: int
-
-
 _LEVEL = {"P1": "warning", "P2": "warning", "P3": "notice"}
 
 
@@ -287,20 +265,11 @@ def escape_data(value: str) -> str:
     return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
-def escape_property(value: str) -> str:
-    """The toolkit's `escapeProperty`: also `:` and `,`, which delimit properties."""
-    return escape_data(value).replace(":", "%3A").replace(",", "%2C")
-
-
-def workflow_command(command: str, properties: Mapping[str, str | int], message: str) -> str:
-    props = ",".join(f"{key}={escape_property(str(value))}" for key, value in properties.items())
-    return f"::{command}{' ' + props if props else ''}::{escape_data(message)}"
-
-
 def annotate(
     findings: Sequence[Finding], stream: TextIO, *, limit_per_level: int = ANNOTATIONS_PER_LEVEL
-) -> AnnotationResult:
-    """`::warning` (P1, P2) or `::notice` (P3) on anchored RIGHT-side findings, most severe first.
+) -> tuple[int, int]:
+    """`::warning` (P1, P2) or `::notice` (P3) on anchored RIGHT-side findings, most severe first;
+    returns how many were printed and how many dropped over the runner's per-level limit.
 
     Annotations cannot sit inside `::stop-commands::`, so every property and the message are
     escaped the way the toolkit does; a finding's text cannot start a command of its own.
@@ -309,7 +278,7 @@ def annotate(
     for level, finding, line in chosen:
         stream.write(_annotation(level, finding, line) + "\n")
     stream.flush()
-    return AnnotationResult(printed=len(chosen), dropped=dropped)
+    return len(chosen), dropped
 
 
 def _annotation_plan(
@@ -334,7 +303,10 @@ def _annotation(level: str, finding: Finding, line: int) -> str:
         props["endLine"] = finding.end_line
     props["title"] = f"[{finding.priority}] {finding.title}"[:255]
     text = "\n\n".join(part.strip() for part in (finding.observation, finding.suggestion) if part.strip())
-    return workflow_command(level, props, (text or finding.title)[:ANNOTATION_MESSAGE_MAX])
+    # the toolkit's escapeProperty: also `:` and `,`, which delimit properties
+    shown = (escape_data(str(v)).replace(":", "%3A").replace(",", "%2C") for v in props.values())
+    listed = ",".join(f"{key}={value}" for key, value in zip(props, shown, strict=True))
+    return f"::{level} {listed}::{escape_data((text or finding.title)[:ANNOTATION_MESSAGE_MAX])}"
 
 
 def echo_untrusted(stream: TextIO, text: str) -> None:

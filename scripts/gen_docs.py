@@ -93,9 +93,9 @@ def _value_schema(value_type: Any, *, item: bool = False) -> dict[str, Any]:
     if isinstance(value_type, cfg._Float):
         if value_type.above:
             return {"type": "number", "exclusiveMinimum": value_type.minimum}
+        if value_type.maximum is not None:
+            return {"type": "number", "minimum": value_type.minimum, "maximum": value_type.maximum}
         return {"type": "number", "minimum": value_type.minimum}
-    if isinstance(value_type, cfg._Share):
-        return {"type": "number", "minimum": 0, "maximum": value_type.maximum}
     if isinstance(value_type, cfg._Choice):
         return {"enum": list(value_type.choices)}
     if isinstance(value_type, cfg._Str):
@@ -157,7 +157,7 @@ def _help(key: Any, inputs: Mapping[str, Any]) -> str:
 
 
 def _default(key: Any) -> Any:
-    value = key.default
+    value = getattr(cfg.Config().limits, key.limit) if key.limit else getattr(cfg.Config(), key.name)
     if isinstance(value, tuple):
         return list(value)
     if isinstance(value, Mapping):

@@ -184,8 +184,7 @@ def test_annotation_text_cannot_inject_commands() -> None:
     observation = "first\n::error::injected\n%0A stays literal, commas, colons: ::"
     finding = make_finding(title=title, observation=observation, path="dir,a:b/f%.py", end_line=14)
     stream = io.StringIO()
-    result = annotate([finding], stream)
-    assert (result.printed, result.dropped) == (1, 0)
+    assert annotate([finding], stream) == (1, 0)
     log = stream.getvalue()
     assert log.count("\n") == 1
     [(name, props, message)] = runner_commands(log)
@@ -207,12 +206,12 @@ def test_annotations_levels_and_the_ten_per_level_cap() -> None:
     unanchored = make_finding(anchored=False, title="floating")
     removed_line = make_finding(side="LEFT", title="on a removed line")
     stream = io.StringIO()
-    result = annotate([*p2, unanchored, *p3, removed_line, *p1], stream)
+    printed_dropped = annotate([*p2, unanchored, *p3, removed_line, *p1], stream)
     commands = runner_commands(stream.getvalue())
     levels = [name for name, _, _ in commands]
     assert levels.count("warning") == 10
     assert levels.count("notice") == 10
-    assert (result.printed, result.dropped) == (20, 6)
+    assert printed_dropped == (20, 6)
     titles = [props["title"] for _, props, _ in commands]
     assert all(f"[P1] p1 {i}" in titles for i in range(3))
     assert not any("floating" in t or "removed line" in t for t in titles)
