@@ -190,8 +190,14 @@ def pr(target: str, **opts: Any) -> None:
 
     repo, number = parse_pr_target(target)
     client = _github_client("`imreview pr` reads the PR through the GitHub API")
-    skips = {rule: opts[f"skip_{rule}"] for rule in ("drafts", "bots", "closed", "reviewed")}
-    job = _pull_job(repo, number, opts, SkipRules(**skips, explicit=False))
+    skip = SkipRules(
+        drafts=opts["skip_drafts"],
+        bots=opts["skip_bots"],
+        closed=opts["skip_closed"],
+        reviewed=opts["skip_reviewed"],
+        explicit=False,
+    )
+    job = _pull_job(repo, number, opts, skip)
     with _progress(opts):
         outcome = review_pull(client, job, warn=_note)
     if outcome.report is not None and outcome.rendered is not None:
