@@ -51,6 +51,7 @@ _MD_SPECIAL = re.compile(r"[\\`*|~$]|(?<=\])\(")
 _EMPHASIS_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 _GH_REF = re.compile(r"(gh)-(?=\d)", re.I)
 _URL_SCHEME = re.compile(r":(?=/)")
+_UNESCAPED_BRACKET = re.compile(r"(?<!\\)((?:\\\\)*)([\[\]])")
 _WWW = re.compile(r"(www)\.", re.I)
 _LINE_START = re.compile(r"^(\d{0,9})((?<=\d)[.)](?=\s|$)|(?<!\d)[-+=/:#\[])")
 _BACKTICKS = re.compile(r"`+")
@@ -327,6 +328,12 @@ def untrusted_line(value: Any, limit: int | None = LINE_LIMIT, cell: bool = Fals
     return _untrusted_line.__wrapped__(value, limit, cell)
 
 
+def link_text(value: Any) -> str:
+    """`untrusted_line` as a link's text: its brackets escaped too, since a `]` ending the label early
+    turns a line that starts `[`a]:1`](…)` into a link reference definition, and the line vanishes."""
+    return _UNESCAPED_BRACKET.sub(r"\1\\\2", untrusted_line(value))
+
+
 _REMEMBERED_LINE = 200
 """Short values repeat (a coverage table names the same status and reason on every row): each is
 sanitized once per process."""
@@ -510,7 +517,17 @@ class Renderer:
             lstrip_blocks=True,
             keep_trailing_newline=False,
         )
-        escaping = (untrusted, untrusted_line, code_span, code, short_sha, safe_url, prompt_data, prompt_code)
+        escaping = (
+            untrusted,
+            untrusted_line,
+            link_text,
+            code_span,
+            code,
+            short_sha,
+            safe_url,
+            prompt_data,
+            prompt_code,
+        )
         self._env.filters.update({f.__name__: f for f in (*escaping, blob_url, files_url)})
         self._env.filters.update(t=self.translate, plural=self.plural, num=self.num, usd=self.usd)
         self._env.tests["plausible_count"] = _plausible_count
