@@ -1,7 +1,7 @@
 """Model calls through litellm: budget-aware, with our own retries, fallbacks and one JSON repair.
 
-This is the only module that imports litellm, and only inside functions: importing litellm costs
-seconds and fetches a cost map unless told not to, so `--help` and rendering never pay for it.
+The only module that imports litellm, and only inside functions: importing it costs seconds and
+fetches a cost map unless told not to, so `--help` and rendering never pay for it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from reviewer import model_facts
-from reviewer.budget import Budget, Reservation, plausible
+from reviewer.budget import EXACT_MARGIN_PERCENT, UNCERTAIN_MARGIN_PERCENT, Budget, Reservation, plausible
 from reviewer.config import Config
 from reviewer.errors import (
     AnswerUnparsed,
@@ -69,36 +69,27 @@ def _import_litellm() -> ModuleType:
 
 
 class _Preload:
-    """litellm's import (seconds on a 2-core runner) in a background thread, started while the PR
-    is still being read, so the review does not wait for it after; `wait` joins it."""
+    """litellm's import (seconds on a 2-core runner) in a background thread, started while the PR is
+    still being read. Not a daemon: a run that ends before it needs the model waits for the import at
+    exit rather than have the interpreter shut down under it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._done = threading.Event()
+        self.thread: threading.Thread | None = None
         self.seconds: float | None = None
 
-    def start(self) -> None:
-        """Not a daemon: a run that ends before it needs the model (an empty diff, an error) waits
-        for the import at exit rather than have the interpreter shut down under a running import."""
+    def start(self) -> threading.Thread:
         with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="imreview-import-litellm")
-                self._thread.start()
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="imreview-import-litellm")
+                self.thread.start()
+            return self.thread
 
     def _run(self) -> None:
         started = time.perf_counter()
         with contextlib.suppress(BaseException):  # `_litellm` imports again in the caller's thread
             _import_litellm()
         self.seconds = time.perf_counter() - started
-        self._done.set()
-
-    def wait(self) -> float:
-        """Seconds the caller waited for the import to finish (starting it if nobody had)."""
-        started = time.perf_counter()
-        self.start()
-        self._done.wait()
-        return time.perf_counter() - started
 
 
 _PRELOAD = _Preload()
@@ -111,15 +102,16 @@ def preload_litellm() -> None:
 
 def litellm_ready() -> tuple[float | None, float]:
     """Block until litellm is imported: (seconds the import took, seconds this call waited)."""
-    waited = _PRELOAD.wait()
-    return _PRELOAD.seconds, waited
+    started = time.perf_counter()
+    _PRELOAD.start().join()
+    return _PRELOAD.seconds, time.perf_counter() - started
 
 
 @functools.cache
 def _litellm() -> ModuleType:
-    """litellm once imported (see `_Preload`); a background import that failed (a concurrent import
-    of a shared dependency, say) is retried here, so an error surfaces where the model is needed."""
-    _PRELOAD.wait()
+    """litellm once imported; a background import that failed (a concurrent import of a shared
+    dependency, say) is retried here, so an error surfaces where the model is needed."""
+    litellm_ready()
     return _import_litellm()
 
 
@@ -152,22 +144,6 @@ class Continuation(Generic[T]):
 
 
 @dataclass(frozen=True)
-class _Asked(Generic[T]):
-    """A model's first answer to `complete_json` and what every follow-up call (repair, retry of a
-    cut answer, continuation) asks again with: one value passed on instead of nine arguments."""
-
-    model: str
-    messages: list[dict[str, str]]
-    first: Completion
-    parse: Callable[[str], T]
-    response_schema: Mapping[str, Any] | None
-    completions: list[Completion]
-    repair_prompt: Callable[[str, str], str] | None
-    max_tokens: int | None
-    continuation: Continuation[T] | None
-
-
-@dataclass(frozen=True)
 class _Ask:
     """What one request sends and the phase it is charged to: retried, reserved and sent as one."""
 
@@ -177,16 +153,27 @@ class _Ask:
     response_schema: Mapping[str, Any] | None
 
 
+@dataclass(frozen=True)
+class _Asked(Generic[T]):
+    """A model's first answer to `complete_json` and what every follow-up call asks again with."""
+
+    ask: _Ask
+    first: Completion
+    parse: Callable[[str], T]
+    completions: list[Completion]
+    repair_prompt: Callable[[str, str], str] | None
+    max_tokens: int | None
+    continuation: Continuation[T] | None
+
+
 class _RequestCounter:
     """litellm's per-call `logger_fn`, called before every HTTP request it makes: it re-sends on
     its own after some errors (a role-alternation or 422 answer), and each request is a call."""
 
-    def __init__(self) -> None:
-        self.sent = 0
+    sent = 0
 
     def __call__(self, details: Mapping[str, Any]) -> None:
-        if details.get("log_event_type") == "pre_api_call":
-            self.sent += 1
+        self.sent += details.get("log_event_type") == "pre_api_call"
 
 
 class _Retryable(Exception):
@@ -218,24 +205,6 @@ class _Call:
     capped: bool
 
 
-@dataclass(frozen=True)
-class _Answer:
-    """What litellm answered: the raw response (for its usage) and its first choice."""
-
-    response: Any
-    choice: Any
-    text: str
-    finish_reason: Any
-
-    @classmethod
-    def of(cls, response: Any, requests: _RequestCounter) -> _Answer:
-        """Raises ModelError for no response: inside the send's `try`, so it is settled as a failure."""
-        if response is None:  # litellm re-sent after an error it handles itself, then gave up
-            raise ModelError(f"no answer: litellm gave up after {requests.sent} requests")
-        choice = response.choices[0]
-        return cls(response, choice, choice.message.content or "", choice.finish_reason)
-
-
 class ModelClient:
     """One configured model chain (primary + fallbacks) spending from one Budget; thread-safe."""
 
@@ -261,7 +230,8 @@ class ModelClient:
         self._facts: dict[str, model_facts.ModelFacts] = {}
         self._calibration: dict[str, model_facts.Calibration] = {}
         self._window: tuple[int, str] | None = None
-        self._assumed_window: int | None = None
+        self.assumed_window: int | None = None
+        """The window first assumed, when a server's answer taught us a smaller one."""
         self._per_thread = threading.local()
 
     def calls_in_this_thread(self) -> int:
@@ -269,24 +239,15 @@ class ModelClient:
         caller reads it before and after a call to say how many requests a failure cost."""
         return int(getattr(self._per_thread, "calls", 0))
 
-    def _sent_here(self, calls: int) -> None:
-        self._per_thread.calls = self.calls_in_this_thread() + calls
-
     def facts(self, model: str) -> model_facts.ModelFacts:
         """What we know about `model` (window, price, tokenizer, credentials, schema), read once."""
-        with self._lock:
-            if model in self._facts:
-                return self._facts[model]
-        facts = model_facts.read(_litellm(), model, self.config)
-        with self._lock:
-            return self._facts.setdefault(model, facts)
+        known = self._facts.get(model)
+        return known or self._facts.setdefault(model, model_facts.read(_litellm(), model, self.config))
 
     def credentials_missing(self) -> list[str]:
-        """Environment keys the primary model needs and lacks; none when `api_base` is set, because
-        a self-hosted server gets a placeholder key."""
-        if self.config.api_base:
-            return []
-        return list(self.facts(self.models[0]).missing_keys)
+        """Environment keys the primary model needs and lacks; none with `api_base`, because a
+        self-hosted server gets a placeholder key."""
+        return [] if self.config.api_base else list(self.facts(self.models[0]).missing_keys)
 
     def context_window(self) -> int:
         """The smallest input window in the chain, so a unit packed for it fits every fallback."""
@@ -295,14 +256,11 @@ class ModelClient:
     def window(self) -> tuple[int, str]:
         """(tokens, source), found once (`model_facts.find_window`); once a server refused a request
         as too long, the window it told us wins (`learned`)."""
-        with self._lock:
-            if self._window is not None:
-                return self._window
-        found = self._find_window()
-        with self._lock:
-            if self._window is None:
-                self._window = found
-            return self._window
+        if self._window is None:
+            found = self._find_window()
+            with self._lock:
+                self._window = self._window or found
+        return self._window
 
     def _find_window(self) -> tuple[int, str]:
         window, source, unknown = model_facts.find_window(
@@ -326,15 +284,8 @@ class ModelClient:
         current = self.window()
         with self._lock:
             if window < current[0]:
-                if self._assumed_window is None:
-                    self._assumed_window = current[0]
+                self.assumed_window = self.assumed_window or current[0]
                 self._window = (window, "learned")
-
-    @property
-    def assumed_window(self) -> int | None:
-        """The window first assumed, when a server's answer taught us a smaller one."""
-        with self._lock:
-            return self._assumed_window
 
     def answer_cap(self) -> int:
         """The largest answer one call may ask for: the per-call setting, within every model's own cap."""
@@ -343,15 +294,15 @@ class ModelClient:
         return max(1, min(caps))
 
     def margin_percent(self) -> int:
-        """The reservation margin on input counts: none when litellm counts with the model's own
-        tokenizer (OpenAI models through tiktoken), a small one where its count is a stand-in, and
-        a smaller one once the provider's counts have calibrated the stand-in."""
+        """The reservation margin on the primary model's input counts (`_margin`)."""
         return self._margin(self.models[0])
 
     def _margin(self, model: str) -> int:
+        """None when litellm counts with the model's own tokenizer (OpenAI models through tiktoken),
+        a small one where its count is a stand-in, a smaller one once the provider calibrated it."""
         if self.calibration(model).calibrated:
             return model_facts.CALIBRATED_MARGIN_PERCENT
-        return self.facts(model).margin_percent
+        return EXACT_MARGIN_PERCENT if self.facts(model).exact_tokenizer else UNCERTAIN_MARGIN_PERCENT
 
     def needs_calibration(self) -> bool:
         """True while the primary model's count is a stand-in no provider answer has calibrated."""
@@ -362,9 +313,9 @@ class ModelClient:
         with self._lock:
             return self._calibration.get(model, model_facts.Calibration())
 
-    def _calibrate(self, model: str, estimated: int, reported: int | None) -> None:
+    def _calibrate(self, model: str, estimated: int, reported: int) -> None:
         """Learn from the provider's prompt count of an answered request (stand-in tokenizers only)."""
-        if not reported or estimated <= 0 or self.facts(model).exact_tokenizer:
+        if reported <= 0 or estimated <= 0 or self.facts(model).exact_tokenizer:
             return
         with self._lock:
             self._calibration[model] = self._calibration.get(model, model_facts.Calibration()).add(
@@ -403,8 +354,7 @@ class ModelClient:
     def count_request(
         self, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None = None
     ) -> int:
-        """Tokens of a request as it will be sent to the primary model: the messages with their
-        framing, plus the response schema when it goes out as `response_format`; the local count,
+        """Tokens of a request as it will be sent to the primary model (`model_facts.count_request`),
         calibrated by the provider's counts when they are known."""
         model = self.models[0]
         return self.calibration(model).apply(self._count_local(model, messages, response_schema))
@@ -416,12 +366,11 @@ class ModelClient:
 
     def count_tokens(self, text: str) -> int:
         """A text's tokens for the primary model, counted locally."""
-        return self._count(self.models[0], text=text)
+        return model_facts.count(_litellm(), self.models[0], text=text)
 
     def count_tokens_calibrated(self, text: str) -> int:
         """`count_tokens` as the provider will count it (`calibration`), for the planner."""
-        model = self.models[0]
-        return self.calibration(model).apply(self._count(model, text=text))
+        return self.calibration(self.models[0]).apply(self.count_tokens(text))
 
     def price(self, model: str) -> tuple[float, float] | None:
         """(input, output) USD per token: configured prices first, then litellm's bundled map."""
@@ -433,6 +382,18 @@ class ModelClient:
                 "limits still hold (set `prices` to enable the cost limit)",
             )
         return price
+
+    def sends_schema(self) -> bool:
+        """Whether every model of the chain gets the response schema as `response_format`, so a
+        prompt can leave the answer's shape to it (a fallback without it needs the long format)."""
+        return all(self.facts(model).supports_schema for model in self.models)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        with self._lock:
+            if key in self._warned:
+                return
+            self._warned.add(key)
+        self._warn(message)
 
     def complete_json(
         self,
@@ -458,26 +419,15 @@ class ModelClient:
         either, and ModelError (ModelConfigError when no model was usable at all) when every model
         failed.
         """
-        completions: list[Completion] = []
         failures: list[_ModelFailed] = []
         for model in self.models:
+            ask = _Ask(model, messages, phase, response_schema)
             try:
-                first = self._complete_with_retries(_Ask(model, messages, phase, response_schema), max_tokens)
+                first = self._complete_with_retries(ask, max_tokens)
             except _ModelFailed as failed:
                 failures.append(failed)
                 continue
-            completions.append(first)
-            asked = _Asked(
-                model,
-                messages,
-                first,
-                parse,
-                response_schema,
-                completions,
-                repair_prompt,
-                max_tokens,
-                continuation,
-            )
+            asked = _Asked(ask, first, parse, [first], repair_prompt, max_tokens, continuation)
             return self._followed_up(asked)
         last = failures[-1].cause
         message = f"model call failed for {', '.join(self.models)}; last error: {_short(last)}"
@@ -486,9 +436,8 @@ class ModelClient:
         raise ModelError(message) from last
 
     def _followed_up(self, asked: _Asked[T]) -> tuple[T, list[Completion]]:
-        """The first answer a model gave, as `complete_json` returns it: a cut one that did not
-        parse asked again with more room, any other repaired once, a parsed but incomplete one
-        continued when a `continuation` says what is missing."""
+        """The first answer as `complete_json` returns it: a cut one that did not parse asked again
+        with more room, any other repaired once, a parsed but incomplete one continued."""
         try:
             value = asked.parse(asked.first.text)
         except ValueError as error:
@@ -500,10 +449,7 @@ class ModelClient:
         return value, asked.completions
 
     def _repair(self, asked: _Asked[T], error: ValueError) -> tuple[T, list[Completion]]:
-        """One more call with the same model: the conversation so far, the bad answer as the
-        assistant's turn, then the repair request as the user's (strict chat templates refuse two
-        user turns in a row)."""
-        model = asked.model
+        model = asked.ask.model
         second = self._follow_up(asked, _short(error), asked.repair_prompt, asked.max_tokens)
         if isinstance(second, Exception):
             raise AnswerUnparsed(
@@ -520,10 +466,9 @@ class ModelClient:
             ) from again
 
     def _continue(self, asked: _Asked[T], value: T, continuation: Continuation[T]) -> T:
-        """One call for the rest of an answer that ended early: the conversation, the answer as the
-        assistant's turn, then the request for what it had not written yet. What the first answer
-        holds is kept whatever happens to this call."""
-        room = self._max_tokens(asked.model, asked.max_tokens)
+        """One call for the rest of an answer that ended early; what the first answer holds is kept
+        whatever happens to this call."""
+        room = self._max_tokens(asked.ask.model, asked.max_tokens)
         if room < min(MIN_USEFUL_MAX_TOKENS, self.config.max_output_tokens_per_call) or not (
             continuation.affordable(room)
         ):
@@ -547,16 +492,15 @@ class ModelClient:
         request with twice the room when the model and the budget allow it, else a request for at
         most CUT_ANSWER_FINDINGS findings in the same room. Sending it to repair with the same limit
         would only cut it again."""
-        model, first = asked.model, asked.first
+        first = asked.first
         cut_at = first.max_tokens or first.output_tokens
         cut = f"the answer was cut at {cut_at} tokens (max_tokens)"
         window_room = self.context_window() - first.input_tokens - PROMPT_SAFETY_TOKENS
-        larger = min(2 * cut_at, self._answer_room(model), window_room)
+        larger = min(2 * cut_at, self._answer_room(asked.ask.model), window_room)
         try:
             if larger >= cut_at + cut_at // 2:
-                second: Completion | Exception = self._complete_with_retries(
-                    _Ask(model, asked.messages, "repair", asked.response_schema), answer_tokens=larger
-                )
+                retry = dataclasses.replace(asked.ask, phase="repair")
+                second: Completion | Exception = self._complete_with_retries(retry, answer_tokens=larger)
             else:
                 reason = (
                     f"{cut}; answer again with at most {CUT_ANSWER_FINDINGS} findings, "
@@ -595,8 +539,9 @@ class ModelClient:
         repair_prompt: Callable[[str, str], str] | None,
         answer_tokens: int | None,
     ) -> Completion | Exception:
-        """user → assistant (the previous answer) → user (what was wrong): one more "repair" call,
-        or the error that stopped it (BudgetExhausted still propagates)."""
+        """user → assistant (the previous answer) → user (what was wrong; strict chat templates
+        refuse two user turns in a row): one more "repair" call, or the error that stopped it
+        (BudgetExhausted still propagates)."""
         first = asked.first
         if repair_prompt is not None:
             request = repair_prompt(first.text, reason)
@@ -606,14 +551,13 @@ class ModelClient:
                 "Answer again with only the JSON object: no prose, no code fences."
             )
         retry = [
-            *asked.messages,
+            *asked.ask.messages,
             {"role": "assistant", "content": first.text[:REPAIR_ANSWER_CHARS] or "(no answer)"},
             {"role": "user", "content": request},
         ]
+        ask = dataclasses.replace(asked.ask, messages=retry, phase="repair")
         try:
-            return self._complete_with_retries(
-                _Ask(asked.model, retry, "repair", asked.response_schema), answer_tokens=answer_tokens
-            )
+            return self._complete_with_retries(ask, answer_tokens=answer_tokens)
         except _ModelFailed as failed:
             return failed.cause
 
@@ -634,34 +578,30 @@ class ModelClient:
                 self._sleep(delay)
         raise AssertionError("unreachable")
 
-    def _complete_once(
-        self, ask: _Ask, requested_max_tokens: int | None = None, answer_tokens: int | None = None
-    ) -> Completion:
+    def _complete_once(self, ask: _Ask, requested: int | None, answer_tokens: int | None) -> Completion:
         """One HTTP request: reserve, send, settle. The only place that calls litellm.completion."""
         litellm = _litellm()
         ask = dataclasses.replace(ask, messages=alternating(ask.messages))
-        model = ask.model
-        api_key = self._api_key(model)
-        max_tokens = self._call_max_tokens(model, requested_max_tokens, answer_tokens)
+        api_key = self._api_key(ask.model)
+        max_tokens = self._max_tokens(ask.model, requested)
+        if answer_tokens is not None:  # a cut answer's retry may pass the per-call cap
+            max_tokens = min(answer_tokens, self._answer_room(ask.model))
+        if max_tokens < min(MIN_USEFUL_MAX_TOKENS, self.config.max_output_tokens_per_call):
+            self.budget.mark_exhausted()
+            raise BudgetExhausted("output_tokens", f"only {max_tokens} output tokens left for a call")
         call = self._reserve(ask, max_tokens)
         requests = _RequestCounter()
         kwargs = self._request(ask, call, requests, api_key)
         try:
-            answer = _Answer.of(litellm.completion(**kwargs), requests)
+            response = litellm.completion(**kwargs)
+            if response is None:  # litellm re-sent after an error it handles itself, then gave up
+                raise ModelError(f"no answer: litellm gave up after {requests.sent} requests")
+            choice = response.choices[0]
+            text, finish_reason = choice.message.content or "", choice.finish_reason
         except Exception as error:
-            raise self._failed(litellm, model, error, call, requests) from error
-        return self._settled(model, answer, call, requests)
-
-    def _call_max_tokens(self, model: str, requested: int | None, answer_tokens: int | None) -> int:
-        """The answer this request reserves: a cut answer's retry (`answer_tokens`) may pass the
-        per-call cap; BudgetExhausted when what is left cannot hold a useful answer."""
-        max_tokens = self._max_tokens(model, requested)
-        if answer_tokens is not None:
-            max_tokens = min(answer_tokens, self._answer_room(model))
-        if max_tokens < min(MIN_USEFUL_MAX_TOKENS, self.config.max_output_tokens_per_call):
-            self.budget.mark_exhausted()
-            raise BudgetExhausted("output_tokens", f"only {max_tokens} output tokens left for a call")
-        return max_tokens
+            raise self._failed(litellm, ask.model, error, call, requests) from error
+        completion = Completion(text, ask.model, 0, 0, None, finish_reason, max_tokens, call.input_estimate)
+        return self._settled(completion, getattr(response, "usage", None), choice.message, call, requests)
 
     def _reserve(self, ask: _Ask, max_tokens: int) -> _Call:
         """Hold the request's worst case in the budget before it is sent, counted as the calibrated
@@ -719,35 +659,30 @@ class ModelClient:
         if requests.sent == 0 and _NO_CREDENTIALS.search(str(error)):
             self.budget.cancel(call.reservation)
             return _ModelFailed(ModelConfigError(f"no credentials for {model}: {_short(error)}"), config=True)
-        self._sent_here(max(requests.sent, 1))
+        calls = max(requests.sent, 1)
+        self._sent_here(calls)
         if isinstance(error, litellm.ContextWindowExceededError):
-            self.budget.settle(
-                call.reservation, input_tokens=0, output_tokens=0, cost_usd=0.0, calls=max(requests.sent, 1)
-            )
+            self.budget.settle(call.reservation, input_tokens=0, output_tokens=0, cost_usd=0.0, calls=calls)
             return self._context_exceeded(model, error, call.input_estimate + call.max_tokens)
         timed_out = isinstance(error, litellm.Timeout)
-        spent_input = call.input_estimate if timed_out else 0
-        self.budget.settle(
-            call.reservation,
-            input_tokens=spent_input,
-            output_tokens=0,
-            cost_usd=None if call.price is None else spent_input * call.price[0],
-            calls=max(requests.sent, 1),
-        )
+        spent = call.input_estimate if timed_out else 0
+        cost = None if call.price is None else spent * call.price[0]
+        self.budget.settle(call.reservation, input_tokens=spent, output_tokens=0, cost_usd=cost, calls=calls)
         if timed_out:
             return _Retryable(CallTimedOut(call.timeout, capped=call.capped), None)
         return _classify(litellm, error)
 
-    def _settled(self, model: str, answer: _Answer, call: _Call, requests: _RequestCounter) -> Completion:
+    def _settled(
+        self, answer: Completion, usage: Any, message: Any, call: _Call, requests: _RequestCounter
+    ) -> Completion:
         """Charge an answered request: the provider's prompt count (which calibrates the stand-in
         count), and output tokens as reported unless the answer's own count disagrees."""
-        usage = getattr(answer.response, "usage", None)
+        model = answer.model
         reported_input = getattr(usage, "prompt_tokens", None)
         input_tokens = int(reported_input or call.input_estimate)
-        self._calibrate(model, call.local_estimate, int(reported_input) if reported_input else None)
-        text = answer.text
+        self._calibrate(model, call.local_estimate, int(reported_input or 0))
         output_tokens, trusted = _output_tokens(
-            usage, lambda extra: self._count(model, text=text + extra), answer.choice.message
+            usage, lambda extra: model_facts.count(_litellm(), model, text=answer.text + extra), message
         )
         reported = getattr(usage, "completion_tokens", None)
         if not trusted and reported:
@@ -758,24 +693,21 @@ class ModelClient:
             )
         price = call.price
         cost = None if price is None else input_tokens * price[0] + output_tokens * price[1]
+        calls = max(requests.sent, 1)
         self.budget.settle(
             call.reservation,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cost_usd=cost,
-            calls=max(requests.sent, 1),
+            calls=calls,
         )
-        self._sent_here(max(requests.sent, 1))
-        return Completion(
-            text=text,
-            model=model,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost_usd=cost,
-            finish_reason=answer.finish_reason,
-            max_tokens=call.max_tokens,
-            input_estimate=call.input_estimate,
+        self._sent_here(calls)
+        return dataclasses.replace(
+            answer, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost
         )
+
+    def _sent_here(self, calls: int) -> None:
+        self._per_thread.calls = self.calls_in_this_thread() + calls
 
     def _api_key(self, model: str) -> str | None:
         """The key to pass explicitly (`model_facts.api_key`): a hosted model without its key is
@@ -788,7 +720,7 @@ class ModelClient:
                 config=True,
             ) from None
 
-    def _timeout(self, max_tokens: int, input_tokens: int = 0) -> tuple[float, bool]:
+    def _timeout(self, max_tokens: int, input_tokens: int) -> tuple[float, bool]:
         """(seconds, whether the seconds budget cut it short) for one request: `request_timeout`
         when set, else scaled with the answer and prompt tokens; never past the time left."""
         wanted = self.config.request_timeout
@@ -807,6 +739,16 @@ class ModelClient:
         model_max = self.facts(model).max_output_tokens
         return min(room, model_max) if model_max else room
 
+    def _max_tokens(self, model: str, requested: int | None) -> int:
+        model_max = self.facts(model).max_output_tokens or None
+        caps = (
+            self.config.max_output_tokens_per_call,
+            self.budget.output_tokens_left(),
+            requested,
+            model_max,
+        )
+        return min(cap for cap in caps if cap is not None)
+
     def _context_exceeded(self, model: str, error: Exception, sent: int) -> ContextExceeded:
         """What the server's refusal teaches: the window it names, else what a probe finds, else
         three quarters of what was sent."""
@@ -824,32 +766,6 @@ class ModelClient:
             window=told,
             assumed=assumed,
         )
-
-    def _max_tokens(self, model: str, requested: int | None = None) -> int:
-        candidates = [self.config.max_output_tokens_per_call, self.budget.output_tokens_left()]
-        if requested is not None:
-            candidates.append(requested)
-        model_max = self.facts(model).max_output_tokens
-        if model_max:
-            candidates.append(model_max)
-        return min(candidates)
-
-    def _count(
-        self, model: str, *, text: str | None = None, messages: Sequence[Mapping[str, str]] = ()
-    ) -> int:
-        return model_facts.count(_litellm(), model, text=text, messages=messages)
-
-    def sends_schema(self) -> bool:
-        """Whether every model of the chain gets the response schema as `response_format`, so a
-        prompt can leave the answer's shape to it (a fallback without it needs the long format)."""
-        return all(self.facts(model).supports_schema for model in self.models)
-
-    def _warn_once(self, key: str, message: str) -> None:
-        with self._lock:
-            if key in self._warned:
-                return
-            self._warned.add(key)
-        self._warn(message)
 
 
 def alternating(messages: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
