@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from reviewer.errors import BudgetExhausted
 from reviewer.report import BudgetReport, CallRecord, Overrun, Startup, Usage
 
+UNBOUNDED = sys.maxsize
+"""A token or call limit that never refuses (a scan run's: those limits are each PR's)."""
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -47,9 +50,6 @@ class Limits:
         calls are each PR's own, so the run does not bound them."""
         return cls(UNBOUNDED, UNBOUNDED, limits.cost_usd, limits.seconds, UNBOUNDED)
 
-
-UNBOUNDED = sys.maxsize
-"""A token or call limit that never refuses (a scan run's: those limits are each PR's)."""
 
 DEFAULT_LIMITS = Limits()
 
@@ -128,7 +128,9 @@ class Deadline:
 
 @dataclass(frozen=True)
 class Reservation:
-    """What one in-flight call holds: the estimate with its margin, until it is settled or cancelled."""
+    """What one in-flight call holds (the input estimate with its margin) until it is settled or
+    cancelled, and the ledger's record of it: the local count and the count calibrated by the
+    provider's earlier counts, before the margin."""
 
     id: int
     phase: str
@@ -137,10 +139,7 @@ class Reservation:
     cost_usd: float | None
     started_at: float
     estimated_input_tokens: int = 0
-    max_output_tokens: int = 0
     calibrated_input_tokens: int = 0
-    """The estimate as held before the margin: the local count scaled by the provider's earlier
-    counts (calibrated), or the local count itself (`estimated_input_tokens`)."""
 
 
 @dataclass
@@ -153,13 +152,8 @@ class _Spent:
     calls: int = 0
 
     def usage(self, seconds: float) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            cost_usd=None if self.cost_unknown else self.cost_usd,
-            seconds=round(seconds, 2),
-            calls=self.calls,
-        )
+        cost = None if self.cost_unknown else self.cost_usd
+        return Usage(self.input_tokens, self.output_tokens, cost, round(seconds, 2), self.calls)
 
 
 def held_tokens(tokens: int, margin_percent: int = MARGIN_PERCENT) -> int:
@@ -175,8 +169,7 @@ def held_cost_usd(cost_usd: float, answer_cost_usd: float, margin_percent: int =
 
 def held_call_cost(price: Price, input_tokens: int, answer_tokens: int, margin_percent: int) -> float:
     """What a call of `input_tokens` and an answer of at most `answer_tokens` holds at `price`, as
-    `Budget.reserve` holds it (the margin on the input part only): one rule for the planner, the
-    held units of a re-plan and a scan's admission."""
+    `Budget.reserve` holds it: one rule for the planner, a re-plan's held units and a scan's admission."""
     answer = answer_tokens * price[1]
     return held_cost_usd(input_tokens * price[0] + answer, answer, margin_percent)
 
@@ -232,14 +225,12 @@ class Budget:
     ) -> Reservation:
         """Hold the estimate or raise BudgetExhausted naming the first limit it would overrun.
 
-        The input estimate and its cost are held with `margin_percent` (100 when the count is exact);
-        `max_output_tokens` and its cost (`answer_cost_usd`, the part of `cost_usd` that pays for the
-        answer) are held as is, because the provider stops the answer there: the planner holds a
-        unit the same way, so a plan filled to the brim is accepted call by call. `cost_usd` None
-        means the price is unknown: the cost limit then only refuses once the known spend has
-        reached it. `local_input_tokens` is the local count when `input_tokens` is that count
-        calibrated by the provider's earlier counts (the ledger shows both).
-        """
+        The input estimate and its cost are held with `margin_percent`; `max_output_tokens` and its
+        cost (`answer_cost_usd`, the part of `cost_usd` that pays for the answer) as is, because the
+        provider stops the answer there: the planner holds a unit the same way, so a plan filled to
+        the brim is accepted call by call. `cost_usd` None (price unknown) is refused only once the
+        known spend has reached the limit. `local_input_tokens` is the local count when
+        `input_tokens` is that count calibrated by the provider's earlier counts."""
         if phase not in PHASES:
             raise ValueError(f"unknown budget phase {phase!r}; expected one of {', '.join(PHASES)}")
         if input_tokens < 0 or max_output_tokens < 0:
@@ -247,24 +238,16 @@ class Budget:
         if margin_percent < 100:
             raise ValueError(f"margin_percent must be >= 100, got {margin_percent}")
         held_in = held_tokens(input_tokens, margin_percent)
-        held_out = max_output_tokens
         held_cost = None if cost_usd is None else held_cost_usd(cost_usd, answer_cost_usd, margin_percent)
         with self._locked() as chain:
             for level in chain:
-                refused = level._refusal(held_in, held_out, held_cost, check_seconds=level is self)
+                refused = level._refusal(held_in, max_output_tokens, held_cost, check_seconds=level is self)
                 if refused is not None:
                     self._exhausted = True
                     raise BudgetExhausted(*refused)
+            local = input_tokens if local_input_tokens is None else local_input_tokens
             reservation = Reservation(
-                id=next(_IDS),
-                phase=phase,
-                input_tokens=held_in,
-                output_tokens=held_out,
-                cost_usd=held_cost,
-                started_at=self._clock(),
-                estimated_input_tokens=input_tokens if local_input_tokens is None else local_input_tokens,
-                max_output_tokens=max_output_tokens,
-                calibrated_input_tokens=input_tokens,
+                next(_IDS), phase, held_in, max_output_tokens, held_cost, self._clock(), local, input_tokens
             )
             for level in chain:
                 level._open[reservation.id] = reservation
@@ -284,17 +267,26 @@ class Budget:
                 stack.enter_context(level._lock)
             yield chain
 
+    def _room(self) -> tuple[int, int, float]:
+        """Input tokens, output tokens and cost not spent or held (below 0 once usage overran)."""
+        held = self._open.values()
+        return (
+            self.limits.input_tokens - self._spent.input_tokens - sum(r.input_tokens for r in held),
+            self.limits.output_tokens - self._spent.output_tokens - sum(r.output_tokens for r in held),
+            self.limits.cost_usd
+            - self._spent.cost_usd
+            - sum(r.cost_usd for r in held if r.cost_usd is not None),
+        )
+
     def _refusal(
         self, held_in: int, held_out: int, held_cost: float | None, *, check_seconds: bool = True
     ) -> tuple[str, str] | None:
         limits = self.limits
-        input_left = limits.input_tokens - self._spent.input_tokens - self._held("input_tokens")
+        input_left, output_left, cost_left = self._room()
         if held_in > input_left or limits.input_tokens <= 0:
             return "input_tokens", f"needs {held_in} with margin, {max(input_left, 0)} left"
-        output_left = limits.output_tokens - self._spent.output_tokens - self._held("output_tokens")
         if held_out > output_left or limits.output_tokens <= 0:
             return "output_tokens", f"needs {held_out} with margin, {max(output_left, 0)} left"
-        cost_left = limits.cost_usd - self._spent.cost_usd - self._held_cost()
         over = held_cost is not None and held_cost > cost_left + COST_SLACK_USD
         if cost_left <= 0 or limits.cost_usd <= 0 or over:
             needs = "an unknown amount" if held_cost is None else f"${held_cost:.6f} with margin"
@@ -306,25 +298,20 @@ class Budget:
             return "calls", f"{self._spent.calls} made, {len(self._open)} in flight, limit {limits.calls}"
         return None
 
-    def _held(self, field: str) -> int:
-        return sum(getattr(r, field) for r in self._open.values())
-
-    def _held_cost(self) -> float:
-        return sum(r.cost_usd for r in self._open.values() if r.cost_usd is not None)
-
     def left(self) -> Limits:
         """What could be reserved now: each limit less what is spent and held, never below 0, and
         never more than the parent has left."""
         with self._lock:
-            limits, spent = self.limits, self._spent
-            output_left = limits.output_tokens - spent.output_tokens - self._held("output_tokens")
-            own = Limits(
-                input_tokens=max(limits.input_tokens - spent.input_tokens - self._held("input_tokens"), 0),
-                output_tokens=max(output_left, 0),
-                cost_usd=max(limits.cost_usd - spent.cost_usd - self._held_cost(), 0.0),
-                seconds=max(limits.seconds - (self._clock() - self._started), 0.0),
-                calls=max(limits.calls - spent.calls - len(self._open), 0),
-            )
+            input_left, output_left, cost_left = self._room()
+            seconds_left = self.limits.seconds - (self._clock() - self._started)
+            calls_left = self.limits.calls - self._spent.calls - len(self._open)
+        own = Limits(
+            max(input_left, 0),
+            max(output_left, 0),
+            max(cost_left, 0.0),
+            max(seconds_left, 0.0),
+            max(calls_left, 0),
+        )
         return own if self.parent is None else _smaller(own, self.parent.left())
 
     def allowance(
@@ -372,13 +359,7 @@ class Budget:
         return Deadline(self._clock, now, now + max(share, 0.0) * left)
 
     def settle(
-        self,
-        r: Reservation,
-        *,
-        input_tokens: int,
-        output_tokens: int,
-        cost_usd: float | None,
-        calls: int = 1,
+        self, r: Reservation, *, input_tokens: int, output_tokens: int, cost_usd: float | None, calls: int = 1
     ) -> None:
         """Replace the reservation by what the call really used; it counts as a call whatever the
         answer was, because it reached the server (`calls` more than one when the client library
@@ -389,7 +370,7 @@ class Budget:
             calibrated_input_tokens=r.calibrated_input_tokens,
             reserved_input_tokens=r.input_tokens,
             input_tokens=input_tokens,
-            max_output_tokens=r.max_output_tokens,
+            max_output_tokens=r.output_tokens,
             output_tokens=output_tokens,
         )
         with self._locked() as chain:
@@ -399,19 +380,16 @@ class Budget:
                 for spent in (level._spent, level._by_phase[r.phase]):
                     spent.input_tokens += input_tokens
                     spent.output_tokens += output_tokens
-                    if cost_usd is None:
-                        spent.cost_unknown = True
-                    else:
-                        spent.cost_usd += cost_usd
+                    spent.cost_unknown |= cost_usd is None
+                    spent.cost_usd += cost_usd or 0.0
                     spent.seconds += seconds
                     spent.calls += calls
                 level._ledger.append(record)
 
     def record_count(self, estimated: int, counted: int, calibrated: int) -> None:
         """A count the provider made of a prompt before it was sent, in the ledger as phase "count":
-        our local estimate, the provider's count (`input_tokens`) and the estimate it calibrated to
-        (the estimate itself when it was implausible or lower). It costs no tokens or money and is not a model
-        call, so it spends nothing and does not count against max-calls; its time is the clock's."""
+        our local estimate, the provider's count (`input_tokens`) and the estimate it calibrated to.
+        It is not a model call and spends nothing; its time is the clock's."""
         record = CallRecord("count", estimated, 0, counted, 0, 0, calibrated_input_tokens=calibrated)
         with self._locked() as chain:
             for level in chain:
@@ -455,39 +433,35 @@ class Budget:
         """The ledger; a limit the provider's usage took us over (every reservation fitted, so only
         usage above an estimate can) is listed in `overrun`, so it is disclosed, never hidden."""
         with self._lock:
-            elapsed = self._clock() - self._started
-            used = self._spent.usage(elapsed)
+            used = self._spent.usage(self._clock() - self._started)
+            overrun = tuple(
+                Overrun(name, value, limit)
+                for name in ("input_tokens", "output_tokens", "cost_usd", "calls")
+                if (value := getattr(used, name)) is not None
+                and value > (limit := getattr(self.limits, name)) + 1e-9
+            )
             return BudgetReport(
                 limits=dataclasses.asdict(self.limits),
                 used=used,
                 exhausted=self._exhausted,
                 by_phase={phase: spent.usage(spent.seconds) for phase, spent in self._by_phase.items()},
                 calls=tuple(self._ledger),
-                overrun=overruns(self.limits, used),
+                overrun=overrun,
                 startup=self._startup,
             )
 
 
 def _less(left: Limits, held: Limits) -> Limits:
+    """What is left less what `held` units will reserve (the seconds are not held)."""
     return Limits(
-        input_tokens=max(left.input_tokens - held.input_tokens, 0),
-        output_tokens=max(left.output_tokens - held.output_tokens, 0),
-        cost_usd=max(left.cost_usd - held.cost_usd, 0.0),
-        seconds=left.seconds,
-        calls=max(left.calls - held.calls, 0),
+        max(left.input_tokens - held.input_tokens, 0),
+        max(left.output_tokens - held.output_tokens, 0),
+        max(left.cost_usd - held.cost_usd, 0.0),
+        left.seconds,
+        max(left.calls - held.calls, 0),
     )
 
 
 def _smaller(a: Limits, b: Limits) -> Limits:
     """Each limit the smaller of the two."""
     return Limits(*(min(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(Limits)))
-
-
-def overruns(limits: Limits, used: Usage) -> tuple[Overrun, ...]:
-    """Each token, cost or call limit that `used` is above."""
-    out = []
-    for name in ("input_tokens", "output_tokens", "cost_usd", "calls"):
-        value, limit = getattr(used, name), getattr(limits, name)
-        if value is not None and value > limit + 1e-9:
-            out.append(Overrun(limit=name, used=value, allowed=limit))
-    return tuple(out)

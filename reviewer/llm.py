@@ -131,11 +131,8 @@ class Completion:
 
 @dataclass(frozen=True)
 class Continuation(Generic[T]):
-    """How to ask for the rest of an answer that parsed but ended early (cut at `max_tokens`, or a
-    malformed tail in the middle of its findings): `missing` says whether it did, `prompt` writes
-    the request for what is missing (from the answer's text and what parsed), `join` adds the
-    continuation's items to the first answer's. `affordable` says whether the budget has room for
-    one more call beyond the work still planned; the ledger refuses a call past its limits anyway."""
+    """How to ask for the rest of an answer that parsed but ended early (cut, or a malformed tail).
+    `affordable`: whether the budget has room for one more call beyond the work still planned."""
 
     missing: Callable[[T], bool]
     prompt: Callable[[str, T], str]
@@ -323,10 +320,9 @@ class ModelClient:
             )
 
     def count_with_provider(self, messages: Sequence[Mapping[str, str]]) -> bool:
-        """Ask the provider to count the prompt of a request with `messages` before it is sent
-        (`model_facts.provider_count`, within COUNT_TIMEOUT_SECONDS and the seconds left), record the
-        count in the ledger and calibrate the primary model's stand-in count with it, as an answer's
-        usage would. True when the count is now calibrated; False (nothing changed) without an answer."""
+        """Calibrate the primary model's stand-in count with the provider's count of a prompt, asked
+        before it is sent (`model_facts.provider_count`) and recorded in the ledger. True when the
+        count is now calibrated."""
         model = self.models[0]
         timeout = min(model_facts.COUNT_TIMEOUT_SECONDS, self.budget.seconds_left() / 2)
         if not self.needs_calibration() or timeout < 0.1:
@@ -406,19 +402,12 @@ class ModelClient:
         max_tokens: int | None = None,
         continuation: Continuation[T] | None = None,
     ) -> tuple[T, list[Completion]]:
-        """Ask the chain for an answer `parse` accepts (it raises ValueError otherwise), repairing an
-        unparsable answer once with the same model. An answer that parsed but ended early keeps
-        what it holds; with a `continuation`, one more call asks for only what is missing, when the
-        budget allows it (else, or when that call fails, the first answer is returned as it is).
-        `response_schema` is sent as `response_format` only to models litellm says support it;
-        `parse` must validate regardless.
-
-        `max_tokens` is the answer reservation the plan sized for this call (the per-call cap when
-        None). Raises BudgetExhausted unchanged, ContextExceeded when the server found the request
-        longer than its window (the caller re-splits), AnswerUnparsed when the repair did not parse
-        either, and ModelError (ModelConfigError when no model was usable at all) when every model
-        failed.
-        """
+        """Ask the chain for an answer `parse` accepts (it raises ValueError otherwise): an unparsable
+        one is repaired once with the same model, one that parsed but ended early is continued when
+        a `continuation` says how and the budget allows. `response_schema` goes only to models that
+        take it, so `parse` must validate regardless; `max_tokens` is the plan's answer reservation.
+        Raises BudgetExhausted, ContextExceeded (the caller re-splits), AnswerUnparsed, and ModelError
+        (ModelConfigError when no model was usable at all) when every model failed."""
         failures: list[_ModelFailed] = []
         for model in self.models:
             ask = _Ask(model, messages, phase, response_schema)
@@ -488,10 +477,8 @@ class ModelClient:
         return continuation.join(value, more)
 
     def _retry_cut(self, asked: _Asked[T]) -> tuple[T, list[Completion]]:
-        """An answer cut at `max_tokens` (finish_reason "length") is asked for once more: the same
-        request with twice the room when the model and the budget allow it, else a request for at
-        most CUT_ANSWER_FINDINGS findings in the same room. Sending it to repair with the same limit
-        would only cut it again."""
+        """A cut answer asked for again with twice the room when the model and the budget allow it,
+        else for at most CUT_ANSWER_FINDINGS findings: a repair in the same room would be cut again."""
         first = asked.first
         cut_at = first.max_tokens or first.output_tokens
         cut = f"the answer was cut at {cut_at} tokens (max_tokens)"
@@ -720,7 +707,7 @@ class ModelClient:
                 config=True,
             ) from None
 
-    def _timeout(self, max_tokens: int, input_tokens: int) -> tuple[float, bool]:
+    def _timeout(self, max_tokens: int, input_tokens: int = 0) -> tuple[float, bool]:
         """(seconds, whether the seconds budget cut it short) for one request: `request_timeout`
         when set, else scaled with the answer and prompt tokens; never past the time left."""
         wanted = self.config.request_timeout
@@ -791,13 +778,9 @@ def alternating(messages: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
 
 
 def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> tuple[int, bool]:
-    """Answer tokens as the server counted them, hidden reasoning included: providers that report
-    `reasoning_tokens` outside `completion_tokens` get both counted; without usage, the visible
-    text and any `reasoning_content` are counted locally. A report below what the answer's own size
-    makes plausible (less than 1/PLAUSIBLE_USAGE_RATIO of the local count, and by more than
-    PLAUSIBLE_USAGE_SLACK_TOKENS) is not trusted: the answer is charged its local count, so a
-    server cannot send megabytes and charge a handful of tokens.
-    (tokens, whether the server's report was used)."""
+    """(answer tokens, whether the server's report was used): reasoning tokens reported outside
+    `completion_tokens` count too; a report implausibly below the answer's local count is not
+    trusted, so a server cannot send megabytes and charge a handful of tokens."""
     completion = getattr(usage, "completion_tokens", None)
     details = getattr(usage, "completion_tokens_details", None)
     reasoning = getattr(details, "reasoning_tokens", None) or 0

@@ -1,12 +1,9 @@
 """What we know about a model, apart from calling it: window, price, tokenizer, credentials, schema.
 
-`ModelFacts` is read once per model from litellm's bundled map, the configuration and the
-environment (`read`); the window of a self-hosted server is asked of the server (`probe_window`),
-never believed above what the model can take. Token counts are local and offline (`count`): exact
-where litellm counts with the model's own tokenizer, a stand-in otherwise, which the ledger holds
-with a margin (`margin_percent`), until the provider's own count calibrates it: before the first
-call where the provider counts for free (`provider_count`), else from the first answer's usage. The
-call loop (`reviewer.llm`) passes litellm in; nothing here asks a model for an answer.
+Read offline from litellm's bundled map, the configuration and the environment (`read`); a
+self-hosted server is asked its window (`probe_window`). Token counts are local (`count`): exact with
+the model's own tokenizer, else a stand-in the ledger holds with a margin until the provider's count
+calibrates it (`provider_count`, or an answer's usage). `reviewer.llm` passes litellm in.
 """
 
 from __future__ import annotations
@@ -22,9 +19,9 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
-from reviewer.budget import EXACT_MARGIN_PERCENT, UNCERTAIN_MARGIN_PERCENT, plausible
+from reviewer.budget import plausible
 from reviewer.config import Config
 
 ASSUMED_CONTEXT_WINDOW = 8192
@@ -34,10 +31,8 @@ COUNT_TIMEOUT_SECONDS = 3.0
 """A count asked of the provider before the first call waits at most this long (within the seconds
 budget); one that does not answer in time leaves the stand-in count as it was."""
 _COUNTING_PROVIDERS = frozenset({"anthropic", "gemini", "vertex_ai", "bedrock", "azure_ai", "openai"})
-"""The providers whose litellm token counter asks a counting API (each counter's
-`should_use_token_counting_api` in litellm 1.110.2): Anthropic's `count_tokens`, Gemini's and
-Vertex AI's `countTokens`, Bedrock's `CountTokens`, Azure AI's for Claude, OpenAI's Responses
-`input_tokens`. For any other provider `litellm.acount_tokens` counts locally, which is no count."""
+"""The providers whose litellm token counter asks a counting API (`should_use_token_counting_api` in
+litellm 1.110.2); for any other, `litellm.acount_tokens` counts locally, which is no count."""
 _SELF_HOSTED = frozenset({"openai", "hosted_vllm"})
 """Providers that, with an `api_base`, are an OpenAI-compatible server: asked at its `/tokenize`."""
 _WINDOW_IN_ERROR = (
@@ -46,8 +41,7 @@ _WINDOW_IN_ERROR = (
     re.compile(r"context (?:size|window|length)(?: of| is|:)? (\d{3,})", re.IGNORECASE),
 )
 _ENV_LOCK = threading.Lock()
-
-Probe = Callable[[str, str, "str | None"], "int | None"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -66,12 +60,6 @@ class ModelFacts:
     exact_tokenizer: bool = False
     supports_schema: bool = False
     missing_keys: tuple[str, ...] = ()
-
-    @property
-    def margin_percent(self) -> int:
-        """The reservation margin on input counts: none with the model's own tokenizer, a small one
-        where the count is a stand-in."""
-        return EXACT_MARGIN_PERCENT if self.exact_tokenizer else UNCERTAIN_MARGIN_PERCENT
 
 
 CALIBRATED_MARGIN_PERCENT = 103
@@ -108,10 +96,7 @@ class Calibration:
 
 def read(litellm: ModuleType, model: str, config: Config) -> ModelFacts:
     """The facts of `model`, read offline (litellm's bundled map, `config.prices`, the environment)."""
-    try:
-        info: Mapping[str, Any] | None = dict(litellm.get_model_info(model=model))
-    except Exception:
-        info = None
+    info: Mapping[str, Any] | None = _quietly(None, lambda: dict(litellm.get_model_info(model=model)))
     window = info and (info.get("max_input_tokens") or info.get("max_tokens"))
     answer = info and (info.get("max_output_tokens") or info.get("max_tokens"))
     return ModelFacts(
@@ -120,7 +105,7 @@ def read(litellm: ModuleType, model: str, config: Config) -> ModelFacts:
         max_output_tokens=int(answer) if answer else None,
         price=_price(model, config, info),
         exact_tokenizer=_exact_tokenizer(litellm, model),
-        supports_schema=_supports_schema(litellm, model),
+        supports_schema=_quietly(False, lambda: bool(litellm.supports_response_schema(model=model))),
         missing_keys=tuple(_missing_provider_keys(litellm, model)),
     )
 
@@ -164,20 +149,15 @@ def count_request(
     return tokens
 
 
-def find_window(
-    config: Config, chain: Sequence[ModelFacts], probe: Probe | None = None
-) -> tuple[int, str, tuple[str, ...]]:
-    """(tokens, source, models assumed). A self-hosted server (`api_base`) is asked first (vLLM's
-    `/v1/models` `max_model_len`, llama.cpp's `/props` `n_ctx`), because litellm's map describes the
-    hosted model of that name, not what this server was started with; what the server says is never
-    believed above what the model can take (its map window, when the map knows it). Then config
-    `context_window` (which wins when smaller), then (without `api_base`) litellm's map, the smallest
-    of the chain, then ASSUMED_CONTEXT_WINDOW for each model the map does not know (named in the
-    third item, for a warning)."""
+def find_window(config: Config, chain: Sequence[ModelFacts]) -> tuple[int, str, tuple[str, ...]]:
+    """(tokens, source, models assumed). A self-hosted server (`api_base`) is asked first, because
+    litellm's map describes the hosted model of that name, not what this server was started with;
+    never believed above the model's map window. Then config `context_window` (which wins when
+    smaller), then the smallest map window of the chain, ASSUMED_CONTEXT_WINDOW where unknown."""
     configured = config.context_window
     if config.api_base:
         primary = chain[0]
-        served = (probe or probe_window)(config.api_base, primary.name, probe_key())
+        served = probe_window(config.api_base, primary.name, probe_key())
         if served:
             if configured and configured < served:
                 return configured, "config", ()
@@ -186,16 +166,11 @@ def find_window(
             return served, "server", ()
     if configured:
         return configured, "config", ()
-    windows: list[tuple[int, str]] = []
-    unknown: list[str] = []
-    for facts in chain:
-        if facts.max_input_tokens:
-            windows.append((facts.max_input_tokens, "litellm"))
-        else:
-            unknown.append(facts.name)
-            windows.append((ASSUMED_CONTEXT_WINDOW, "assumed"))
-    window, source = min(windows)
-    return window, source, tuple(unknown)
+    window, source = min(
+        (f.max_input_tokens, "litellm") if f.max_input_tokens else (ASSUMED_CONTEXT_WINDOW, "assumed")
+        for f in chain
+    )
+    return window, source, tuple(f.name for f in chain if not f.max_input_tokens)
 
 
 def probe_key() -> str | None:
@@ -215,11 +190,12 @@ def api_key(facts: ModelFacts, config: Config) -> str | None:
     raise LookupError(", ".join(facts.missing_keys))
 
 
-def _supports_schema(litellm: ModuleType, model: str) -> bool:
+def _quietly(default: T, answer: Callable[[], T]) -> T:
+    """What litellm answers, or `default` where it raises (a model or provider it does not know)."""
     try:
-        return bool(litellm.supports_response_schema(model=model))
+        return answer()
     except Exception:
-        return False
+        return default
 
 
 def _missing_provider_keys(litellm: ModuleType, model: str) -> list[str]:
@@ -230,9 +206,9 @@ def _missing_provider_keys(litellm: ModuleType, model: str) -> list[str]:
         for name in blank:
             del os.environ[name]
         try:
-            return list(litellm.validate_environment(model=model).get("missing_keys") or [])
-        except Exception:
-            return []
+            return _quietly(
+                [], lambda: list(litellm.validate_environment(model=model).get("missing_keys") or [])
+            )
         finally:
             os.environ.update(blank)
 
@@ -309,20 +285,15 @@ def _get_json(url: str, api_key: str | None, body: Any = None, timeout: float = 
     data = None if body is None else json.dumps(body).encode()
     if data is not None:
         headers["Content-Type"] = "application/json"
-    box: list[Any] = []
 
-    def ask() -> None:
-        with contextlib.suppress(Exception):
-            request = urllib.request.Request(url, data=data, headers=headers)
-            with urllib.request.urlopen(request, timeout=max(timeout, 0.01)) as response:
-                box.append(json.loads(response.read(1_000_000)))
+    def ask() -> Any:
+        request = urllib.request.Request(url, data=data, headers=headers)
+        with urllib.request.urlopen(request, timeout=max(timeout, 0.01)) as response:
+            return json.loads(response.read(1_000_000))
 
     # urlopen's timeout bounds each socket read, not the request: a server dripping its answer a
-    # byte at a time would hold the run; the whole request gets `timeout` (the thread is a daemon)
-    thread = threading.Thread(target=ask, name="imreview-probe", daemon=True)
-    thread.start()
-    thread.join(max(timeout, 0.01))
-    return box[0] if box else None
+    # byte at a time would hold the run; the whole request gets `timeout`
+    return _within(ask, max(timeout, 0.01), "imreview-probe")
 
 
 def provider_count(
@@ -348,27 +319,28 @@ def provider_count(
     if provider not in _COUNTING_PROVIDERS:
         return None
     result = _within(
-        lambda: litellm.acount_tokens(
-            model=model, messages=list(messages), api_key=api_key, api_base=api_base
+        lambda: asyncio.run(
+            litellm.acount_tokens(model=model, messages=list(messages), api_key=api_key, api_base=api_base)
         ),
         timeout,
+        "imreview-count",
     )
     if getattr(result, "error", False) or getattr(result, "tokenizer_type", None) == "local_tokenizer":
         return None
     return _positive_int(getattr(result, "total_tokens", None))
 
 
-def _within(coroutine: Callable[[], Any], timeout: float) -> Any:
-    """What the coroutine returns, run on its own loop in a daemon thread, or None when it raised or
-    took longer than `timeout`: a provider's client may block in a thread of the loop's executor,
-    which `asyncio.run` would wait for at shutdown."""
+def _within(work: Callable[[], Any], timeout: float, name: str) -> Any:
+    """What `work` returns, run in a daemon thread, or None when it raised or took longer than
+    `timeout`: a socket's timeout bounds each read, not the answer, and a provider's client may
+    block in a thread of the loop's executor, which `asyncio.run` would wait for at shutdown."""
     box: list[Any] = []
 
     def run() -> None:
         with contextlib.suppress(Exception):
-            box.append(asyncio.run(coroutine()))
+            box.append(work())
 
-    thread = threading.Thread(target=run, name="imreview-count", daemon=True)
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     thread.join(timeout)
     return box[0] if box else None
