@@ -1,11 +1,8 @@
 """Limits, estimates and the ledger that every model call asks before it is sent (DESIGN section 5).
 
-One `Budget` per review, and one per scan run: the run is the **parent** of each PR's budget. A
-child's limits are the smaller of its own and what the parent has left when the child is made; a
-reservation must fit the child and every budget above it, and what a child spends (or holds) is
-charged to each of them, so a child can never spend what its parent does not have left. The
-planner is given its share as an `Allowance` (`Budget.allowance`); pricing (what an estimate
-holds, the least one call can cost) lives here too.
+One `Budget` per review, and one per scan run, the **parent** of each PR's: a reservation must fit
+the child and every budget above it, and is charged to each, so a child never spends what its parent
+does not have. The planner gets its share as an `Allowance`; pricing lives here too.
 """
 
 from __future__ import annotations
@@ -61,17 +58,14 @@ MIN_CALL_INPUT_TOKENS = 1_000
 schema alone measure about 1,850 tokens. A budget that cannot pay for this cannot pay for a call."""
 
 DEFAULT_ANSWER_TOKENS = 2_222
-"""`answer_size.answer_reservation` for 6 findings in English, counted with tiktoken's o200k (as
-litellm counts gpt-4o-mini; cl100k gives 2,219); the review passes the count for its own model,
-language and `max-findings`."""
+"""`answer_size.answer_reservation` for 6 findings in English (tiktoken's o200k); the review passes
+the count for its own model, language and `max-findings`."""
 
 
 @dataclass(frozen=True)
 class Allowance:
-    """What the whole plan may spend, in the ledger's terms (DESIGN 5), and how a call is sized.
-
-    A request holds `margin_percent` of its counted input tokens; `window` bounds the held input plus
-    the answer reservation of one call; every None is unlimited."""
+    """What the whole plan may spend, in the ledger's terms (DESIGN 5; None: unlimited), and how a
+    call is sized: `window` bounds one call's held input plus its answer reservation."""
 
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -83,7 +77,7 @@ class Allowance:
     max_answer_tokens: int = 4096
     answer_tokens: int = DEFAULT_ANSWER_TOKENS
     """What one whole answer needs (`answer_size.answer_reservation`): every call reserves it, within
-    `max_answer_tokens`, a share of the window and the output and cost budgets."""
+    `max_answer_tokens`."""
 
 
 MARGIN_PERCENT = 115
@@ -109,9 +103,8 @@ def plausible(estimated: int, reported: int) -> bool:
 PHASES: tuple[str, ...] = ("review", "repair", "verify")
 
 PLAN_SECONDS_SHARE = 0.25
-"""The part of the seconds left that planning may use when a model will be called; past it the
-planner stops and the hunks it did not reach are `time` gaps, so the calls keep the rest. Without
-a model nothing follows the plan, so it may use all that is left."""
+"""The part of the seconds left that planning may use when a model will be called, so the calls keep
+the rest (hunks not reached are `time` gaps)."""
 
 
 @dataclass(frozen=True)
@@ -128,9 +121,8 @@ class Deadline:
 
 @dataclass(frozen=True)
 class Reservation:
-    """What one in-flight call holds (the input estimate with its margin) until it is settled or
-    cancelled, and the ledger's record of it: the local count and the count calibrated by the
-    provider's earlier counts, before the margin."""
+    """What one in-flight call holds until it is settled or cancelled, and the local and calibrated
+    counts its ledger record shows."""
 
     id: int
     phase: str
@@ -188,11 +180,8 @@ _IDS = itertools.count(1)
 
 class Budget:
     """The run's ledger. Every call reserves before it is sent and settles after, under one lock,
-    so parallel workers can never jointly promise more than the limits allow.
-
-    With a `parent` (a scan run's budget), the limits are the smaller of `limits` and what the
-    parent has left now, the parent's clock is used, and every reservation, settlement and
-    cancellation is made in the parent too (locks taken child first)."""
+    so parallel workers can never jointly promise more than the limits allow. With a `parent`, the
+    limits are at most what it has left now, its clock is used, and everything is made in it too."""
 
     def __init__(
         self, limits: Limits, *, clock: Callable[[], float] = time.monotonic, parent: Budget | None = None
@@ -223,14 +212,11 @@ class Budget:
         margin_percent: int = MARGIN_PERCENT,
         local_input_tokens: int | None = None,
     ) -> Reservation:
-        """Hold the estimate or raise BudgetExhausted naming the first limit it would overrun.
-
-        The input estimate and its cost are held with `margin_percent`; `max_output_tokens` and its
-        cost (`answer_cost_usd`, the part of `cost_usd` that pays for the answer) as is, because the
-        provider stops the answer there: the planner holds a unit the same way, so a plan filled to
-        the brim is accepted call by call. `cost_usd` None (price unknown) is refused only once the
-        known spend has reached the limit. `local_input_tokens` is the local count when
-        `input_tokens` is that count calibrated by the provider's earlier counts."""
+        """Hold the estimate or raise BudgetExhausted naming the first limit it would overrun. The input
+        and its cost are held with `margin_percent`, the answer (`answer_cost_usd`) as is, because the
+        provider stops it there, as the planner holds a unit. `cost_usd` None (price unknown) is
+        refused only once the known spend reached the limit. `local_input_tokens`: the uncalibrated
+        count of `input_tokens`."""
         if phase not in PHASES:
             raise ValueError(f"unknown budget phase {phase!r}; expected one of {', '.join(PHASES)}")
         if input_tokens < 0 or max_output_tokens < 0:
@@ -326,12 +312,12 @@ class Budget:
     ) -> Allowance:
         """What a plan made now may spend: the tokens, calls and money left, less what `held` (units
         planned and not sent yet) will reserve, and how a call is sized."""
-        left = self.left() if held is None else _less(self.left(), held)
+        left, held = self.left(), held or Limits(0, 0, 0.0, 0.0, 0)
         return Allowance(
-            input_tokens=left.input_tokens,
-            output_tokens=left.output_tokens,
-            calls=left.calls,
-            cost_usd=left.cost_usd,
+            input_tokens=max(left.input_tokens - held.input_tokens, 0),
+            output_tokens=max(left.output_tokens - held.output_tokens, 0),
+            calls=max(left.calls - held.calls, 0),
+            cost_usd=max(left.cost_usd - held.cost_usd, 0.0),
             price=price,
             window=window,
             margin_percent=margin_percent,
@@ -361,9 +347,8 @@ class Budget:
     def settle(
         self, r: Reservation, *, input_tokens: int, output_tokens: int, cost_usd: float | None, calls: int = 1
     ) -> None:
-        """Replace the reservation by what the call really used; it counts as a call whatever the
-        answer was, because it reached the server (`calls` more than one when the client library
-        re-sent it on its own)."""
+        """Replace the reservation by what the call used; it is a call whatever the answer was, because
+        it reached the server (`calls` > 1 when the client library re-sent it on its own)."""
         record = CallRecord(
             phase=r.phase,
             estimated_input_tokens=r.estimated_input_tokens,
@@ -387,9 +372,8 @@ class Budget:
                 level._ledger.append(record)
 
     def record_count(self, estimated: int, counted: int, calibrated: int) -> None:
-        """A count the provider made of a prompt before it was sent, in the ledger as phase "count":
-        our local estimate, the provider's count (`input_tokens`) and the estimate it calibrated to.
-        It is not a model call and spends nothing; its time is the clock's."""
+        """A count the provider made of a prompt before it was sent, in the ledger as phase "count"
+        (the provider's count as `input_tokens`); not a model call, it spends nothing."""
         record = CallRecord("count", estimated, 0, counted, 0, 0, calibrated_input_tokens=calibrated)
         with self._locked() as chain:
             for level in chain:
@@ -449,17 +433,6 @@ class Budget:
                 overrun=overrun,
                 startup=self._startup,
             )
-
-
-def _less(left: Limits, held: Limits) -> Limits:
-    """What is left less what `held` units will reserve (the seconds are not held)."""
-    return Limits(
-        max(left.input_tokens - held.input_tokens, 0),
-        max(left.output_tokens - held.output_tokens, 0),
-        max(left.cost_usd - held.cost_usd, 0.0),
-        left.seconds,
-        max(left.calls - held.calls, 0),
-    )
 
 
 def _smaller(a: Limits, b: Limits) -> Limits:

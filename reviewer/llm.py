@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import email.utils
 import functools
+import json
 import os
 import re
 import threading
@@ -52,6 +53,14 @@ PLAUSIBLE_USAGE_RATIO = 2
 PLAUSIBLE_USAGE_SLACK_TOKENS = 64
 """...and more than this many tokens below it: a few tokens of a short answer evade nothing."""
 BACKOFF_BASE_SECONDS = 1.0
+_RETRYABLE_ERRORS = (
+    "RateLimitError",
+    "InternalServerError",
+    "ServiceUnavailableError",
+    "Timeout",
+    "APIConnectionError",
+)
+_CONFIG_ERRORS = ("AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError")
 _NO_CREDENTIALS = re.compile(r"missing credentials|api_key client option must be set", re.IGNORECASE)
 _OFFLINE_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "LITELLM_OFFLINE_MODE": "true"}
 
@@ -68,42 +77,36 @@ def _import_litellm() -> ModuleType:
     return litellm
 
 
-class _Preload:
+class _Preload(threading.Thread):
     """litellm's import (seconds on a 2-core runner) in a background thread, started while the PR is
     still being read. Not a daemon: a run that ends before it needs the model waits for the import at
     exit rather than have the interpreter shut down under it."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.thread: threading.Thread | None = None
-        self.seconds: float | None = None
+    seconds: float | None = None
 
-    def start(self) -> threading.Thread:
-        with self._lock:
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._run, name="imreview-import-litellm")
-                self.thread.start()
-            return self.thread
-
-    def _run(self) -> None:
+    def run(self) -> None:
         started = time.perf_counter()
         with contextlib.suppress(BaseException):  # `_litellm` imports again in the caller's thread
             _import_litellm()
         self.seconds = time.perf_counter() - started
 
 
-_PRELOAD = _Preload()
+_PRELOAD = _Preload(name="imreview-import-litellm")
+_PRELOAD_LOCK = threading.Lock()
 
 
 def preload_litellm() -> None:
     """Start importing litellm in the background (the PR path calls this before reading the diff)."""
-    _PRELOAD.start()
+    with _PRELOAD_LOCK:
+        if _PRELOAD.ident is None:
+            _PRELOAD.start()
 
 
 def litellm_ready() -> tuple[float | None, float]:
     """Block until litellm is imported: (seconds the import took, seconds this call waited)."""
     started = time.perf_counter()
-    _PRELOAD.start().join()
+    preload_litellm()
+    _PRELOAD.join()
     return _PRELOAD.seconds, time.perf_counter() - started
 
 
@@ -163,35 +166,30 @@ class _Asked(Generic[T]):
     continuation: Continuation[T] | None
 
 
-class _RequestCounter:
-    """litellm's per-call `logger_fn`, called before every HTTP request it makes: it re-sends on
-    its own after some errors (a role-alternation or 422 answer), and each request is a call."""
+class _ModelFailed(Exception):
+    """This model cannot answer now: ask it again (`retryable`, after `retry_after` seconds when the
+    server said), else try the next one. `config` is true for auth/not-found/400."""
 
-    sent = 0
-
-    def __call__(self, details: Mapping[str, Any]) -> None:
-        self.sent += details.get("log_event_type") == "pre_api_call"
-
-
-class _Retryable(Exception):
-    def __init__(self, cause: Exception, retry_after: float | None) -> None:
+    def __init__(
+        self,
+        cause: Exception,
+        *,
+        config: bool = False,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
         self.cause = cause
+        self.config = config
+        self.retryable = retryable
         self.retry_after = retry_after
         super().__init__(str(cause))
 
 
-class _ModelFailed(Exception):
-    """This model cannot answer now; try the next one. `config` is true for auth/not-found/400."""
-
-    def __init__(self, cause: Exception, *, config: bool) -> None:
-        self.cause = cause
-        self.config = config
-        super().__init__(str(cause))
-
-
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class _Call:
-    """A request once its worst case is held in the budget: what settling it needs."""
+    """A request once its worst case is held in the budget: what settling it needs. It is litellm's
+    per-call `logger_fn`, called before every HTTP request: litellm re-sends on its own after some
+    errors (a role-alternation or 422 answer), and each request is a call (`sent`)."""
 
     reservation: Reservation
     max_tokens: int
@@ -200,6 +198,10 @@ class _Call:
     price: tuple[float, float] | None
     timeout: float
     capped: bool
+    sent: int = 0
+
+    def __call__(self, details: Mapping[str, Any]) -> None:
+        self.sent += details.get("log_event_type") == "pre_api_call"
 
 
 class ModelClient:
@@ -254,27 +256,23 @@ class ModelClient:
         """(tokens, source), found once (`model_facts.find_window`); once a server refused a request
         as too long, the window it told us wins (`learned`)."""
         if self._window is None:
-            found = self._find_window()
-            with self._lock:
-                self._window = self._window or found
-        return self._window
-
-    def _find_window(self) -> tuple[int, str]:
-        window, source, unknown = model_facts.find_window(
-            self.config, [self.facts(model) for model in self.models]
-        )
-        server = (
-            " and the server at api_base did not say its window (GET /v1/models, GET /props)"
-            if self.config.api_base
-            else ""
-        )
-        for model in unknown:
-            self._warn_once(
-                f"context:{model}",
-                f"model {model!r} is unknown to litellm's model map{server}: assuming a context window of "
-                f"{model_facts.ASSUMED_CONTEXT_WINDOW} tokens (set `context_window` to override)",
+            window, source, unknown = model_facts.find_window(
+                self.config, [self.facts(m) for m in self.models]
             )
-        return window, source
+            server = (
+                " and the server at api_base did not say its window (GET /v1/models, GET /props)"
+                if self.config.api_base
+                else ""
+            )
+            for model in unknown:
+                self._warn_once(
+                    f"context:{model}",
+                    f"model {model!r} is unknown to litellm's model map{server}: assuming a context window "
+                    f"of {model_facts.ASSUMED_CONTEXT_WINDOW} tokens (set `context_window` to override)",
+                )
+            with self._lock:
+                self._window = self._window or (window, source)
+        return self._window
 
     def learn_window(self, window: int) -> None:
         """Record the window a server told us in a context-exceeded answer (never grows)."""
@@ -307,17 +305,14 @@ class ModelClient:
         return not self.facts(model).exact_tokenizer and not self.calibration(model).calibrated
 
     def calibration(self, model: str) -> model_facts.Calibration:
-        with self._lock:
-            return self._calibration.get(model, model_facts.Calibration())
+        return self._calibration.get(model, model_facts.Calibration())
 
     def _calibrate(self, model: str, estimated: int, reported: int) -> None:
         """Learn from the provider's prompt count of an answered request (stand-in tokenizers only)."""
         if reported <= 0 or estimated <= 0 or self.facts(model).exact_tokenizer:
             return
         with self._lock:
-            self._calibration[model] = self._calibration.get(model, model_facts.Calibration()).add(
-                estimated, reported
-            )
+            self._calibration[model] = self.calibration(model).add(estimated, reported)
 
     def count_with_provider(self, messages: Sequence[Mapping[str, str]]) -> bool:
         """Calibrate the primary model's stand-in count with the provider's count of a prompt, asked
@@ -350,15 +345,19 @@ class ModelClient:
     def count_request(
         self, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None = None
     ) -> int:
-        """Tokens of a request as it will be sent to the primary model (`model_facts.count_request`),
-        calibrated by the provider's counts when they are known."""
+        """Tokens of a request as it will be sent to the primary model, calibrated by the provider's
+        counts when they are known."""
         model = self.models[0]
         return self.calibration(model).apply(self._count_local(model, messages, response_schema))
 
     def _count_local(
         self, model: str, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None
     ) -> int:
-        return model_facts.count_request(_litellm(), self.facts(model), messages, response_schema)
+        """The messages with their framing, plus the schema when it goes out as `response_format`."""
+        tokens = model_facts.count(_litellm(), model, messages=messages)
+        if response_schema is not None and self.facts(model).supports_schema:
+            tokens += model_facts.count(_litellm(), model, text=json.dumps(dict(response_schema)))
+        return tokens
 
     def count_tokens(self, text: str) -> int:
         """A text's tokens for the primary model, counted locally."""
@@ -556,12 +555,12 @@ class ModelClient:
         for attempt in range(MAX_ATTEMPTS):
             try:
                 return self._complete_once(ask, max_tokens, answer_tokens)
-            except _Retryable as retryable:
-                delay = retryable.retry_after
-                if delay is None:
-                    delay = BACKOFF_BASE_SECONDS * 2**attempt
-                if attempt == MAX_ATTEMPTS - 1 or delay >= self.budget.seconds_left():
-                    raise _ModelFailed(retryable.cause, config=False) from retryable.cause
+            except _ModelFailed as failed:
+                delay = (
+                    BACKOFF_BASE_SECONDS * 2**attempt if failed.retry_after is None else failed.retry_after
+                )
+                if not failed.retryable or attempt == MAX_ATTEMPTS - 1 or delay >= self.budget.seconds_left():
+                    raise
                 self._sleep(delay)
         raise AssertionError("unreachable")
 
@@ -577,18 +576,17 @@ class ModelClient:
             self.budget.mark_exhausted()
             raise BudgetExhausted("output_tokens", f"only {max_tokens} output tokens left for a call")
         call = self._reserve(ask, max_tokens)
-        requests = _RequestCounter()
-        kwargs = self._request(ask, call, requests, api_key)
+        kwargs = self._request(ask, call, api_key)
         try:
             response = litellm.completion(**kwargs)
             if response is None:  # litellm re-sent after an error it handles itself, then gave up
-                raise ModelError(f"no answer: litellm gave up after {requests.sent} requests")
+                raise ModelError(f"no answer: litellm gave up after {call.sent} requests")
             choice = response.choices[0]
             text, finish_reason = choice.message.content or "", choice.finish_reason
         except Exception as error:
-            raise self._failed(litellm, ask.model, error, call, requests) from error
+            raise self._failed(litellm, ask.model, error, call) from error
         completion = Completion(text, ask.model, 0, 0, None, finish_reason, max_tokens, call.input_estimate)
-        return self._settled(completion, getattr(response, "usage", None), choice.message, call, requests)
+        return self._settled(completion, getattr(response, "usage", None), choice.message, call)
 
     def _reserve(self, ask: _Ask, max_tokens: int) -> _Call:
         """Hold the request's worst case in the budget before it is sent, counted as the calibrated
@@ -610,9 +608,7 @@ class ModelClient:
         timeout, capped = self._timeout(max_tokens, input_estimate)
         return _Call(reservation, max_tokens, local_estimate, input_estimate, price, timeout, capped)
 
-    def _request(
-        self, ask: _Ask, call: _Call, requests: _RequestCounter, api_key: str | None
-    ) -> dict[str, Any]:
+    def _request(self, ask: _Ask, call: _Call, api_key: str | None) -> dict[str, Any]:
         """litellm's arguments: its own retries off (ours wait within the seconds budget), every
         request it sends counted, the schema only to a model that takes it."""
         kwargs: dict[str, Any] = {
@@ -624,7 +620,7 @@ class ModelClient:
             "num_retries": 0,
             "max_retries": 0,
             "drop_params": True,
-            "logger_fn": requests,
+            "logger_fn": call,
         }
         if self.config.api_base:
             kwargs["api_base"] = self.config.api_base
@@ -637,16 +633,14 @@ class ModelClient:
             }
         return kwargs
 
-    def _failed(
-        self, litellm: ModuleType, model: str, error: Exception, call: _Call, requests: _RequestCounter
-    ) -> Exception:
+    def _failed(self, litellm: ModuleType, model: str, error: Exception, call: _Call) -> Exception:
         """Settle a request that brought no answer and say what to raise: a request never sent for
         want of credentials costs nothing; a refusal as too long costs nothing and teaches the
         window; a timeout is charged its prompt (the server read it) and may be retried."""
-        if requests.sent == 0 and _NO_CREDENTIALS.search(str(error)):
+        if call.sent == 0 and _NO_CREDENTIALS.search(str(error)):
             self.budget.cancel(call.reservation)
             return _ModelFailed(ModelConfigError(f"no credentials for {model}: {_short(error)}"), config=True)
-        calls = max(requests.sent, 1)
+        calls = max(call.sent, 1)
         self._sent_here(calls)
         if isinstance(error, litellm.ContextWindowExceededError):
             self.budget.settle(call.reservation, input_tokens=0, output_tokens=0, cost_usd=0.0, calls=calls)
@@ -656,12 +650,10 @@ class ModelClient:
         cost = None if call.price is None else spent * call.price[0]
         self.budget.settle(call.reservation, input_tokens=spent, output_tokens=0, cost_usd=cost, calls=calls)
         if timed_out:
-            return _Retryable(CallTimedOut(call.timeout, capped=call.capped), None)
+            return _ModelFailed(CallTimedOut(call.timeout, capped=call.capped), retryable=True)
         return _classify(litellm, error)
 
-    def _settled(
-        self, answer: Completion, usage: Any, message: Any, call: _Call, requests: _RequestCounter
-    ) -> Completion:
+    def _settled(self, answer: Completion, usage: Any, message: Any, call: _Call) -> Completion:
         """Charge an answered request: the provider's prompt count (which calibrates the stand-in
         count), and output tokens as reported unless the answer's own count disagrees."""
         model = answer.model
@@ -680,7 +672,7 @@ class ModelClient:
             )
         price = call.price
         cost = None if price is None else input_tokens * price[0] + output_tokens * price[1]
-        calls = max(requests.sent, 1)
+        calls = max(call.sent, 1)
         self.budget.settle(
             call.reservation,
             input_tokens=input_tokens,
@@ -801,23 +793,11 @@ def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> tup
 
 def _classify(litellm: ModuleType, error: Exception) -> Exception:
     """Retry rate limits, 5xx, timeouts and connection errors; fall back on anything else."""
-    retryable_types = (
-        litellm.RateLimitError,
-        litellm.InternalServerError,
-        litellm.ServiceUnavailableError,
-        litellm.Timeout,
-        litellm.APIConnectionError,
-    )
     status = getattr(error, "status_code", None)
-    if isinstance(error, retryable_types) or (isinstance(status, int) and (status >= 500 or status == 429)):
-        return _Retryable(error, _retry_after(error))
-    config_types = (
-        litellm.AuthenticationError,
-        litellm.PermissionDeniedError,
-        litellm.NotFoundError,
-        litellm.BadRequestError,
-    )
-    return _ModelFailed(error, config=isinstance(error, config_types))
+    retryable = tuple(getattr(litellm, name) for name in _RETRYABLE_ERRORS)
+    if isinstance(error, retryable) or (isinstance(status, int) and (status >= 500 or status == 429)):
+        return _ModelFailed(error, retryable=True, retry_after=_retry_after(error))
+    return _ModelFailed(error, config=isinstance(error, tuple(getattr(litellm, n) for n in _CONFIG_ERRORS)))
 
 
 def _retry_after(error: Exception) -> float | None:
@@ -828,17 +808,14 @@ def _retry_after(error: Exception) -> float | None:
     if not headers:
         return None
     try:
-        millis = headers.get("retry-after-ms")
+        millis, value = headers.get("retry-after-ms"), headers.get("retry-after")
         if millis is not None:
             return max(float(millis) / 1000, 0.0)
-        value = headers.get("retry-after")
         if value is None:
             return None
-        try:
+        with contextlib.suppress(ValueError):
             return max(float(value), 0.0)
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(when.timestamp() - time.time(), 0.0)
+        return max(email.utils.parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
     except (TypeError, ValueError, OverflowError):
         return None
 

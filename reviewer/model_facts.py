@@ -46,12 +46,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ModelFacts:
-    """One model as litellm's map, the configuration and the environment describe it.
-
-    `max_input_tokens`/`max_output_tokens` are the map's (None: unknown to it); `price` is USD per
-    (input, output) token, configured prices first (None: unknown); `exact_tokenizer` is True when
-    litellm counts with the model's own tokenizer; `missing_keys` are the provider's environment
-    variables that are unset or empty."""
+    """One model as litellm's map, the configuration and the environment describe it (None: unknown);
+    `missing_keys` are the provider's environment variables that are unset or empty."""
 
     name: str
     max_input_tokens: int | None = None
@@ -70,9 +66,8 @@ prompts of one run, benchmarks/real_model.md), not the tokenizer's bias."""
 
 @dataclass(frozen=True)
 class Calibration:
-    """A stand-in count corrected by the provider's: over the answered requests, `estimated` tokens
-    counted locally were `reported` tokens by the provider's `usage.prompt_tokens`. Every later count
-    is scaled by their ratio, in both directions, and held with CALIBRATED_MARGIN_PERCENT."""
+    """A stand-in count corrected by the provider's: `estimated` tokens counted locally were `reported`
+    by the provider; every later count is scaled by their ratio, in both directions."""
 
     estimated: int = 0
     reported: int = 0
@@ -133,20 +128,6 @@ def count(
     except Exception:
         chars = len(text) if text is not None else sum(len(m.get("content") or "") for m in messages)
         return chars // 3
-
-
-def count_request(
-    litellm: ModuleType,
-    facts: ModelFacts,
-    messages: Sequence[Mapping[str, str]],
-    response_schema: Mapping[str, Any] | None,
-) -> int:
-    """Tokens of a request as it will be sent to this model: the messages with their framing, plus
-    the response schema when it goes out as `response_format`."""
-    tokens = count(litellm, facts.name, messages=messages)
-    if response_schema is not None and facts.supports_schema:
-        tokens += count(litellm, facts.name, text=json.dumps(dict(response_schema)))
-    return tokens
 
 
 def find_window(config: Config, chain: Sequence[ModelFacts]) -> tuple[int, str, tuple[str, ...]]:
@@ -235,10 +216,8 @@ def window_in_error(message: str) -> int | None:
 
 
 def probe_window(api_base: str, model: str, api_key: str | None = None) -> int | None:
-    """Ask an OpenAI-compatible server its context window: `GET /v1/models` (vLLM's
-    `max_model_len`, or `context_length` as LM Studio and others say) for this model (or the only
-    one served), then llama.cpp's `GET /props` (`default_generation_settings.n_ctx`, or `n_ctx`).
-    None when neither answers; never raises."""
+    """Ask an OpenAI-compatible server its context window: `GET /v1/models` (vLLM, LM Studio), then
+    llama.cpp's `GET /props`. None when neither answers; never raises."""
     bare = api_base.rstrip("/").removesuffix("/v1")
     window = _window_in_models(_get_json(f"{bare}/v1/models", api_key), model)
     if window is not None:
@@ -263,8 +242,7 @@ def _window_in_models(models: Any, model: str) -> int | None:
 
 
 def _window_in_props(props: Any) -> int | None:
-    """llama.cpp's `/props`: newer servers nest `n_ctx` in the generation settings, older ones put
-    it at the top."""
+    """llama.cpp's `/props`: newer servers nest `n_ctx` in the generation settings."""
     if not isinstance(props, dict):
         return None
     settings = props.get("default_generation_settings")
@@ -305,15 +283,10 @@ def provider_count(
     api_key: str | None,
     timeout: float = COUNT_TIMEOUT_SECONDS,
 ) -> int | None:
-    """The provider's own count of the prompt of a chat request with `messages`, asked before it is
-    sent, where the provider counts for free: an OpenAI-compatible server (`api_base`) at its
-    `/tokenize` (`server_count`), a hosted provider through `litellm.acount_tokens` when its counter
-    asks an API (`_COUNTING_PROVIDERS`; litellm's local fallback is not a count). None when there is
-    no such count, or it failed, took longer than `timeout` or was not a positive number; never raises."""
-    try:
-        provider = litellm.get_llm_provider(model)[1]
-    except Exception:
-        return None
+    """The provider's own count of a chat prompt, asked before it is sent where it is free: a
+    self-hosted server's `/tokenize` (`server_count`), else `litellm.acount_tokens` when it asks an
+    API (`_COUNTING_PROVIDERS`). None without a positive count within `timeout`; never raises."""
+    provider = _quietly(None, lambda: litellm.get_llm_provider(model)[1])
     if api_base and provider in _SELF_HOSTED:
         return server_count(api_base, model, messages, api_key or probe_key(), timeout)
     if provider not in _COUNTING_PROVIDERS:
@@ -349,11 +322,9 @@ def _within(work: Callable[[], Any], timeout: float, name: str) -> Any:
 def server_count(
     api_base: str, model: str, messages: Sequence[Mapping[str, str]], api_key: str | None, timeout: float
 ) -> int | None:
-    """An OpenAI-compatible server's count of a chat prompt, chat template applied: vLLM's
-    `POST /tokenize` {model, messages} → {count}; llama.cpp's `/tokenize` takes only text (it answers
-    `{"tokens": []}` to messages), so there `POST /apply-template` {messages} → {prompt}, then
-    `POST /tokenize` {content, add_special, parse_special} → {tokens}, as its chat endpoint tokenizes
-    the prompt. All within `timeout`; None when the server has neither."""
+    """An OpenAI-compatible server's count of a chat prompt, chat template applied: vLLM's `/tokenize`
+    takes the messages; llama.cpp's takes only text (it answers `{"tokens": []}` to messages), so
+    there the prompt comes from `/apply-template` first. All within `timeout`."""
     deadline = time.monotonic() + timeout
     bare = api_base.rstrip("/").removesuffix("/v1")
     name = model.split("/", 1)[1] if "/" in model else model
