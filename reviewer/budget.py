@@ -121,8 +121,8 @@ class Deadline:
 
 @dataclass(frozen=True)
 class Reservation:
-    """What one in-flight call holds until it is settled or cancelled, and the local and calibrated
-    counts its ledger record shows."""
+    """What one in-flight call holds until it is settled or cancelled, and its ledger `record`, which
+    settling completes with what the call used."""
 
     id: int
     phase: str
@@ -130,8 +130,7 @@ class Reservation:
     output_tokens: int
     cost_usd: float | None
     started_at: float
-    estimated_input_tokens: int = 0
-    calibrated_input_tokens: int = 0
+    record: CallRecord
 
 
 @dataclass
@@ -232,8 +231,11 @@ class Budget:
                     self._exhausted = True
                     raise BudgetExhausted(*refused)
             local = input_tokens if local_input_tokens is None else local_input_tokens
+            record = CallRecord(
+                phase, local, held_in, 0, max_output_tokens, 0, calibrated_input_tokens=input_tokens
+            )
             reservation = Reservation(
-                next(_IDS), phase, held_in, max_output_tokens, held_cost, self._clock(), local, input_tokens
+                next(_IDS), phase, held_in, max_output_tokens, held_cost, self._clock(), record
             )
             for level in chain:
                 level._open[reservation.id] = reservation
@@ -349,15 +351,7 @@ class Budget:
     ) -> None:
         """Replace the reservation by what the call used; it is a call whatever the answer was, because
         it reached the server (`calls` > 1 when the client library re-sent it on its own)."""
-        record = CallRecord(
-            phase=r.phase,
-            estimated_input_tokens=r.estimated_input_tokens,
-            calibrated_input_tokens=r.calibrated_input_tokens,
-            reserved_input_tokens=r.input_tokens,
-            input_tokens=input_tokens,
-            max_output_tokens=r.output_tokens,
-            output_tokens=output_tokens,
-        )
+        record = dataclasses.replace(r.record, input_tokens=input_tokens, output_tokens=output_tokens)
         with self._locked() as chain:
             self._take(r, chain)
             seconds = self._clock() - r.started_at

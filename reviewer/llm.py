@@ -39,9 +39,8 @@ MAX_ATTEMPTS = 3
 TIMEOUT_BASE_SECONDS = 60.0
 TIMEOUT_SECONDS_PER_ANSWER_TOKEN = 0.1
 TIMEOUT_SECONDS_PER_PROMPT_TOKEN = 0.05
-"""Without `request_timeout`, a call may take 60 s, plus 0.1 s per answer token asked for and 0.05 s
-per prompt token (a busy 2-core CPU server reads ~30 prompt tokens and writes ~10 answer tokens a
-second), and never longer than the seconds budget has left."""
+"""Without `request_timeout`, a call may take 60 s plus these per answer and prompt token (a busy 2-core
+CPU server reads ~30 prompt and writes ~10 answer tokens a second), within the seconds left."""
 CUT_ANSWER_FINDINGS = 3
 """After an answer cut at `max_tokens` with no room for a larger one, the retry asks for at most this many."""
 REPAIR_ANSWER_CHARS = 16_000
@@ -78,9 +77,8 @@ def _import_litellm() -> ModuleType:
 
 
 class _Preload(threading.Thread):
-    """litellm's import (seconds on a 2-core runner) in a background thread, started while the PR is
-    still being read. Not a daemon: a run that ends before it needs the model waits for the import at
-    exit rather than have the interpreter shut down under it."""
+    """litellm's import (seconds on a 2-core runner), started while the PR is read. Not a daemon: a
+    run that ends early waits for it rather than have the interpreter shut down under an import."""
 
     seconds: float | None = None
 
@@ -187,9 +185,8 @@ class _ModelFailed(Exception):
 
 @dataclass(eq=False)
 class _Call:
-    """A request once its worst case is held in the budget: what settling it needs. It is litellm's
-    per-call `logger_fn`, called before every HTTP request: litellm re-sends on its own after some
-    errors (a role-alternation or 422 answer), and each request is a call (`sent`)."""
+    """A request once its worst case is held in the budget, and litellm's `logger_fn` counting the HTTP
+    requests it sends (`sent`): it re-sends on its own after some errors, and each is a call."""
 
     reservation: Reservation
     max_tokens: int
@@ -234,8 +231,7 @@ class ModelClient:
         self._per_thread = threading.local()
 
     def calls_in_this_thread(self) -> int:
-        """Requests this thread has sent so far (every attempt, as the budget counts them): a
-        caller reads it before and after a call to say how many requests a failure cost."""
+        """Requests this thread has sent (as the budget counts them), to say what a failure cost."""
         return int(getattr(self._per_thread, "calls", 0))
 
     def facts(self, model: str) -> model_facts.ModelFacts:
@@ -244,8 +240,7 @@ class ModelClient:
         return known or self._facts.setdefault(model, model_facts.read(_litellm(), model, self.config))
 
     def credentials_missing(self) -> list[str]:
-        """Environment keys the primary model needs and lacks; none with `api_base`, because a
-        self-hosted server gets a placeholder key."""
+        """Environment keys the primary model needs and lacks (a self-hosted server gets a placeholder)."""
         return [] if self.config.api_base else list(self.facts(self.models[0]).missing_keys)
 
     def context_window(self) -> int:
@@ -315,9 +310,8 @@ class ModelClient:
             self._calibration[model] = self.calibration(model).add(estimated, reported)
 
     def count_with_provider(self, messages: Sequence[Mapping[str, str]]) -> bool:
-        """Calibrate the primary model's stand-in count with the provider's count of a prompt, asked
-        before it is sent (`model_facts.provider_count`) and recorded in the ledger. True when the
-        count is now calibrated."""
+        """Calibrate the primary model's stand-in count with the provider's count of a prompt before it
+        is sent (`model_facts.provider_count`), recorded in the ledger. True when now calibrated."""
         model = self.models[0]
         timeout = min(model_facts.COUNT_TIMEOUT_SECONDS, self.budget.seconds_left() / 2)
         if not self.needs_calibration() or timeout < 0.1:
@@ -345,8 +339,7 @@ class ModelClient:
     def count_request(
         self, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None = None
     ) -> int:
-        """Tokens of a request as it will be sent to the primary model, calibrated by the provider's
-        counts when they are known."""
+        """Tokens of a request as the primary model will count it (calibrated, when it can be)."""
         model = self.models[0]
         return self.calibration(model).apply(self._count_local(model, messages, response_schema))
 
@@ -401,12 +394,10 @@ class ModelClient:
         max_tokens: int | None = None,
         continuation: Continuation[T] | None = None,
     ) -> tuple[T, list[Completion]]:
-        """Ask the chain for an answer `parse` accepts (it raises ValueError otherwise): an unparsable
-        one is repaired once with the same model, one that parsed but ended early is continued when
-        a `continuation` says how and the budget allows. `response_schema` goes only to models that
-        take it, so `parse` must validate regardless; `max_tokens` is the plan's answer reservation.
-        Raises BudgetExhausted, ContextExceeded (the caller re-splits), AnswerUnparsed, and ModelError
-        (ModelConfigError when no model was usable at all) when every model failed."""
+        """Ask the chain for an answer `parse` accepts (else it raises ValueError), repairing it once,
+        continuing one that ended early when a `continuation` says how and the budget allows. `parse`
+        must validate even with `response_schema`. Raises BudgetExhausted, ContextExceeded (the caller
+        re-splits), AnswerUnparsed, ModelError (ModelConfigError when no model was usable at all)."""
         failures: list[_ModelFailed] = []
         for model in self.models:
             ask = _Ask(model, messages, phase, response_schema)
@@ -454,8 +445,7 @@ class ModelClient:
             ) from again
 
     def _continue(self, asked: _Asked[T], value: T, continuation: Continuation[T]) -> T:
-        """One call for the rest of an answer that ended early; what the first answer holds is kept
-        whatever happens to this call."""
+        """One call for the rest of an answer; what the first one holds is kept whatever happens."""
         room = self._max_tokens(asked.ask.model, asked.max_tokens)
         if room < min(MIN_USEFUL_MAX_TOKENS, self.config.max_output_tokens_per_call) or not (
             continuation.affordable(room)
@@ -525,9 +515,8 @@ class ModelClient:
         repair_prompt: Callable[[str, str], str] | None,
         answer_tokens: int | None,
     ) -> Completion | Exception:
-        """user → assistant (the previous answer) → user (what was wrong; strict chat templates
-        refuse two user turns in a row): one more "repair" call, or the error that stopped it
-        (BudgetExhausted still propagates)."""
+        """user → assistant (the previous answer) → user (what was wrong; strict templates refuse two
+        user turns in a row): one more "repair" call, or the error that stopped it but BudgetExhausted."""
         first = asked.first
         if repair_prompt is not None:
             request = repair_prompt(first.text, reason)
@@ -589,8 +578,7 @@ class ModelClient:
         return self._settled(completion, getattr(response, "usage", None), choice.message, call)
 
     def _reserve(self, ask: _Ask, max_tokens: int) -> _Call:
-        """Hold the request's worst case in the budget before it is sent, counted as the calibrated
-        local estimate, and the timeout that still fits the seconds left."""
+        """Hold the request's worst case (calibrated count) and the timeout that fits the seconds left."""
         model = ask.model
         local_estimate = self._count_local(model, ask.messages, ask.response_schema)
         input_estimate = self.calibration(model).apply(local_estimate)
@@ -609,8 +597,7 @@ class ModelClient:
         return _Call(reservation, max_tokens, local_estimate, input_estimate, price, timeout, capped)
 
     def _request(self, ask: _Ask, call: _Call, api_key: str | None) -> dict[str, Any]:
-        """litellm's arguments: its own retries off (ours wait within the seconds budget), every
-        request it sends counted, the schema only to a model that takes it."""
+        """litellm's arguments: its own retries off (ours wait within the seconds left), requests counted."""
         kwargs: dict[str, Any] = {
             "model": ask.model,
             "messages": ask.messages,
@@ -634,9 +621,8 @@ class ModelClient:
         return kwargs
 
     def _failed(self, litellm: ModuleType, model: str, error: Exception, call: _Call) -> Exception:
-        """Settle a request that brought no answer and say what to raise: a request never sent for
-        want of credentials costs nothing; a refusal as too long costs nothing and teaches the
-        window; a timeout is charged its prompt (the server read it) and may be retried."""
+        """Settle a request without an answer and say what to raise: one never sent (no credentials) or
+        refused as too long costs nothing; a timeout is charged its prompt (the server read it)."""
         if call.sent == 0 and _NO_CREDENTIALS.search(str(error)):
             self.budget.cancel(call.reservation)
             return _ModelFailed(ModelConfigError(f"no credentials for {model}: {_short(error)}"), config=True)
@@ -689,8 +675,7 @@ class ModelClient:
         self._per_thread.calls = self.calls_in_this_thread() + calls
 
     def _api_key(self, model: str) -> str | None:
-        """The key to pass explicitly (`model_facts.api_key`): a hosted model without its key is
-        never sent a request."""
+        """The key to pass explicitly: a hosted model without its key is never sent a request."""
         try:
             return model_facts.api_key(self.facts(model), self.config)
         except LookupError as missing:
@@ -729,8 +714,7 @@ class ModelClient:
         return min(cap for cap in caps if cap is not None)
 
     def _context_exceeded(self, model: str, error: Exception, sent: int) -> ContextExceeded:
-        """What the server's refusal teaches: the window it names, else what a probe finds, else
-        three quarters of what was sent."""
+        """The window a refusal teaches: the one it names, else a probe's, else 3/4 of what was sent."""
         assumed = self.context_window()
         body = getattr(getattr(error, "response", None), "text", None)
         told = model_facts.window_in_error(f"{error} {body[:10_000] if isinstance(body, str) else ''}")
@@ -748,9 +732,8 @@ class ModelClient:
 
 
 def alternating(messages: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
-    """Messages as strict chat templates (Gemma's, Mistral's) accept them: one optional system
-    message first, then user and assistant turns alternating, starting with the user. Adjacent
-    turns of one role are joined; a system message after the first turn is user text."""
+    """Messages as strict chat templates (Gemma's, Mistral's) accept them: one optional system message,
+    then user and assistant turns alternating from the user's, adjacent turns of one role joined."""
     system: list[str] = []
     turns: list[dict[str, str]] = []
     for message in messages:
@@ -770,9 +753,8 @@ def alternating(messages: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
 
 
 def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> tuple[int, bool]:
-    """(answer tokens, whether the server's report was used): reasoning tokens reported outside
-    `completion_tokens` count too; a report implausibly below the answer's local count is not
-    trusted, so a server cannot send megabytes and charge a handful of tokens."""
+    """(answer tokens, whether the server's report was used): reasoning counts too; a report implausibly
+    below the local count is not trusted, so a server cannot send megabytes and charge a handful."""
     completion = getattr(usage, "completion_tokens", None)
     details = getattr(usage, "completion_tokens_details", None)
     reasoning = getattr(details, "reasoning_tokens", None) or 0
