@@ -213,9 +213,8 @@ class Budget:
     ) -> Reservation:
         """Hold the estimate or raise BudgetExhausted naming the first limit it would overrun. The input
         and its cost are held with `margin_percent`, the answer (`answer_cost_usd`) as is, because the
-        provider stops it there, as the planner holds a unit. `cost_usd` None (price unknown) is
-        refused only once the known spend reached the limit. `local_input_tokens`: the uncalibrated
-        count of `input_tokens`."""
+        provider stops it there. `cost_usd` None (price unknown) is refused only once the known spend
+        reached the limit. `local_input_tokens`: the uncalibrated count of `input_tokens`."""
         if phase not in PHASES:
             raise ValueError(f"unknown budget phase {phase!r}; expected one of {', '.join(PHASES)}")
         if input_tokens < 0 or max_output_tokens < 0:
@@ -287,8 +286,7 @@ class Budget:
         return None
 
     def left(self) -> Limits:
-        """What could be reserved now: each limit less what is spent and held, never below 0, and
-        never more than the parent has left."""
+        """What could be reserved now (never below 0, never more than the parent has left)."""
         with self._lock:
             input_left, output_left, cost_left = self._room()
             seconds_left = self.limits.seconds - (self._clock() - self._started)
@@ -312,8 +310,7 @@ class Budget:
         answer_tokens: int,
         held: Limits | None = None,
     ) -> Allowance:
-        """What a plan made now may spend: the tokens, calls and money left, less what `held` (units
-        planned and not sent yet) will reserve, and how a call is sized."""
+        """What a plan made now may spend, less what `held` (units planned and not sent yet) will reserve."""
         left, held = self.left(), held or Limits(0, 0, 0.0, 0.0, 0)
         return Allowance(
             input_tokens=max(left.input_tokens - held.input_tokens, 0),
@@ -339,8 +336,7 @@ class Budget:
         return max(self.limits.seconds - (self._clock() - self._started), 0.0)
 
     def deadline(self, share: float) -> Deadline:
-        """The moment on this budget's clock when `share` of the seconds left now will have passed:
-        how planning knows it has used its part of `max-seconds` (PLAN_SECONDS_SHARE)."""
+        """When `share` of the seconds left now will have passed: planning's part (PLAN_SECONDS_SHARE)."""
         with self._lock:
             now = self._clock()
             left = max(self.limits.seconds - (now - self._started), 0.0)
@@ -385,8 +381,7 @@ class Budget:
             level._open.pop(r.id, None)
 
     def started_model(self, *, import_seconds: float | None, waited: float) -> None:
-        """The review waited `waited` seconds for the model library to import before it could
-        start: `max-seconds` counts from when it can, so the clock moves on by that much."""
+        """The review waited for the model library's import: `max-seconds` counts from when it can start."""
         with self._lock:
             self._started += max(waited, 0.0)
             wait = round(self._startup.import_wait_seconds + max(waited, 0.0), 2)
@@ -408,8 +403,7 @@ class Budget:
             return self._spent.usage(self._clock() - self._started)
 
     def report(self) -> BudgetReport:
-        """The ledger; a limit the provider's usage took us over (every reservation fitted, so only
-        usage above an estimate can) is listed in `overrun`, so it is disclosed, never hidden."""
+        """The ledger; a limit the provider's usage took us over is in `overrun`: disclosed, never hidden."""
         with self._lock:
             used = self._spent.usage(self._clock() - self._started)
             overrun = tuple(

@@ -164,23 +164,16 @@ class _Asked(Generic[T]):
     continuation: Continuation[T] | None
 
 
+@dataclass(eq=False)
 class _ModelFailed(Exception):
     """This model cannot answer now: ask it again (`retryable`, after `retry_after` seconds when the
-    server said), else try the next one. `config` is true for auth/not-found/400."""
+    server said), else try the next one. `config` is true for auth/not-found/400. Never shown: callers
+    raise its `cause`."""
 
-    def __init__(
-        self,
-        cause: Exception,
-        *,
-        config: bool = False,
-        retryable: bool = False,
-        retry_after: float | None = None,
-    ) -> None:
-        self.cause = cause
-        self.config = config
-        self.retryable = retryable
-        self.retry_after = retry_after
-        super().__init__(str(cause))
+    cause: Exception
+    config: bool = False
+    retryable: bool = False
+    retry_after: float | None = None
 
 
 @dataclass(eq=False)
@@ -626,15 +619,13 @@ class ModelClient:
         if call.sent == 0 and _NO_CREDENTIALS.search(str(error)):
             self.budget.cancel(call.reservation)
             return _ModelFailed(ModelConfigError(f"no credentials for {model}: {_short(error)}"), config=True)
-        calls = max(call.sent, 1)
-        self._sent_here(calls)
         if isinstance(error, litellm.ContextWindowExceededError):
-            self.budget.settle(call.reservation, input_tokens=0, output_tokens=0, cost_usd=0.0, calls=calls)
+            self._charge(call, 0, 0, 0.0)
             return self._context_exceeded(model, error, call.input_estimate + call.max_tokens)
         timed_out = isinstance(error, litellm.Timeout)
         spent = call.input_estimate if timed_out else 0
         cost = None if call.price is None else spent * call.price[0]
-        self.budget.settle(call.reservation, input_tokens=spent, output_tokens=0, cost_usd=cost, calls=calls)
+        self._charge(call, spent, 0, cost)
         if timed_out:
             return _ModelFailed(CallTimedOut(call.timeout, capped=call.capped), retryable=True)
         return _classify(litellm, error)
@@ -658,7 +649,15 @@ class ModelClient:
             )
         price = call.price
         cost = None if price is None else input_tokens * price[0] + output_tokens * price[1]
+        self._charge(call, input_tokens, output_tokens, cost)
+        return dataclasses.replace(
+            answer, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost
+        )
+
+    def _charge(self, call: _Call, input_tokens: int, output_tokens: int, cost: float | None) -> None:
+        """Settle a sent request as every HTTP request litellm made for it (at least one)."""
         calls = max(call.sent, 1)
+        self._per_thread.calls = self.calls_in_this_thread() + calls
         self.budget.settle(
             call.reservation,
             input_tokens=input_tokens,
@@ -666,13 +665,6 @@ class ModelClient:
             cost_usd=cost,
             calls=calls,
         )
-        self._sent_here(calls)
-        return dataclasses.replace(
-            answer, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost
-        )
-
-    def _sent_here(self, calls: int) -> None:
-        self._per_thread.calls = self.calls_in_this_thread() + calls
 
     def _api_key(self, model: str) -> str | None:
         """The key to pass explicitly: a hosted model without its key is never sent a request."""

@@ -28,8 +28,7 @@ ASSUMED_CONTEXT_WINDOW = 8192
 PLACEHOLDER_API_KEY = "imreview-no-key"
 PROBE_TIMEOUT_SECONDS = 3.0
 COUNT_TIMEOUT_SECONDS = 3.0
-"""A count asked of the provider before the first call waits at most this long (within the seconds
-budget); one that does not answer in time leaves the stand-in count as it was."""
+"""A count asked of the provider before the first call waits at most this long (within the seconds left)."""
 _COUNTING_PROVIDERS = frozenset({"anthropic", "gemini", "vertex_ai", "bedrock", "azure_ai", "openai"})
 """The providers whose litellm token counter asks a counting API (`should_use_token_counting_api` in
 litellm 1.110.2); for any other, `litellm.acount_tokens` counts locally, which is no count."""
@@ -59,9 +58,8 @@ class ModelFacts:
 
 
 CALIBRATED_MARGIN_PERCENT = 103
-"""The input margin once a stand-in count is calibrated by the provider's own counts: what is left
-is the spread between one prompt and the next (measured on llama.cpp: 0.87 and 0.89 on two
-prompts of one run, benchmarks/real_model.md), not the tokenizer's bias."""
+"""The input margin once the provider's counts calibrated a stand-in: what is left is the spread between
+prompts (llama.cpp: 0.87 and 0.89 on two prompts of one run, benchmarks/real_model.md)."""
 
 
 @dataclass(frozen=True)
@@ -160,10 +158,8 @@ def probe_key() -> str | None:
 
 
 def api_key(facts: ModelFacts, config: Config) -> str | None:
-    """The key to pass explicitly: None when the provider's variables are set (litellm reads the
-    environment), a placeholder for a self-hosted server (`api_base`) when they are unset or blank
-    (an Action input of a missing secret is ""). Raises LookupError naming the missing variables for
-    a hosted model without its key, which is never sent a request."""
+    """The key to pass explicitly: None when the provider's variables are set (litellm reads them), a
+    placeholder for a self-hosted server (`api_base`); LookupError naming them for a hosted model."""
     if not facts.missing_keys:
         return None
     if config.api_base:
@@ -210,8 +206,7 @@ def _exact_tokenizer(litellm: ModuleType, model: str) -> bool:
 
 
 def window_in_error(message: str) -> int | None:
-    """The context window a server names in its refusal (vLLM/OpenAI: "maximum context length is
-    N tokens"; llama.cpp: `n_ctx`), or None."""
+    """The context window a server names in its refusal (vLLM/OpenAI, llama.cpp), or None."""
     return next((int(m.group(1)) for pattern in _WINDOW_IN_ERROR if (m := pattern.search(message))), None)
 
 
@@ -220,34 +215,24 @@ def probe_window(api_base: str, model: str, api_key: str | None = None) -> int |
     llama.cpp's `GET /props`. None when neither answers; never raises."""
     bare = api_base.rstrip("/").removesuffix("/v1")
     window = _window_in_models(_get_json(f"{bare}/v1/models", api_key), model)
-    if window is not None:
+    props = _get_json(f"{bare}/props", api_key) if window is None else None
+    if not isinstance(props, dict):
         return window
-    return _window_in_props(_get_json(f"{bare}/props", api_key))
+    settings = props.get("default_generation_settings")  # newer llama.cpp servers nest `n_ctx` there
+    nested = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return _positive_int(nested) or _positive_int(props.get("n_ctx"))
 
 
 def _window_in_models(models: Any, model: str) -> int | None:
-    """vLLM-style `/v1/models`: the entry for this model, named with or without its provider
-    prefix, or the only one when the server serves a single model under another name."""
+    """vLLM-style `/v1/models`: this model's entry (with or without its provider), or the only one."""
     entries = models.get("data") if isinstance(models, dict) else None
     if not isinstance(entries, list):
         return None
     name = model.split("/", 1)[1] if "/" in model else model
     dicts = [e for e in entries if isinstance(e, dict)]
     chosen = [e for e in dicts if e.get("id") in (name, model)] or (dicts if len(dicts) == 1 else [])
-    for entry in chosen:
-        for key in ("max_model_len", "context_length", "max_context_length"):
-            if window := _positive_int(entry.get(key)):
-                return window
-    return None
-
-
-def _window_in_props(props: Any) -> int | None:
-    """llama.cpp's `/props`: newer servers nest `n_ctx` in the generation settings."""
-    if not isinstance(props, dict):
-        return None
-    settings = props.get("default_generation_settings")
-    nested = settings.get("n_ctx") if isinstance(settings, dict) else None
-    return _positive_int(nested) or _positive_int(props.get("n_ctx"))
+    keys = ("max_model_len", "context_length", "max_context_length")
+    return next((window for e in chosen for key in keys if (window := _positive_int(e.get(key)))), None)
 
 
 def _positive_int(value: Any) -> int | None:
@@ -304,9 +289,8 @@ def provider_count(
 
 
 def _within(work: Callable[[], Any], timeout: float, name: str) -> Any:
-    """What `work` returns, run in a daemon thread, or None when it raised or took longer than
-    `timeout`: a socket's timeout bounds each read, not the answer, and a provider's client may
-    block in a thread of the loop's executor, which `asyncio.run` would wait for at shutdown."""
+    """What `work` returns in a daemon thread, or None when it raised or took longer than `timeout`: a
+    socket's timeout bounds each read, not the answer, and `asyncio.run` waits for its executor."""
     box: list[Any] = []
 
     def run() -> None:
