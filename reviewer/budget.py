@@ -292,11 +292,11 @@ class Budget:
             seconds_left = self.limits.seconds - (self._clock() - self._started)
             calls_left = self.limits.calls - self._spent.calls - len(self._open)
         own = Limits(
-            max(input_left, 0),
-            max(output_left, 0),
-            max(cost_left, 0.0),
-            max(seconds_left, 0.0),
-            max(calls_left, 0),
+            input_tokens=max(input_left, 0),
+            output_tokens=max(output_left, 0),
+            cost_usd=max(cost_left, 0.0),
+            seconds=max(seconds_left, 0.0),
+            calls=max(calls_left, 0),
         )
         return own if self.parent is None else _smaller(own, self.parent.left())
 

@@ -241,8 +241,7 @@ class ModelClient:
         return self.window()[0]
 
     def window(self) -> tuple[int, str]:
-        """(tokens, source), found once (`model_facts.find_window`); once a server refused a request
-        as too long, the window it told us wins (`learned`)."""
+        """(tokens, source), found once (`model_facts.find_window`) or told by a refusal (`learned`)."""
         if self._window is None:
             window, source, unknown = model_facts.find_window(
                 self.config, [self.facts(m) for m in self.models]
@@ -452,11 +451,9 @@ class ModelClient:
         if isinstance(second, Exception):
             return value
         asked.completions.append(second)
-        try:
-            more = asked.parse(second.text)
-        except ValueError:
-            return value
-        return continuation.join(value, more)
+        with contextlib.suppress(ValueError):  # an unparsable continuation adds nothing
+            value = continuation.join(value, asked.parse(second.text))
+        return value
 
     def _retry_cut(self, asked: _Asked[T]) -> tuple[T, list[Completion]]:
         """A cut answer asked for again with twice the room when the model and the budget allow it,
@@ -631,8 +628,7 @@ class ModelClient:
         return _classify(litellm, error)
 
     def _settled(self, answer: Completion, usage: Any, message: Any, call: _Call) -> Completion:
-        """Charge an answered request: the provider's prompt count (which calibrates the stand-in
-        count), and output tokens as reported unless the answer's own count disagrees."""
+        """Charge an answered request as the provider counted it (the prompt count calibrates ours)."""
         model = answer.model
         reported_input = getattr(usage, "prompt_tokens", None)
         input_tokens = int(reported_input or call.input_estimate)
@@ -677,8 +673,7 @@ class ModelClient:
             ) from None
 
     def _timeout(self, max_tokens: int, input_tokens: int = 0) -> tuple[float, bool]:
-        """(seconds, whether the seconds budget cut it short) for one request: `request_timeout`
-        when set, else scaled with the answer and prompt tokens; never past the time left."""
+        """(seconds, whether the seconds left cut it short): `request_timeout`, else scaled with the size."""
         wanted = self.config.request_timeout
         if wanted is None:
             wanted = (
