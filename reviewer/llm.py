@@ -691,13 +691,7 @@ class ModelClient:
         return min(room, model_max) if model_max else room
 
     def _max_tokens(self, model: str, requested: int | None) -> int:
-        model_max = self.facts(model).max_output_tokens or None
-        caps = (
-            self.config.max_output_tokens_per_call,
-            self.budget.output_tokens_left(),
-            requested,
-            model_max,
-        )
+        caps = (self.config.max_output_tokens_per_call, requested, self._answer_room(model))
         return min(cap for cap in caps if cap is not None)
 
     def _context_exceeded(self, model: str, error: Exception, sent: int) -> ContextExceeded:
