@@ -37,14 +37,12 @@ class Limits:
 
     @classmethod
     def unbounded(cls) -> Limits:
-        """Limits that never refuse: a ledger that only records (a scan's per-PR level between the
-        run and the PR's own budget, so a failed PR's row still shows what its calls cost)."""
+        """Limits that never refuse: a scan's per-PR ledger that only records what a PR's calls cost."""
         return cls(UNBOUNDED, UNBOUNDED, math.inf, math.inf, UNBOUNDED)
 
     @classmethod
     def shared_by_run(cls, limits: Limits) -> Limits:
-        """A scan run's limits: its cost and seconds are shared by every PR it reviews; tokens and
-        calls are each PR's own, so the run does not bound them."""
+        """A scan run's limits: cost and seconds shared by every PR; tokens and calls are each PR's own."""
         return cls(UNBOUNDED, UNBOUNDED, limits.cost_usd, limits.seconds, UNBOUNDED)
 
 
@@ -159,8 +157,8 @@ def held_cost_usd(cost_usd: float, answer_cost_usd: float, margin_percent: int =
 
 
 def held_call_cost(price: Price, input_tokens: int, answer_tokens: int, margin_percent: int) -> float:
-    """What a call of `input_tokens` and an answer of at most `answer_tokens` holds at `price`, as
-    `Budget.reserve` holds it: one rule for the planner, a re-plan's held units and a scan's admission."""
+    """What a call holds at `price`, as `Budget.reserve` holds it: one rule for the planner, a re-plan's
+    held units and a scan's admission."""
     answer = answer_tokens * price[1]
     return held_cost_usd(input_tokens * price[0] + answer, answer, margin_percent)
 
@@ -242,8 +240,7 @@ class Budget:
 
     @contextmanager
     def _locked(self) -> Iterator[list[Budget]]:
-        """This budget and every budget above it, each locked, child first (the one order, so two
-        children never deadlock)."""
+        """This budget and every one above it, locked child first (one order: children never deadlock)."""
         chain: list[Budget] = []
         level: Budget | None = self
         while level is not None:

@@ -110,8 +110,7 @@ def litellm_ready() -> tuple[float | None, float]:
 
 @functools.cache
 def _litellm() -> ModuleType:
-    """litellm once imported; a background import that failed (a concurrent import of a shared
-    dependency, say) is retried here, so an error surfaces where the model is needed."""
+    """litellm once imported; a failed background import is retried here, where its error belongs."""
     litellm_ready()
     return _import_litellm()
 
@@ -364,8 +363,7 @@ class ModelClient:
         return price
 
     def sends_schema(self) -> bool:
-        """Whether every model of the chain gets the response schema as `response_format`, so a
-        prompt can leave the answer's shape to it (a fallback without it needs the long format)."""
+        """Whether every model of the chain gets the schema, so a prompt can leave the shape to it."""
         return all(self.facts(model).supports_schema for model in self.models)
 
     def _warn_once(self, key: str, message: str) -> None:

@@ -176,8 +176,7 @@ def _quietly(default: T, answer: Callable[[], T]) -> T:
 
 
 def _missing_provider_keys(litellm: ModuleType, model: str) -> list[str]:
-    """The variables `model`'s provider needs and lacks, an empty value counting as lacking (litellm
-    only asks whether the name is set, and a missing Action secret is set to "")."""
+    """The variables `model`'s provider needs and lacks; empty counts as lacking (a missing secret is "")."""
     with _ENV_LOCK:
         blank = {name: value for name, value in os.environ.items() if not value.strip()}
         for name in blank:
