@@ -1,11 +1,8 @@
 """Limits, estimates and the ledger that every model call asks before it is sent (DESIGN section 5).
 
-One `Budget` per review, and one per scan run: the run is the **parent** of each PR's budget. A
-child's limits are the smaller of its own and what the parent has left when the child is made; a
-reservation must fit the child and every budget above it, and what a child spends (or holds) is
-charged to each of them, so a child can never spend what its parent does not have left. The
-planner is given its share as an `Allowance` (`Budget.allowance`); pricing (what an estimate
-holds, the least one call can cost) lives here too.
+One `Budget` per review, and one per scan run, the **parent** of each PR's: a reservation must fit
+the child and every budget above it, and is charged to each, so a child never spends what its parent
+does not have. The planner gets its share as an `Allowance`; pricing lives here too.
 """
 
 from __future__ import annotations
@@ -23,6 +20,9 @@ from dataclasses import dataclass
 from reviewer.errors import BudgetExhausted
 from reviewer.report import BudgetReport, CallRecord, Overrun, Startup, Usage
 
+UNBOUNDED = sys.maxsize
+"""A token or call limit that never refuses (a scan run's: those limits are each PR's)."""
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -37,19 +37,14 @@ class Limits:
 
     @classmethod
     def unbounded(cls) -> Limits:
-        """Limits that never refuse: a ledger that only records (a scan's per-PR level between the
-        run and the PR's own budget, so a failed PR's row still shows what its calls cost)."""
+        """Limits that never refuse: a scan's per-PR ledger that only records what a PR's calls cost."""
         return cls(UNBOUNDED, UNBOUNDED, math.inf, math.inf, UNBOUNDED)
 
     @classmethod
     def shared_by_run(cls, limits: Limits) -> Limits:
-        """A scan run's limits: its cost and seconds are shared by every PR it reviews; tokens and
-        calls are each PR's own, so the run does not bound them."""
+        """A scan run's limits: cost and seconds shared by every PR; tokens and calls are each PR's own."""
         return cls(UNBOUNDED, UNBOUNDED, limits.cost_usd, limits.seconds, UNBOUNDED)
 
-
-UNBOUNDED = sys.maxsize
-"""A token or call limit that never refuses (a scan run's: those limits are each PR's)."""
 
 DEFAULT_LIMITS = Limits()
 
@@ -61,17 +56,14 @@ MIN_CALL_INPUT_TOKENS = 1_000
 schema alone measure about 1,850 tokens. A budget that cannot pay for this cannot pay for a call."""
 
 DEFAULT_ANSWER_TOKENS = 2_222
-"""`answer_size.answer_reservation` for 6 findings in English, counted with tiktoken's o200k (as
-litellm counts gpt-4o-mini; cl100k gives 2,219); the review passes the count for its own model,
-language and `max-findings`."""
+"""`answer_size.answer_reservation` for 6 findings in English (tiktoken's o200k); the review passes
+the count for its own model, language and `max-findings`."""
 
 
 @dataclass(frozen=True)
 class Allowance:
-    """What the whole plan may spend, in the ledger's terms (DESIGN 5), and how a call is sized.
-
-    A request holds `margin_percent` of its counted input tokens; `window` bounds the held input plus
-    the answer reservation of one call; every None is unlimited."""
+    """What the whole plan may spend, in the ledger's terms (DESIGN 5; None: unlimited), and how a
+    call is sized: `window` bounds one call's held input plus its answer reservation."""
 
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -83,7 +75,7 @@ class Allowance:
     max_answer_tokens: int = 4096
     answer_tokens: int = DEFAULT_ANSWER_TOKENS
     """What one whole answer needs (`answer_size.answer_reservation`): every call reserves it, within
-    `max_answer_tokens`, a share of the window and the output and cost budgets."""
+    `max_answer_tokens`."""
 
 
 MARGIN_PERCENT = 115
@@ -109,9 +101,8 @@ def plausible(estimated: int, reported: int) -> bool:
 PHASES: tuple[str, ...] = ("review", "repair", "verify")
 
 PLAN_SECONDS_SHARE = 0.25
-"""The part of the seconds left that planning may use when a model will be called; past it the
-planner stops and the hunks it did not reach are `time` gaps, so the calls keep the rest. Without
-a model nothing follows the plan, so it may use all that is left."""
+"""The part of the seconds left that planning may use when a model will be called, so the calls keep
+the rest (hunks not reached are `time` gaps)."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +119,8 @@ class Deadline:
 
 @dataclass(frozen=True)
 class Reservation:
-    """What one in-flight call holds: the estimate with its margin, until it is settled or cancelled."""
+    """What one in-flight call holds until it is settled or cancelled, and its ledger `record`, which
+    settling completes with what the call used."""
 
     id: int
     phase: str
@@ -136,11 +128,7 @@ class Reservation:
     output_tokens: int
     cost_usd: float | None
     started_at: float
-    estimated_input_tokens: int = 0
-    max_output_tokens: int = 0
-    calibrated_input_tokens: int = 0
-    """The estimate as held before the margin: the local count scaled by the provider's earlier
-    counts (calibrated), or the local count itself (`estimated_input_tokens`)."""
+    record: CallRecord
 
 
 @dataclass
@@ -153,13 +141,8 @@ class _Spent:
     calls: int = 0
 
     def usage(self, seconds: float) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            cost_usd=None if self.cost_unknown else self.cost_usd,
-            seconds=round(seconds, 2),
-            calls=self.calls,
-        )
+        cost = None if self.cost_unknown else self.cost_usd
+        return Usage(self.input_tokens, self.output_tokens, cost, round(seconds, 2), self.calls)
 
 
 def held_tokens(tokens: int, margin_percent: int = MARGIN_PERCENT) -> int:
@@ -174,9 +157,8 @@ def held_cost_usd(cost_usd: float, answer_cost_usd: float, margin_percent: int =
 
 
 def held_call_cost(price: Price, input_tokens: int, answer_tokens: int, margin_percent: int) -> float:
-    """What a call of `input_tokens` and an answer of at most `answer_tokens` holds at `price`, as
-    `Budget.reserve` holds it (the margin on the input part only): one rule for the planner, the
-    held units of a re-plan and a scan's admission."""
+    """What a call holds at `price`, as `Budget.reserve` holds it: one rule for the planner, a re-plan's
+    held units and a scan's admission."""
     answer = answer_tokens * price[1]
     return held_cost_usd(input_tokens * price[0] + answer, answer, margin_percent)
 
@@ -195,11 +177,8 @@ _IDS = itertools.count(1)
 
 class Budget:
     """The run's ledger. Every call reserves before it is sent and settles after, under one lock,
-    so parallel workers can never jointly promise more than the limits allow.
-
-    With a `parent` (a scan run's budget), the limits are the smaller of `limits` and what the
-    parent has left now, the parent's clock is used, and every reservation, settlement and
-    cancellation is made in the parent too (locks taken child first)."""
+    so parallel workers can never jointly promise more than the limits allow. With a `parent`, the
+    limits are at most what it has left now, its clock is used, and everything is made in it too."""
 
     def __init__(
         self, limits: Limits, *, clock: Callable[[], float] = time.monotonic, parent: Budget | None = None
@@ -230,16 +209,10 @@ class Budget:
         margin_percent: int = MARGIN_PERCENT,
         local_input_tokens: int | None = None,
     ) -> Reservation:
-        """Hold the estimate or raise BudgetExhausted naming the first limit it would overrun.
-
-        The input estimate and its cost are held with `margin_percent` (100 when the count is exact);
-        `max_output_tokens` and its cost (`answer_cost_usd`, the part of `cost_usd` that pays for the
-        answer) are held as is, because the provider stops the answer there: the planner holds a
-        unit the same way, so a plan filled to the brim is accepted call by call. `cost_usd` None
-        means the price is unknown: the cost limit then only refuses once the known spend has
-        reached it. `local_input_tokens` is the local count when `input_tokens` is that count
-        calibrated by the provider's earlier counts (the ledger shows both).
-        """
+        """Hold the estimate or raise BudgetExhausted naming the first limit it would overrun. The input
+        and its cost are held with `margin_percent`, the answer (`answer_cost_usd`) as is, because the
+        provider stops it there. `cost_usd` None (price unknown) is refused only once the known spend
+        reached the limit. `local_input_tokens`: the uncalibrated count of `input_tokens`."""
         if phase not in PHASES:
             raise ValueError(f"unknown budget phase {phase!r}; expected one of {', '.join(PHASES)}")
         if input_tokens < 0 or max_output_tokens < 0:
@@ -247,24 +220,19 @@ class Budget:
         if margin_percent < 100:
             raise ValueError(f"margin_percent must be >= 100, got {margin_percent}")
         held_in = held_tokens(input_tokens, margin_percent)
-        held_out = max_output_tokens
         held_cost = None if cost_usd is None else held_cost_usd(cost_usd, answer_cost_usd, margin_percent)
         with self._locked() as chain:
             for level in chain:
-                refused = level._refusal(held_in, held_out, held_cost, check_seconds=level is self)
+                refused = level._refusal(held_in, max_output_tokens, held_cost, check_seconds=level is self)
                 if refused is not None:
                     self._exhausted = True
                     raise BudgetExhausted(*refused)
+            local = input_tokens if local_input_tokens is None else local_input_tokens
+            record = CallRecord(
+                phase, local, held_in, 0, max_output_tokens, 0, calibrated_input_tokens=input_tokens
+            )
             reservation = Reservation(
-                id=next(_IDS),
-                phase=phase,
-                input_tokens=held_in,
-                output_tokens=held_out,
-                cost_usd=held_cost,
-                started_at=self._clock(),
-                estimated_input_tokens=input_tokens if local_input_tokens is None else local_input_tokens,
-                max_output_tokens=max_output_tokens,
-                calibrated_input_tokens=input_tokens,
+                next(_IDS), phase, held_in, max_output_tokens, held_cost, self._clock(), record
             )
             for level in chain:
                 level._open[reservation.id] = reservation
@@ -272,8 +240,7 @@ class Budget:
 
     @contextmanager
     def _locked(self) -> Iterator[list[Budget]]:
-        """This budget and every budget above it, each locked, child first (the one order, so two
-        children never deadlock)."""
+        """This budget and every one above it, locked child first (one order: children never deadlock)."""
         chain: list[Budget] = []
         level: Budget | None = self
         while level is not None:
@@ -284,17 +251,26 @@ class Budget:
                 stack.enter_context(level._lock)
             yield chain
 
+    def _room(self) -> tuple[int, int, float]:
+        """Input tokens, output tokens and cost not spent or held (below 0 once usage overran)."""
+        held = self._open.values()
+        return (
+            self.limits.input_tokens - self._spent.input_tokens - sum(r.input_tokens for r in held),
+            self.limits.output_tokens - self._spent.output_tokens - sum(r.output_tokens for r in held),
+            self.limits.cost_usd
+            - self._spent.cost_usd
+            - sum(r.cost_usd for r in held if r.cost_usd is not None),
+        )
+
     def _refusal(
         self, held_in: int, held_out: int, held_cost: float | None, *, check_seconds: bool = True
     ) -> tuple[str, str] | None:
         limits = self.limits
-        input_left = limits.input_tokens - self._spent.input_tokens - self._held("input_tokens")
+        input_left, output_left, cost_left = self._room()
         if held_in > input_left or limits.input_tokens <= 0:
             return "input_tokens", f"needs {held_in} with margin, {max(input_left, 0)} left"
-        output_left = limits.output_tokens - self._spent.output_tokens - self._held("output_tokens")
         if held_out > output_left or limits.output_tokens <= 0:
             return "output_tokens", f"needs {held_out} with margin, {max(output_left, 0)} left"
-        cost_left = limits.cost_usd - self._spent.cost_usd - self._held_cost()
         over = held_cost is not None and held_cost > cost_left + COST_SLACK_USD
         if cost_left <= 0 or limits.cost_usd <= 0 or over:
             needs = "an unknown amount" if held_cost is None else f"${held_cost:.6f} with margin"
@@ -306,25 +282,19 @@ class Budget:
             return "calls", f"{self._spent.calls} made, {len(self._open)} in flight, limit {limits.calls}"
         return None
 
-    def _held(self, field: str) -> int:
-        return sum(getattr(r, field) for r in self._open.values())
-
-    def _held_cost(self) -> float:
-        return sum(r.cost_usd for r in self._open.values() if r.cost_usd is not None)
-
     def left(self) -> Limits:
-        """What could be reserved now: each limit less what is spent and held, never below 0, and
-        never more than the parent has left."""
+        """What could be reserved now (never below 0, never more than the parent has left)."""
         with self._lock:
-            limits, spent = self.limits, self._spent
-            output_left = limits.output_tokens - spent.output_tokens - self._held("output_tokens")
-            own = Limits(
-                input_tokens=max(limits.input_tokens - spent.input_tokens - self._held("input_tokens"), 0),
-                output_tokens=max(output_left, 0),
-                cost_usd=max(limits.cost_usd - spent.cost_usd - self._held_cost(), 0.0),
-                seconds=max(limits.seconds - (self._clock() - self._started), 0.0),
-                calls=max(limits.calls - spent.calls - len(self._open), 0),
-            )
+            input_left, output_left, cost_left = self._room()
+            seconds_left = self.limits.seconds - (self._clock() - self._started)
+            calls_left = self.limits.calls - self._spent.calls - len(self._open)
+        own = Limits(
+            input_tokens=max(input_left, 0),
+            output_tokens=max(output_left, 0),
+            cost_usd=max(cost_left, 0.0),
+            seconds=max(seconds_left, 0.0),
+            calls=max(calls_left, 0),
+        )
         return own if self.parent is None else _smaller(own, self.parent.left())
 
     def allowance(
@@ -337,14 +307,13 @@ class Budget:
         answer_tokens: int,
         held: Limits | None = None,
     ) -> Allowance:
-        """What a plan made now may spend: the tokens, calls and money left, less what `held` (units
-        planned and not sent yet) will reserve, and how a call is sized."""
-        left = self.left() if held is None else _less(self.left(), held)
+        """What a plan made now may spend, less what `held` (units planned and not sent yet) will reserve."""
+        left, held = self.left(), held or Limits(0, 0, 0.0, 0.0, 0)
         return Allowance(
-            input_tokens=left.input_tokens,
-            output_tokens=left.output_tokens,
-            calls=left.calls,
-            cost_usd=left.cost_usd,
+            input_tokens=max(left.input_tokens - held.input_tokens, 0),
+            output_tokens=max(left.output_tokens - held.output_tokens, 0),
+            calls=max(left.calls - held.calls, 0),
+            cost_usd=max(left.cost_usd - held.cost_usd, 0.0),
             price=price,
             window=window,
             margin_percent=margin_percent,
@@ -364,34 +333,18 @@ class Budget:
         return max(self.limits.seconds - (self._clock() - self._started), 0.0)
 
     def deadline(self, share: float) -> Deadline:
-        """The moment on this budget's clock when `share` of the seconds left now will have passed:
-        how planning knows it has used its part of `max-seconds` (PLAN_SECONDS_SHARE)."""
+        """When `share` of the seconds left now will have passed: planning's part (PLAN_SECONDS_SHARE)."""
         with self._lock:
             now = self._clock()
             left = max(self.limits.seconds - (now - self._started), 0.0)
         return Deadline(self._clock, now, now + max(share, 0.0) * left)
 
     def settle(
-        self,
-        r: Reservation,
-        *,
-        input_tokens: int,
-        output_tokens: int,
-        cost_usd: float | None,
-        calls: int = 1,
+        self, r: Reservation, *, input_tokens: int, output_tokens: int, cost_usd: float | None, calls: int = 1
     ) -> None:
-        """Replace the reservation by what the call really used; it counts as a call whatever the
-        answer was, because it reached the server (`calls` more than one when the client library
-        re-sent it on its own)."""
-        record = CallRecord(
-            phase=r.phase,
-            estimated_input_tokens=r.estimated_input_tokens,
-            calibrated_input_tokens=r.calibrated_input_tokens,
-            reserved_input_tokens=r.input_tokens,
-            input_tokens=input_tokens,
-            max_output_tokens=r.max_output_tokens,
-            output_tokens=output_tokens,
-        )
+        """Replace the reservation by what the call used; it is a call whatever the answer was, because
+        it reached the server (`calls` > 1 when the client library re-sent it on its own)."""
+        record = dataclasses.replace(r.record, input_tokens=input_tokens, output_tokens=output_tokens)
         with self._locked() as chain:
             self._take(r, chain)
             seconds = self._clock() - r.started_at
@@ -399,19 +352,15 @@ class Budget:
                 for spent in (level._spent, level._by_phase[r.phase]):
                     spent.input_tokens += input_tokens
                     spent.output_tokens += output_tokens
-                    if cost_usd is None:
-                        spent.cost_unknown = True
-                    else:
-                        spent.cost_usd += cost_usd
+                    spent.cost_unknown |= cost_usd is None
+                    spent.cost_usd += cost_usd or 0.0
                     spent.seconds += seconds
                     spent.calls += calls
                 level._ledger.append(record)
 
     def record_count(self, estimated: int, counted: int, calibrated: int) -> None:
-        """A count the provider made of a prompt before it was sent, in the ledger as phase "count":
-        our local estimate, the provider's count (`input_tokens`) and the estimate it calibrated to
-        (the estimate itself when it was implausible or lower). It costs no tokens or money and is not a model
-        call, so it spends nothing and does not count against max-calls; its time is the clock's."""
+        """A count the provider made of a prompt before it was sent, in the ledger as phase "count"
+        (the provider's count as `input_tokens`); not a model call, it spends nothing."""
         record = CallRecord("count", estimated, 0, counted, 0, 0, calibrated_input_tokens=calibrated)
         with self._locked() as chain:
             for level in chain:
@@ -429,8 +378,7 @@ class Budget:
             level._open.pop(r.id, None)
 
     def started_model(self, *, import_seconds: float | None, waited: float) -> None:
-        """The review waited `waited` seconds for the model library to import before it could
-        start: `max-seconds` counts from when it can, so the clock moves on by that much."""
+        """The review waited for the model library's import: `max-seconds` counts from when it can start."""
         with self._lock:
             self._started += max(waited, 0.0)
             wait = round(self._startup.import_wait_seconds + max(waited, 0.0), 2)
@@ -452,42 +400,26 @@ class Budget:
             return self._spent.usage(self._clock() - self._started)
 
     def report(self) -> BudgetReport:
-        """The ledger; a limit the provider's usage took us over (every reservation fitted, so only
-        usage above an estimate can) is listed in `overrun`, so it is disclosed, never hidden."""
+        """The ledger; a limit the provider's usage took us over is in `overrun`: disclosed, never hidden."""
         with self._lock:
-            elapsed = self._clock() - self._started
-            used = self._spent.usage(elapsed)
+            used = self._spent.usage(self._clock() - self._started)
+            overrun = tuple(
+                Overrun(name, value, limit)
+                for name in ("input_tokens", "output_tokens", "cost_usd", "calls")
+                if (value := getattr(used, name)) is not None
+                and value > (limit := getattr(self.limits, name)) + 1e-9
+            )
             return BudgetReport(
                 limits=dataclasses.asdict(self.limits),
                 used=used,
                 exhausted=self._exhausted,
                 by_phase={phase: spent.usage(spent.seconds) for phase, spent in self._by_phase.items()},
                 calls=tuple(self._ledger),
-                overrun=overruns(self.limits, used),
+                overrun=overrun,
                 startup=self._startup,
             )
-
-
-def _less(left: Limits, held: Limits) -> Limits:
-    return Limits(
-        input_tokens=max(left.input_tokens - held.input_tokens, 0),
-        output_tokens=max(left.output_tokens - held.output_tokens, 0),
-        cost_usd=max(left.cost_usd - held.cost_usd, 0.0),
-        seconds=left.seconds,
-        calls=max(left.calls - held.calls, 0),
-    )
 
 
 def _smaller(a: Limits, b: Limits) -> Limits:
     """Each limit the smaller of the two."""
     return Limits(*(min(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(Limits)))
-
-
-def overruns(limits: Limits, used: Usage) -> tuple[Overrun, ...]:
-    """Each token, cost or call limit that `used` is above."""
-    out = []
-    for name in ("input_tokens", "output_tokens", "cost_usd", "calls"):
-        value, limit = getattr(used, name), getattr(limits, name)
-        if value is not None and value > limit + 1e-9:
-            out.append(Overrun(limit=name, used=value, allowed=limit))
-    return tuple(out)

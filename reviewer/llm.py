@@ -1,7 +1,7 @@
 """Model calls through litellm: budget-aware, with our own retries, fallbacks and one JSON repair.
 
-This is the only module that imports litellm, and only inside functions: importing litellm costs
-seconds and fetches a cost map unless told not to, so `--help` and rendering never pay for it.
+The only module that imports litellm, and only inside functions: importing it costs seconds and
+fetches a cost map unless told not to, so `--help` and rendering never pay for it.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import email.utils
 import functools
+import json
 import os
 import re
 import threading
@@ -20,7 +21,7 @@ from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from reviewer import model_facts
-from reviewer.budget import Budget, Reservation, plausible
+from reviewer.budget import EXACT_MARGIN_PERCENT, UNCERTAIN_MARGIN_PERCENT, Budget, Reservation, plausible
 from reviewer.config import Config
 from reviewer.errors import (
     AnswerUnparsed,
@@ -38,9 +39,8 @@ MAX_ATTEMPTS = 3
 TIMEOUT_BASE_SECONDS = 60.0
 TIMEOUT_SECONDS_PER_ANSWER_TOKEN = 0.1
 TIMEOUT_SECONDS_PER_PROMPT_TOKEN = 0.05
-"""Without `request_timeout`, a call may take 60 s, plus 0.1 s per answer token asked for and 0.05 s
-per prompt token (a busy 2-core CPU server reads ~30 prompt tokens and writes ~10 answer tokens a
-second), and never longer than the seconds budget has left."""
+"""Without `request_timeout`, a call may take 60 s plus these per answer and prompt token (a busy 2-core
+CPU server reads ~30 prompt and writes ~10 answer tokens a second), within the seconds left."""
 CUT_ANSWER_FINDINGS = 3
 """After an answer cut at `max_tokens` with no room for a larger one, the retry asks for at most this many."""
 REPAIR_ANSWER_CHARS = 16_000
@@ -52,6 +52,14 @@ PLAUSIBLE_USAGE_RATIO = 2
 PLAUSIBLE_USAGE_SLACK_TOKENS = 64
 """...and more than this many tokens below it: a few tokens of a short answer evade nothing."""
 BACKOFF_BASE_SECONDS = 1.0
+_RETRYABLE_ERRORS = (
+    "RateLimitError",
+    "InternalServerError",
+    "ServiceUnavailableError",
+    "Timeout",
+    "APIConnectionError",
+)
+_CONFIG_ERRORS = ("AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError")
 _NO_CREDENTIALS = re.compile(r"missing credentials|api_key client option must be set", re.IGNORECASE)
 _OFFLINE_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "LITELLM_OFFLINE_MODE": "true"}
 
@@ -68,58 +76,42 @@ def _import_litellm() -> ModuleType:
     return litellm
 
 
-class _Preload:
-    """litellm's import (seconds on a 2-core runner) in a background thread, started while the PR
-    is still being read, so the review does not wait for it after; `wait` joins it."""
+class _Preload(threading.Thread):
+    """litellm's import (seconds on a 2-core runner), started while the PR is read. Not a daemon: a
+    run that ends early waits for it rather than have the interpreter shut down under an import."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._done = threading.Event()
-        self.seconds: float | None = None
+    seconds: float | None = None
 
-    def start(self) -> None:
-        """Not a daemon: a run that ends before it needs the model (an empty diff, an error) waits
-        for the import at exit rather than have the interpreter shut down under a running import."""
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="imreview-import-litellm")
-                self._thread.start()
-
-    def _run(self) -> None:
+    def run(self) -> None:
         started = time.perf_counter()
         with contextlib.suppress(BaseException):  # `_litellm` imports again in the caller's thread
             _import_litellm()
         self.seconds = time.perf_counter() - started
-        self._done.set()
-
-    def wait(self) -> float:
-        """Seconds the caller waited for the import to finish (starting it if nobody had)."""
-        started = time.perf_counter()
-        self.start()
-        self._done.wait()
-        return time.perf_counter() - started
 
 
-_PRELOAD = _Preload()
+_PRELOAD = _Preload(name="imreview-import-litellm")
+_PRELOAD_LOCK = threading.Lock()
 
 
 def preload_litellm() -> None:
     """Start importing litellm in the background (the PR path calls this before reading the diff)."""
-    _PRELOAD.start()
+    with _PRELOAD_LOCK:
+        if _PRELOAD.ident is None:
+            _PRELOAD.start()
 
 
 def litellm_ready() -> tuple[float | None, float]:
     """Block until litellm is imported: (seconds the import took, seconds this call waited)."""
-    waited = _PRELOAD.wait()
-    return _PRELOAD.seconds, waited
+    started = time.perf_counter()
+    preload_litellm()
+    _PRELOAD.join()
+    return _PRELOAD.seconds, time.perf_counter() - started
 
 
 @functools.cache
 def _litellm() -> ModuleType:
-    """litellm once imported (see `_Preload`); a background import that failed (a concurrent import
-    of a shared dependency, say) is retried here, so an error surfaces where the model is needed."""
-    _PRELOAD.wait()
+    """litellm once imported; a failed background import is retried here, where its error belongs."""
+    litellm_ready()
     return _import_litellm()
 
 
@@ -139,32 +131,13 @@ class Completion:
 
 @dataclass(frozen=True)
 class Continuation(Generic[T]):
-    """How to ask for the rest of an answer that parsed but ended early (cut at `max_tokens`, or a
-    malformed tail in the middle of its findings): `missing` says whether it did, `prompt` writes
-    the request for what is missing (from the answer's text and what parsed), `join` adds the
-    continuation's items to the first answer's. `affordable` says whether the budget has room for
-    one more call beyond the work still planned; the ledger refuses a call past its limits anyway."""
+    """How to ask for the rest of an answer that parsed but ended early (cut, or a malformed tail).
+    `affordable`: whether the budget has room for one more call beyond the work still planned."""
 
     missing: Callable[[T], bool]
     prompt: Callable[[str, T], str]
     join: Callable[[T, T], T]
     affordable: Callable[[int], bool] = lambda max_tokens: True
-
-
-@dataclass(frozen=True)
-class _Asked(Generic[T]):
-    """A model's first answer to `complete_json` and what every follow-up call (repair, retry of a
-    cut answer, continuation) asks again with: one value passed on instead of nine arguments."""
-
-    model: str
-    messages: list[dict[str, str]]
-    first: Completion
-    parse: Callable[[str], T]
-    response_schema: Mapping[str, Any] | None
-    completions: list[Completion]
-    repair_prompt: Callable[[str, str], str] | None
-    max_tokens: int | None
-    continuation: Continuation[T] | None
 
 
 @dataclass(frozen=True)
@@ -177,37 +150,35 @@ class _Ask:
     response_schema: Mapping[str, Any] | None
 
 
-class _RequestCounter:
-    """litellm's per-call `logger_fn`, called before every HTTP request it makes: it re-sends on
-    its own after some errors (a role-alternation or 422 answer), and each request is a call."""
-
-    def __init__(self) -> None:
-        self.sent = 0
-
-    def __call__(self, details: Mapping[str, Any]) -> None:
-        if details.get("log_event_type") == "pre_api_call":
-            self.sent += 1
-
-
-class _Retryable(Exception):
-    def __init__(self, cause: Exception, retry_after: float | None) -> None:
-        self.cause = cause
-        self.retry_after = retry_after
-        super().__init__(str(cause))
-
-
-class _ModelFailed(Exception):
-    """This model cannot answer now; try the next one. `config` is true for auth/not-found/400."""
-
-    def __init__(self, cause: Exception, *, config: bool) -> None:
-        self.cause = cause
-        self.config = config
-        super().__init__(str(cause))
-
-
 @dataclass(frozen=True)
+class _Asked(Generic[T]):
+    """A model's first answer to `complete_json` and what every follow-up call asks again with."""
+
+    ask: _Ask
+    first: Completion
+    parse: Callable[[str], T]
+    completions: list[Completion]
+    repair_prompt: Callable[[str, str], str] | None
+    max_tokens: int | None
+    continuation: Continuation[T] | None
+
+
+@dataclass(eq=False)
+class _ModelFailed(Exception):
+    """This model cannot answer now: ask it again (`retryable`, after `retry_after` seconds when the
+    server said), else try the next one. `config` is true for auth/not-found/400. Never shown: callers
+    raise its `cause`."""
+
+    cause: Exception
+    config: bool = False
+    retryable: bool = False
+    retry_after: float | None = None
+
+
+@dataclass(eq=False)
 class _Call:
-    """A request once its worst case is held in the budget: what settling it needs."""
+    """A request once its worst case is held in the budget, and litellm's `logger_fn` counting the HTTP
+    requests it sends (`sent`): it re-sends on its own after some errors, and each is a call."""
 
     reservation: Reservation
     max_tokens: int
@@ -216,24 +187,10 @@ class _Call:
     price: tuple[float, float] | None
     timeout: float
     capped: bool
+    sent: int = 0
 
-
-@dataclass(frozen=True)
-class _Answer:
-    """What litellm answered: the raw response (for its usage) and its first choice."""
-
-    response: Any
-    choice: Any
-    text: str
-    finish_reason: Any
-
-    @classmethod
-    def of(cls, response: Any, requests: _RequestCounter) -> _Answer:
-        """Raises ModelError for no response: inside the send's `try`, so it is settled as a failure."""
-        if response is None:  # litellm re-sent after an error it handles itself, then gave up
-            raise ModelError(f"no answer: litellm gave up after {requests.sent} requests")
-        choice = response.choices[0]
-        return cls(response, choice, choice.message.content or "", choice.finish_reason)
+    def __call__(self, details: Mapping[str, Any]) -> None:
+        self.sent += details.get("log_event_type") == "pre_api_call"
 
 
 class ModelClient:
@@ -261,80 +218,55 @@ class ModelClient:
         self._facts: dict[str, model_facts.ModelFacts] = {}
         self._calibration: dict[str, model_facts.Calibration] = {}
         self._window: tuple[int, str] | None = None
-        self._assumed_window: int | None = None
+        self.assumed_window: int | None = None
+        """The window first assumed, when a server's answer taught us a smaller one."""
         self._per_thread = threading.local()
 
     def calls_in_this_thread(self) -> int:
-        """Requests this thread has sent so far (every attempt, as the budget counts them): a
-        caller reads it before and after a call to say how many requests a failure cost."""
+        """Requests this thread has sent (as the budget counts them), to say what a failure cost."""
         return int(getattr(self._per_thread, "calls", 0))
-
-    def _sent_here(self, calls: int) -> None:
-        self._per_thread.calls = self.calls_in_this_thread() + calls
 
     def facts(self, model: str) -> model_facts.ModelFacts:
         """What we know about `model` (window, price, tokenizer, credentials, schema), read once."""
-        with self._lock:
-            if model in self._facts:
-                return self._facts[model]
-        facts = model_facts.read(_litellm(), model, self.config)
-        with self._lock:
-            return self._facts.setdefault(model, facts)
+        known = self._facts.get(model)
+        return known or self._facts.setdefault(model, model_facts.read(_litellm(), model, self.config))
 
     def credentials_missing(self) -> list[str]:
-        """Environment keys the primary model needs and lacks; none when `api_base` is set, because
-        a self-hosted server gets a placeholder key."""
-        if self.config.api_base:
-            return []
-        return list(self.facts(self.models[0]).missing_keys)
+        """Environment keys the primary model needs and lacks (a self-hosted server gets a placeholder)."""
+        return [] if self.config.api_base else list(self.facts(self.models[0]).missing_keys)
 
     def context_window(self) -> int:
         """The smallest input window in the chain, so a unit packed for it fits every fallback."""
         return self.window()[0]
 
     def window(self) -> tuple[int, str]:
-        """(tokens, source), found once (`model_facts.find_window`); once a server refused a request
-        as too long, the window it told us wins (`learned`)."""
-        with self._lock:
-            if self._window is not None:
-                return self._window
-        found = self._find_window()
-        with self._lock:
-            if self._window is None:
-                self._window = found
-            return self._window
-
-    def _find_window(self) -> tuple[int, str]:
-        window, source, unknown = model_facts.find_window(
-            self.config, [self.facts(model) for model in self.models]
-        )
-        server = (
-            " and the server at api_base did not say its window (GET /v1/models, GET /props)"
-            if self.config.api_base
-            else ""
-        )
-        for model in unknown:
-            self._warn_once(
-                f"context:{model}",
-                f"model {model!r} is unknown to litellm's model map{server}: assuming a context window of "
-                f"{model_facts.ASSUMED_CONTEXT_WINDOW} tokens (set `context_window` to override)",
+        """(tokens, source), found once (`model_facts.find_window`) or told by a refusal (`learned`)."""
+        if self._window is None:
+            window, source, unknown = model_facts.find_window(
+                self.config, [self.facts(m) for m in self.models]
             )
-        return window, source
+            server = (
+                " and the server at api_base did not say its window (GET /v1/models, GET /props)"
+                if self.config.api_base
+                else ""
+            )
+            for model in unknown:
+                self._warn_once(
+                    f"context:{model}",
+                    f"model {model!r} is unknown to litellm's model map{server}: assuming a context window "
+                    f"of {model_facts.ASSUMED_CONTEXT_WINDOW} tokens (set `context_window` to override)",
+                )
+            with self._lock:
+                self._window = self._window or (window, source)
+        return self._window
 
     def learn_window(self, window: int) -> None:
         """Record the window a server told us in a context-exceeded answer (never grows)."""
         current = self.window()
         with self._lock:
             if window < current[0]:
-                if self._assumed_window is None:
-                    self._assumed_window = current[0]
+                self.assumed_window = self.assumed_window or current[0]
                 self._window = (window, "learned")
-
-    @property
-    def assumed_window(self) -> int | None:
-        """The window first assumed, when a server's answer taught us a smaller one."""
-        with self._lock:
-            return self._assumed_window
 
     def answer_cap(self) -> int:
         """The largest answer one call may ask for: the per-call setting, within every model's own cap."""
@@ -343,15 +275,15 @@ class ModelClient:
         return max(1, min(caps))
 
     def margin_percent(self) -> int:
-        """The reservation margin on input counts: none when litellm counts with the model's own
-        tokenizer (OpenAI models through tiktoken), a small one where its count is a stand-in, and
-        a smaller one once the provider's counts have calibrated the stand-in."""
+        """The reservation margin on the primary model's input counts (`_margin`)."""
         return self._margin(self.models[0])
 
     def _margin(self, model: str) -> int:
+        """None when litellm counts with the model's own tokenizer (OpenAI models through tiktoken),
+        a small one where its count is a stand-in, a smaller one once the provider calibrated it."""
         if self.calibration(model).calibrated:
             return model_facts.CALIBRATED_MARGIN_PERCENT
-        return self.facts(model).margin_percent
+        return EXACT_MARGIN_PERCENT if self.facts(model).exact_tokenizer else UNCERTAIN_MARGIN_PERCENT
 
     def needs_calibration(self) -> bool:
         """True while the primary model's count is a stand-in no provider answer has calibrated."""
@@ -359,23 +291,18 @@ class ModelClient:
         return not self.facts(model).exact_tokenizer and not self.calibration(model).calibrated
 
     def calibration(self, model: str) -> model_facts.Calibration:
-        with self._lock:
-            return self._calibration.get(model, model_facts.Calibration())
+        return self._calibration.get(model, model_facts.Calibration())
 
-    def _calibrate(self, model: str, estimated: int, reported: int | None) -> None:
+    def _calibrate(self, model: str, estimated: int, reported: int) -> None:
         """Learn from the provider's prompt count of an answered request (stand-in tokenizers only)."""
-        if not reported or estimated <= 0 or self.facts(model).exact_tokenizer:
+        if reported <= 0 or estimated <= 0 or self.facts(model).exact_tokenizer:
             return
         with self._lock:
-            self._calibration[model] = self._calibration.get(model, model_facts.Calibration()).add(
-                estimated, reported
-            )
+            self._calibration[model] = self.calibration(model).add(estimated, reported)
 
     def count_with_provider(self, messages: Sequence[Mapping[str, str]]) -> bool:
-        """Ask the provider to count the prompt of a request with `messages` before it is sent
-        (`model_facts.provider_count`, within COUNT_TIMEOUT_SECONDS and the seconds left), record the
-        count in the ledger and calibrate the primary model's stand-in count with it, as an answer's
-        usage would. True when the count is now calibrated; False (nothing changed) without an answer."""
+        """Calibrate the primary model's stand-in count with the provider's count of a prompt before it
+        is sent (`model_facts.provider_count`), recorded in the ledger. True when now calibrated."""
         model = self.models[0]
         timeout = min(model_facts.COUNT_TIMEOUT_SECONDS, self.budget.seconds_left() / 2)
         if not self.needs_calibration() or timeout < 0.1:
@@ -403,25 +330,26 @@ class ModelClient:
     def count_request(
         self, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None = None
     ) -> int:
-        """Tokens of a request as it will be sent to the primary model: the messages with their
-        framing, plus the response schema when it goes out as `response_format`; the local count,
-        calibrated by the provider's counts when they are known."""
+        """Tokens of a request as the primary model will count it (calibrated, when it can be)."""
         model = self.models[0]
         return self.calibration(model).apply(self._count_local(model, messages, response_schema))
 
     def _count_local(
         self, model: str, messages: Sequence[Mapping[str, str]], response_schema: Mapping[str, Any] | None
     ) -> int:
-        return model_facts.count_request(_litellm(), self.facts(model), messages, response_schema)
+        """The messages with their framing, plus the schema when it goes out as `response_format`."""
+        tokens = model_facts.count(_litellm(), model, messages=messages)
+        if response_schema is not None and self.facts(model).supports_schema:
+            tokens += model_facts.count(_litellm(), model, text=json.dumps(dict(response_schema)))
+        return tokens
 
     def count_tokens(self, text: str) -> int:
         """A text's tokens for the primary model, counted locally."""
-        return self._count(self.models[0], text=text)
+        return model_facts.count(_litellm(), self.models[0], text=text)
 
     def count_tokens_calibrated(self, text: str) -> int:
         """`count_tokens` as the provider will count it (`calibration`), for the planner."""
-        model = self.models[0]
-        return self.calibration(model).apply(self._count(model, text=text))
+        return self.calibration(self.models[0]).apply(self.count_tokens(text))
 
     def price(self, model: str) -> tuple[float, float] | None:
         """(input, output) USD per token: configured prices first, then litellm's bundled map."""
@@ -434,6 +362,17 @@ class ModelClient:
             )
         return price
 
+    def sends_schema(self) -> bool:
+        """Whether every model of the chain gets the schema, so a prompt can leave the shape to it."""
+        return all(self.facts(model).supports_schema for model in self.models)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        with self._lock:
+            if key in self._warned:
+                return
+            self._warned.add(key)
+        self._warn(message)
+
     def complete_json(
         self,
         messages: list[dict[str, str]],
@@ -445,39 +384,19 @@ class ModelClient:
         max_tokens: int | None = None,
         continuation: Continuation[T] | None = None,
     ) -> tuple[T, list[Completion]]:
-        """Ask the chain for an answer `parse` accepts (it raises ValueError otherwise), repairing an
-        unparsable answer once with the same model. An answer that parsed but ended early keeps
-        what it holds; with a `continuation`, one more call asks for only what is missing, when the
-        budget allows it (else, or when that call fails, the first answer is returned as it is).
-        `response_schema` is sent as `response_format` only to models litellm says support it;
-        `parse` must validate regardless.
-
-        `max_tokens` is the answer reservation the plan sized for this call (the per-call cap when
-        None). Raises BudgetExhausted unchanged, ContextExceeded when the server found the request
-        longer than its window (the caller re-splits), AnswerUnparsed when the repair did not parse
-        either, and ModelError (ModelConfigError when no model was usable at all) when every model
-        failed.
-        """
-        completions: list[Completion] = []
+        """Ask the chain for an answer `parse` accepts (else it raises ValueError), repairing it once,
+        continuing one that ended early when a `continuation` says how and the budget allows. `parse`
+        must validate even with `response_schema`. Raises BudgetExhausted, ContextExceeded (the caller
+        re-splits), AnswerUnparsed, ModelError (ModelConfigError when no model was usable at all)."""
         failures: list[_ModelFailed] = []
         for model in self.models:
+            ask = _Ask(model, messages, phase, response_schema)
             try:
-                first = self._complete_with_retries(_Ask(model, messages, phase, response_schema), max_tokens)
+                first = self._complete_with_retries(ask, max_tokens)
             except _ModelFailed as failed:
                 failures.append(failed)
                 continue
-            completions.append(first)
-            asked = _Asked(
-                model,
-                messages,
-                first,
-                parse,
-                response_schema,
-                completions,
-                repair_prompt,
-                max_tokens,
-                continuation,
-            )
+            asked = _Asked(ask, first, parse, [first], repair_prompt, max_tokens, continuation)
             return self._followed_up(asked)
         last = failures[-1].cause
         message = f"model call failed for {', '.join(self.models)}; last error: {_short(last)}"
@@ -486,9 +405,8 @@ class ModelClient:
         raise ModelError(message) from last
 
     def _followed_up(self, asked: _Asked[T]) -> tuple[T, list[Completion]]:
-        """The first answer a model gave, as `complete_json` returns it: a cut one that did not
-        parse asked again with more room, any other repaired once, a parsed but incomplete one
-        continued when a `continuation` says what is missing."""
+        """The first answer as `complete_json` returns it: a cut one that did not parse asked again
+        with more room, any other repaired once, a parsed but incomplete one continued."""
         try:
             value = asked.parse(asked.first.text)
         except ValueError as error:
@@ -500,10 +418,7 @@ class ModelClient:
         return value, asked.completions
 
     def _repair(self, asked: _Asked[T], error: ValueError) -> tuple[T, list[Completion]]:
-        """One more call with the same model: the conversation so far, the bad answer as the
-        assistant's turn, then the repair request as the user's (strict chat templates refuse two
-        user turns in a row)."""
-        model = asked.model
+        model = asked.ask.model
         second = self._follow_up(asked, _short(error), asked.repair_prompt, asked.max_tokens)
         if isinstance(second, Exception):
             raise AnswerUnparsed(
@@ -520,10 +435,8 @@ class ModelClient:
             ) from again
 
     def _continue(self, asked: _Asked[T], value: T, continuation: Continuation[T]) -> T:
-        """One call for the rest of an answer that ended early: the conversation, the answer as the
-        assistant's turn, then the request for what it had not written yet. What the first answer
-        holds is kept whatever happens to this call."""
-        room = self._max_tokens(asked.model, asked.max_tokens)
+        """One call for the rest of an answer; what the first one holds is kept whatever happens."""
+        room = self._max_tokens(asked.ask.model, asked.max_tokens)
         if room < min(MIN_USEFUL_MAX_TOKENS, self.config.max_output_tokens_per_call) or not (
             continuation.affordable(room)
         ):
@@ -536,27 +449,22 @@ class ModelClient:
         if isinstance(second, Exception):
             return value
         asked.completions.append(second)
-        try:
-            more = asked.parse(second.text)
-        except ValueError:
-            return value
-        return continuation.join(value, more)
+        with contextlib.suppress(ValueError):  # an unparsable continuation adds nothing
+            value = continuation.join(value, asked.parse(second.text))
+        return value
 
     def _retry_cut(self, asked: _Asked[T]) -> tuple[T, list[Completion]]:
-        """An answer cut at `max_tokens` (finish_reason "length") is asked for once more: the same
-        request with twice the room when the model and the budget allow it, else a request for at
-        most CUT_ANSWER_FINDINGS findings in the same room. Sending it to repair with the same limit
-        would only cut it again."""
-        model, first = asked.model, asked.first
+        """A cut answer asked for again with twice the room when the model and the budget allow it,
+        else for at most CUT_ANSWER_FINDINGS findings: a repair in the same room would be cut again."""
+        first = asked.first
         cut_at = first.max_tokens or first.output_tokens
         cut = f"the answer was cut at {cut_at} tokens (max_tokens)"
         window_room = self.context_window() - first.input_tokens - PROMPT_SAFETY_TOKENS
-        larger = min(2 * cut_at, self._answer_room(model), window_room)
+        larger = min(2 * cut_at, self._answer_room(asked.ask.model), window_room)
         try:
             if larger >= cut_at + cut_at // 2:
-                second: Completion | Exception = self._complete_with_retries(
-                    _Ask(model, asked.messages, "repair", asked.response_schema), answer_tokens=larger
-                )
+                retry = dataclasses.replace(asked.ask, phase="repair")
+                second: Completion | Exception = self._complete_with_retries(retry, answer_tokens=larger)
             else:
                 reason = (
                     f"{cut}; answer again with at most {CUT_ANSWER_FINDINGS} findings, "
@@ -595,8 +503,8 @@ class ModelClient:
         repair_prompt: Callable[[str, str], str] | None,
         answer_tokens: int | None,
     ) -> Completion | Exception:
-        """user → assistant (the previous answer) → user (what was wrong): one more "repair" call,
-        or the error that stopped it (BudgetExhausted still propagates)."""
+        """user → assistant (the previous answer) → user (what was wrong; strict templates refuse two
+        user turns in a row): one more "repair" call, or the error that stopped it but BudgetExhausted."""
         first = asked.first
         if repair_prompt is not None:
             request = repair_prompt(first.text, reason)
@@ -606,14 +514,13 @@ class ModelClient:
                 "Answer again with only the JSON object: no prose, no code fences."
             )
         retry = [
-            *asked.messages,
+            *asked.ask.messages,
             {"role": "assistant", "content": first.text[:REPAIR_ANSWER_CHARS] or "(no answer)"},
             {"role": "user", "content": request},
         ]
+        ask = dataclasses.replace(asked.ask, messages=retry, phase="repair")
         try:
-            return self._complete_with_retries(
-                _Ask(asked.model, retry, "repair", asked.response_schema), answer_tokens=answer_tokens
-            )
+            return self._complete_with_retries(ask, answer_tokens=answer_tokens)
         except _ModelFailed as failed:
             return failed.cause
 
@@ -625,47 +532,41 @@ class ModelClient:
         for attempt in range(MAX_ATTEMPTS):
             try:
                 return self._complete_once(ask, max_tokens, answer_tokens)
-            except _Retryable as retryable:
-                delay = retryable.retry_after
-                if delay is None:
-                    delay = BACKOFF_BASE_SECONDS * 2**attempt
-                if attempt == MAX_ATTEMPTS - 1 or delay >= self.budget.seconds_left():
-                    raise _ModelFailed(retryable.cause, config=False) from retryable.cause
+            except _ModelFailed as failed:
+                delay = (
+                    BACKOFF_BASE_SECONDS * 2**attempt if failed.retry_after is None else failed.retry_after
+                )
+                if not failed.retryable or attempt == MAX_ATTEMPTS - 1 or delay >= self.budget.seconds_left():
+                    raise
                 self._sleep(delay)
         raise AssertionError("unreachable")
 
-    def _complete_once(
-        self, ask: _Ask, requested_max_tokens: int | None = None, answer_tokens: int | None = None
-    ) -> Completion:
+    def _complete_once(self, ask: _Ask, requested: int | None, answer_tokens: int | None) -> Completion:
         """One HTTP request: reserve, send, settle. The only place that calls litellm.completion."""
         litellm = _litellm()
         ask = dataclasses.replace(ask, messages=alternating(ask.messages))
-        model = ask.model
-        api_key = self._api_key(model)
-        max_tokens = self._call_max_tokens(model, requested_max_tokens, answer_tokens)
-        call = self._reserve(ask, max_tokens)
-        requests = _RequestCounter()
-        kwargs = self._request(ask, call, requests, api_key)
-        try:
-            answer = _Answer.of(litellm.completion(**kwargs), requests)
-        except Exception as error:
-            raise self._failed(litellm, model, error, call, requests) from error
-        return self._settled(model, answer, call, requests)
-
-    def _call_max_tokens(self, model: str, requested: int | None, answer_tokens: int | None) -> int:
-        """The answer this request reserves: a cut answer's retry (`answer_tokens`) may pass the
-        per-call cap; BudgetExhausted when what is left cannot hold a useful answer."""
-        max_tokens = self._max_tokens(model, requested)
-        if answer_tokens is not None:
-            max_tokens = min(answer_tokens, self._answer_room(model))
+        api_key = self._api_key(ask.model)
+        max_tokens = self._max_tokens(ask.model, requested)
+        if answer_tokens is not None:  # a cut answer's retry may pass the per-call cap
+            max_tokens = min(answer_tokens, self._answer_room(ask.model))
         if max_tokens < min(MIN_USEFUL_MAX_TOKENS, self.config.max_output_tokens_per_call):
             self.budget.mark_exhausted()
             raise BudgetExhausted("output_tokens", f"only {max_tokens} output tokens left for a call")
-        return max_tokens
+        call = self._reserve(ask, max_tokens)
+        kwargs = self._request(ask, call, api_key)
+        try:
+            response = litellm.completion(**kwargs)
+            if response is None:  # litellm re-sent after an error it handles itself, then gave up
+                raise ModelError(f"no answer: litellm gave up after {call.sent} requests")
+            choice = response.choices[0]
+            text, finish_reason = choice.message.content or "", choice.finish_reason
+        except Exception as error:
+            raise self._failed(litellm, ask.model, error, call) from error
+        completion = Completion(text, ask.model, 0, 0, None, finish_reason, max_tokens, call.input_estimate)
+        return self._settled(completion, getattr(response, "usage", None), choice.message, call)
 
     def _reserve(self, ask: _Ask, max_tokens: int) -> _Call:
-        """Hold the request's worst case in the budget before it is sent, counted as the calibrated
-        local estimate, and the timeout that still fits the seconds left."""
+        """Hold the request's worst case (calibrated count) and the timeout that fits the seconds left."""
         model = ask.model
         local_estimate = self._count_local(model, ask.messages, ask.response_schema)
         input_estimate = self.calibration(model).apply(local_estimate)
@@ -683,11 +584,8 @@ class ModelClient:
         timeout, capped = self._timeout(max_tokens, input_estimate)
         return _Call(reservation, max_tokens, local_estimate, input_estimate, price, timeout, capped)
 
-    def _request(
-        self, ask: _Ask, call: _Call, requests: _RequestCounter, api_key: str | None
-    ) -> dict[str, Any]:
-        """litellm's arguments: its own retries off (ours wait within the seconds budget), every
-        request it sends counted, the schema only to a model that takes it."""
+    def _request(self, ask: _Ask, call: _Call, api_key: str | None) -> dict[str, Any]:
+        """litellm's arguments: its own retries off (ours wait within the seconds left), requests counted."""
         kwargs: dict[str, Any] = {
             "model": ask.model,
             "messages": ask.messages,
@@ -697,7 +595,7 @@ class ModelClient:
             "num_retries": 0,
             "max_retries": 0,
             "drop_params": True,
-            "logger_fn": requests,
+            "logger_fn": call,
         }
         if self.config.api_base:
             kwargs["api_base"] = self.config.api_base
@@ -710,44 +608,31 @@ class ModelClient:
             }
         return kwargs
 
-    def _failed(
-        self, litellm: ModuleType, model: str, error: Exception, call: _Call, requests: _RequestCounter
-    ) -> Exception:
-        """Settle a request that brought no answer and say what to raise: a request never sent for
-        want of credentials costs nothing; a refusal as too long costs nothing and teaches the
-        window; a timeout is charged its prompt (the server read it) and may be retried."""
-        if requests.sent == 0 and _NO_CREDENTIALS.search(str(error)):
+    def _failed(self, litellm: ModuleType, model: str, error: Exception, call: _Call) -> Exception:
+        """Settle a request without an answer and say what to raise: one never sent (no credentials) or
+        refused as too long costs nothing; a timeout is charged its prompt (the server read it)."""
+        if call.sent == 0 and _NO_CREDENTIALS.search(str(error)):
             self.budget.cancel(call.reservation)
             return _ModelFailed(ModelConfigError(f"no credentials for {model}: {_short(error)}"), config=True)
-        self._sent_here(max(requests.sent, 1))
         if isinstance(error, litellm.ContextWindowExceededError):
-            self.budget.settle(
-                call.reservation, input_tokens=0, output_tokens=0, cost_usd=0.0, calls=max(requests.sent, 1)
-            )
+            self._charge(call, 0, 0, 0.0)
             return self._context_exceeded(model, error, call.input_estimate + call.max_tokens)
         timed_out = isinstance(error, litellm.Timeout)
-        spent_input = call.input_estimate if timed_out else 0
-        self.budget.settle(
-            call.reservation,
-            input_tokens=spent_input,
-            output_tokens=0,
-            cost_usd=None if call.price is None else spent_input * call.price[0],
-            calls=max(requests.sent, 1),
-        )
+        spent = call.input_estimate if timed_out else 0
+        cost = None if call.price is None else spent * call.price[0]
+        self._charge(call, spent, 0, cost)
         if timed_out:
-            return _Retryable(CallTimedOut(call.timeout, capped=call.capped), None)
+            return _ModelFailed(CallTimedOut(call.timeout, capped=call.capped), retryable=True)
         return _classify(litellm, error)
 
-    def _settled(self, model: str, answer: _Answer, call: _Call, requests: _RequestCounter) -> Completion:
-        """Charge an answered request: the provider's prompt count (which calibrates the stand-in
-        count), and output tokens as reported unless the answer's own count disagrees."""
-        usage = getattr(answer.response, "usage", None)
+    def _settled(self, answer: Completion, usage: Any, message: Any, call: _Call) -> Completion:
+        """Charge an answered request as the provider counted it (the prompt count calibrates ours)."""
+        model = answer.model
         reported_input = getattr(usage, "prompt_tokens", None)
         input_tokens = int(reported_input or call.input_estimate)
-        self._calibrate(model, call.local_estimate, int(reported_input) if reported_input else None)
-        text = answer.text
+        self._calibrate(model, call.local_estimate, int(reported_input or 0))
         output_tokens, trusted = _output_tokens(
-            usage, lambda extra: self._count(model, text=text + extra), answer.choice.message
+            usage, lambda extra: model_facts.count(_litellm(), model, text=answer.text + extra), message
         )
         reported = getattr(usage, "completion_tokens", None)
         if not trusted and reported:
@@ -758,28 +643,25 @@ class ModelClient:
             )
         price = call.price
         cost = None if price is None else input_tokens * price[0] + output_tokens * price[1]
+        self._charge(call, input_tokens, output_tokens, cost)
+        return dataclasses.replace(
+            answer, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost
+        )
+
+    def _charge(self, call: _Call, input_tokens: int, output_tokens: int, cost: float | None) -> None:
+        """Settle a sent request as every HTTP request litellm made for it (at least one)."""
+        calls = max(call.sent, 1)
+        self._per_thread.calls = self.calls_in_this_thread() + calls
         self.budget.settle(
             call.reservation,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cost_usd=cost,
-            calls=max(requests.sent, 1),
-        )
-        self._sent_here(max(requests.sent, 1))
-        return Completion(
-            text=text,
-            model=model,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost_usd=cost,
-            finish_reason=answer.finish_reason,
-            max_tokens=call.max_tokens,
-            input_estimate=call.input_estimate,
+            calls=calls,
         )
 
     def _api_key(self, model: str) -> str | None:
-        """The key to pass explicitly (`model_facts.api_key`): a hosted model without its key is
-        never sent a request."""
+        """The key to pass explicitly: a hosted model without its key is never sent a request."""
         try:
             return model_facts.api_key(self.facts(model), self.config)
         except LookupError as missing:
@@ -789,8 +671,7 @@ class ModelClient:
             ) from None
 
     def _timeout(self, max_tokens: int, input_tokens: int = 0) -> tuple[float, bool]:
-        """(seconds, whether the seconds budget cut it short) for one request: `request_timeout`
-        when set, else scaled with the answer and prompt tokens; never past the time left."""
+        """(seconds, whether the seconds left cut it short): `request_timeout`, else scaled with the size."""
         wanted = self.config.request_timeout
         if wanted is None:
             wanted = (
@@ -807,9 +688,12 @@ class ModelClient:
         model_max = self.facts(model).max_output_tokens
         return min(room, model_max) if model_max else room
 
+    def _max_tokens(self, model: str, requested: int | None) -> int:
+        caps = (self.config.max_output_tokens_per_call, requested, self._answer_room(model))
+        return min(cap for cap in caps if cap is not None)
+
     def _context_exceeded(self, model: str, error: Exception, sent: int) -> ContextExceeded:
-        """What the server's refusal teaches: the window it names, else what a probe finds, else
-        three quarters of what was sent."""
+        """The window a refusal teaches: the one it names, else a probe's, else 3/4 of what was sent."""
         assumed = self.context_window()
         body = getattr(getattr(error, "response", None), "text", None)
         told = model_facts.window_in_error(f"{error} {body[:10_000] if isinstance(body, str) else ''}")
@@ -825,37 +709,10 @@ class ModelClient:
             assumed=assumed,
         )
 
-    def _max_tokens(self, model: str, requested: int | None = None) -> int:
-        candidates = [self.config.max_output_tokens_per_call, self.budget.output_tokens_left()]
-        if requested is not None:
-            candidates.append(requested)
-        model_max = self.facts(model).max_output_tokens
-        if model_max:
-            candidates.append(model_max)
-        return min(candidates)
-
-    def _count(
-        self, model: str, *, text: str | None = None, messages: Sequence[Mapping[str, str]] = ()
-    ) -> int:
-        return model_facts.count(_litellm(), model, text=text, messages=messages)
-
-    def sends_schema(self) -> bool:
-        """Whether every model of the chain gets the response schema as `response_format`, so a
-        prompt can leave the answer's shape to it (a fallback without it needs the long format)."""
-        return all(self.facts(model).supports_schema for model in self.models)
-
-    def _warn_once(self, key: str, message: str) -> None:
-        with self._lock:
-            if key in self._warned:
-                return
-            self._warned.add(key)
-        self._warn(message)
-
 
 def alternating(messages: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
-    """Messages as strict chat templates (Gemma's, Mistral's) accept them: one optional system
-    message first, then user and assistant turns alternating, starting with the user. Adjacent
-    turns of one role are joined; a system message after the first turn is user text."""
+    """Messages as strict chat templates (Gemma's, Mistral's) accept them: one optional system message,
+    then user and assistant turns alternating from the user's, adjacent turns of one role joined."""
     system: list[str] = []
     turns: list[dict[str, str]] = []
     for message in messages:
@@ -875,13 +732,8 @@ def alternating(messages: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
 
 
 def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> tuple[int, bool]:
-    """Answer tokens as the server counted them, hidden reasoning included: providers that report
-    `reasoning_tokens` outside `completion_tokens` get both counted; without usage, the visible
-    text and any `reasoning_content` are counted locally. A report below what the answer's own size
-    makes plausible (less than 1/PLAUSIBLE_USAGE_RATIO of the local count, and by more than
-    PLAUSIBLE_USAGE_SLACK_TOKENS) is not trusted: the answer is charged its local count, so a
-    server cannot send megabytes and charge a handful of tokens.
-    (tokens, whether the server's report was used)."""
+    """(answer tokens, whether the server's report was used): reasoning counts too; a report implausibly
+    below the local count is not trusted, so a server cannot send megabytes and charge a handful."""
     completion = getattr(usage, "completion_tokens", None)
     details = getattr(usage, "completion_tokens_details", None)
     reasoning = getattr(details, "reasoning_tokens", None) or 0
@@ -902,23 +754,11 @@ def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> tup
 
 def _classify(litellm: ModuleType, error: Exception) -> Exception:
     """Retry rate limits, 5xx, timeouts and connection errors; fall back on anything else."""
-    retryable_types = (
-        litellm.RateLimitError,
-        litellm.InternalServerError,
-        litellm.ServiceUnavailableError,
-        litellm.Timeout,
-        litellm.APIConnectionError,
-    )
     status = getattr(error, "status_code", None)
-    if isinstance(error, retryable_types) or (isinstance(status, int) and (status >= 500 or status == 429)):
-        return _Retryable(error, _retry_after(error))
-    config_types = (
-        litellm.AuthenticationError,
-        litellm.PermissionDeniedError,
-        litellm.NotFoundError,
-        litellm.BadRequestError,
-    )
-    return _ModelFailed(error, config=isinstance(error, config_types))
+    retryable = tuple(getattr(litellm, name) for name in _RETRYABLE_ERRORS)
+    if isinstance(error, retryable) or (isinstance(status, int) and (status >= 500 or status == 429)):
+        return _ModelFailed(error, retryable=True, retry_after=_retry_after(error))
+    return _ModelFailed(error, config=isinstance(error, tuple(getattr(litellm, n) for n in _CONFIG_ERRORS)))
 
 
 def _retry_after(error: Exception) -> float | None:
@@ -929,17 +769,14 @@ def _retry_after(error: Exception) -> float | None:
     if not headers:
         return None
     try:
-        millis = headers.get("retry-after-ms")
+        millis, value = headers.get("retry-after-ms"), headers.get("retry-after")
         if millis is not None:
             return max(float(millis) / 1000, 0.0)
-        value = headers.get("retry-after")
         if value is None:
             return None
-        try:
+        with contextlib.suppress(ValueError):
             return max(float(value), 0.0)
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(when.timestamp() - time.time(), 0.0)
+        return max(email.utils.parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
     except (TypeError, ValueError, OverflowError):
         return None
 

@@ -1,12 +1,9 @@
 """What we know about a model, apart from calling it: window, price, tokenizer, credentials, schema.
 
-`ModelFacts` is read once per model from litellm's bundled map, the configuration and the
-environment (`read`); the window of a self-hosted server is asked of the server (`probe_window`),
-never believed above what the model can take. Token counts are local and offline (`count`): exact
-where litellm counts with the model's own tokenizer, a stand-in otherwise, which the ledger holds
-with a margin (`margin_percent`), until the provider's own count calibrates it: before the first
-call where the provider counts for free (`provider_count`), else from the first answer's usage. The
-call loop (`reviewer.llm`) passes litellm in; nothing here asks a model for an answer.
+Read offline from litellm's bundled map, the configuration and the environment (`read`); a
+self-hosted server is asked its window (`probe_window`). Token counts are local (`count`): exact with
+the model's own tokenizer, else a stand-in the ledger holds with a margin until the provider's count
+calibrates it (`provider_count`, or an answer's usage). `reviewer.llm` passes litellm in.
 """
 
 from __future__ import annotations
@@ -22,22 +19,19 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
-from reviewer.budget import EXACT_MARGIN_PERCENT, UNCERTAIN_MARGIN_PERCENT, plausible
+from reviewer.budget import plausible
 from reviewer.config import Config
 
 ASSUMED_CONTEXT_WINDOW = 8192
 PLACEHOLDER_API_KEY = "imreview-no-key"
 PROBE_TIMEOUT_SECONDS = 3.0
 COUNT_TIMEOUT_SECONDS = 3.0
-"""A count asked of the provider before the first call waits at most this long (within the seconds
-budget); one that does not answer in time leaves the stand-in count as it was."""
+"""A count asked of the provider before the first call waits at most this long (within the seconds left)."""
 _COUNTING_PROVIDERS = frozenset({"anthropic", "gemini", "vertex_ai", "bedrock", "azure_ai", "openai"})
-"""The providers whose litellm token counter asks a counting API (each counter's
-`should_use_token_counting_api` in litellm 1.110.2): Anthropic's `count_tokens`, Gemini's and
-Vertex AI's `countTokens`, Bedrock's `CountTokens`, Azure AI's for Claude, OpenAI's Responses
-`input_tokens`. For any other provider `litellm.acount_tokens` counts locally, which is no count."""
+"""The providers whose litellm token counter asks a counting API (`should_use_token_counting_api` in
+litellm 1.110.2); for any other, `litellm.acount_tokens` counts locally, which is no count."""
 _SELF_HOSTED = frozenset({"openai", "hosted_vllm"})
 """Providers that, with an `api_base`, are an OpenAI-compatible server: asked at its `/tokenize`."""
 _WINDOW_IN_ERROR = (
@@ -46,18 +40,13 @@ _WINDOW_IN_ERROR = (
     re.compile(r"context (?:size|window|length)(?: of| is|:)? (\d{3,})", re.IGNORECASE),
 )
 _ENV_LOCK = threading.Lock()
-
-Probe = Callable[[str, str, "str | None"], "int | None"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class ModelFacts:
-    """One model as litellm's map, the configuration and the environment describe it.
-
-    `max_input_tokens`/`max_output_tokens` are the map's (None: unknown to it); `price` is USD per
-    (input, output) token, configured prices first (None: unknown); `exact_tokenizer` is True when
-    litellm counts with the model's own tokenizer; `missing_keys` are the provider's environment
-    variables that are unset or empty."""
+    """One model as litellm's map, the configuration and the environment describe it (None: unknown);
+    `missing_keys` are the provider's environment variables that are unset or empty."""
 
     name: str
     max_input_tokens: int | None = None
@@ -67,24 +56,16 @@ class ModelFacts:
     supports_schema: bool = False
     missing_keys: tuple[str, ...] = ()
 
-    @property
-    def margin_percent(self) -> int:
-        """The reservation margin on input counts: none with the model's own tokenizer, a small one
-        where the count is a stand-in."""
-        return EXACT_MARGIN_PERCENT if self.exact_tokenizer else UNCERTAIN_MARGIN_PERCENT
-
 
 CALIBRATED_MARGIN_PERCENT = 103
-"""The input margin once a stand-in count is calibrated by the provider's own counts: what is left
-is the spread between one prompt and the next (measured on llama.cpp: 0.87 and 0.89 on two
-prompts of one run, benchmarks/real_model.md), not the tokenizer's bias."""
+"""The input margin once the provider's counts calibrated a stand-in: what is left is the spread between
+prompts (llama.cpp: 0.87 and 0.89 on two prompts of one run, benchmarks/real_model.md)."""
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """A stand-in count corrected by the provider's: over the answered requests, `estimated` tokens
-    counted locally were `reported` tokens by the provider's `usage.prompt_tokens`. Every later count
-    is scaled by their ratio, in both directions, and held with CALIBRATED_MARGIN_PERCENT."""
+    """A stand-in count corrected by the provider's: `estimated` tokens counted locally were `reported`
+    by the provider; every later count is scaled by their ratio, in both directions."""
 
     estimated: int = 0
     reported: int = 0
@@ -108,10 +89,7 @@ class Calibration:
 
 def read(litellm: ModuleType, model: str, config: Config) -> ModelFacts:
     """The facts of `model`, read offline (litellm's bundled map, `config.prices`, the environment)."""
-    try:
-        info: Mapping[str, Any] | None = dict(litellm.get_model_info(model=model))
-    except Exception:
-        info = None
+    info: Mapping[str, Any] | None = _quietly(None, lambda: dict(litellm.get_model_info(model=model)))
     window = info and (info.get("max_input_tokens") or info.get("max_tokens"))
     answer = info and (info.get("max_output_tokens") or info.get("max_tokens"))
     return ModelFacts(
@@ -120,7 +98,7 @@ def read(litellm: ModuleType, model: str, config: Config) -> ModelFacts:
         max_output_tokens=int(answer) if answer else None,
         price=_price(model, config, info),
         exact_tokenizer=_exact_tokenizer(litellm, model),
-        supports_schema=_supports_schema(litellm, model),
+        supports_schema=_quietly(False, lambda: bool(litellm.supports_response_schema(model=model))),
         missing_keys=tuple(_missing_provider_keys(litellm, model)),
     )
 
@@ -150,34 +128,15 @@ def count(
         return chars // 3
 
 
-def count_request(
-    litellm: ModuleType,
-    facts: ModelFacts,
-    messages: Sequence[Mapping[str, str]],
-    response_schema: Mapping[str, Any] | None,
-) -> int:
-    """Tokens of a request as it will be sent to this model: the messages with their framing, plus
-    the response schema when it goes out as `response_format`."""
-    tokens = count(litellm, facts.name, messages=messages)
-    if response_schema is not None and facts.supports_schema:
-        tokens += count(litellm, facts.name, text=json.dumps(dict(response_schema)))
-    return tokens
-
-
-def find_window(
-    config: Config, chain: Sequence[ModelFacts], probe: Probe | None = None
-) -> tuple[int, str, tuple[str, ...]]:
-    """(tokens, source, models assumed). A self-hosted server (`api_base`) is asked first (vLLM's
-    `/v1/models` `max_model_len`, llama.cpp's `/props` `n_ctx`), because litellm's map describes the
-    hosted model of that name, not what this server was started with; what the server says is never
-    believed above what the model can take (its map window, when the map knows it). Then config
-    `context_window` (which wins when smaller), then (without `api_base`) litellm's map, the smallest
-    of the chain, then ASSUMED_CONTEXT_WINDOW for each model the map does not know (named in the
-    third item, for a warning)."""
+def find_window(config: Config, chain: Sequence[ModelFacts]) -> tuple[int, str, tuple[str, ...]]:
+    """(tokens, source, models assumed). A self-hosted server (`api_base`) is asked first, because
+    litellm's map describes the hosted model of that name, not what this server was started with;
+    never believed above the model's map window. Then config `context_window` (which wins when
+    smaller), then the smallest map window of the chain, ASSUMED_CONTEXT_WINDOW where unknown."""
     configured = config.context_window
     if config.api_base:
         primary = chain[0]
-        served = (probe or probe_window)(config.api_base, primary.name, probe_key())
+        served = probe_window(config.api_base, primary.name, probe_key())
         if served:
             if configured and configured < served:
                 return configured, "config", ()
@@ -186,16 +145,11 @@ def find_window(
             return served, "server", ()
     if configured:
         return configured, "config", ()
-    windows: list[tuple[int, str]] = []
-    unknown: list[str] = []
-    for facts in chain:
-        if facts.max_input_tokens:
-            windows.append((facts.max_input_tokens, "litellm"))
-        else:
-            unknown.append(facts.name)
-            windows.append((ASSUMED_CONTEXT_WINDOW, "assumed"))
-    window, source = min(windows)
-    return window, source, tuple(unknown)
+    window, source = min(
+        (f.max_input_tokens, "litellm") if f.max_input_tokens else (ASSUMED_CONTEXT_WINDOW, "assumed")
+        for f in chain
+    )
+    return window, source, tuple(f.name for f in chain if not f.max_input_tokens)
 
 
 def probe_key() -> str | None:
@@ -204,10 +158,8 @@ def probe_key() -> str | None:
 
 
 def api_key(facts: ModelFacts, config: Config) -> str | None:
-    """The key to pass explicitly: None when the provider's variables are set (litellm reads the
-    environment), a placeholder for a self-hosted server (`api_base`) when they are unset or blank
-    (an Action input of a missing secret is ""). Raises LookupError naming the missing variables for
-    a hosted model without its key, which is never sent a request."""
+    """The key to pass explicitly: None when the provider's variables are set (litellm reads them), a
+    placeholder for a self-hosted server (`api_base`); LookupError naming them for a hosted model."""
     if not facts.missing_keys:
         return None
     if config.api_base:
@@ -215,24 +167,24 @@ def api_key(facts: ModelFacts, config: Config) -> str | None:
     raise LookupError(", ".join(facts.missing_keys))
 
 
-def _supports_schema(litellm: ModuleType, model: str) -> bool:
+def _quietly(default: T, answer: Callable[[], T]) -> T:
+    """What litellm answers, or `default` where it raises (a model or provider it does not know)."""
     try:
-        return bool(litellm.supports_response_schema(model=model))
+        return answer()
     except Exception:
-        return False
+        return default
 
 
 def _missing_provider_keys(litellm: ModuleType, model: str) -> list[str]:
-    """The variables `model`'s provider needs and lacks, an empty value counting as lacking (litellm
-    only asks whether the name is set, and a missing Action secret is set to "")."""
+    """The variables `model`'s provider needs and lacks; empty counts as lacking (a missing secret is "")."""
     with _ENV_LOCK:
         blank = {name: value for name, value in os.environ.items() if not value.strip()}
         for name in blank:
             del os.environ[name]
         try:
-            return list(litellm.validate_environment(model=model).get("missing_keys") or [])
-        except Exception:
-            return []
+            return _quietly(
+                [], lambda: list(litellm.validate_environment(model=model).get("missing_keys") or [])
+            )
         finally:
             os.environ.update(blank)
 
@@ -253,47 +205,33 @@ def _exact_tokenizer(litellm: ModuleType, model: str) -> bool:
 
 
 def window_in_error(message: str) -> int | None:
-    """The context window a server names in its refusal (vLLM/OpenAI: "maximum context length is
-    N tokens"; llama.cpp: `n_ctx`), or None."""
+    """The context window a server names in its refusal (vLLM/OpenAI, llama.cpp), or None."""
     return next((int(m.group(1)) for pattern in _WINDOW_IN_ERROR if (m := pattern.search(message))), None)
 
 
 def probe_window(api_base: str, model: str, api_key: str | None = None) -> int | None:
-    """Ask an OpenAI-compatible server its context window: `GET /v1/models` (vLLM's
-    `max_model_len`, or `context_length` as LM Studio and others say) for this model (or the only
-    one served), then llama.cpp's `GET /props` (`default_generation_settings.n_ctx`, or `n_ctx`).
-    None when neither answers; never raises."""
+    """Ask an OpenAI-compatible server its context window: `GET /v1/models` (vLLM, LM Studio), then
+    llama.cpp's `GET /props`. None when neither answers; never raises."""
     bare = api_base.rstrip("/").removesuffix("/v1")
     window = _window_in_models(_get_json(f"{bare}/v1/models", api_key), model)
-    if window is not None:
+    props = _get_json(f"{bare}/props", api_key) if window is None else None
+    if not isinstance(props, dict):
         return window
-    return _window_in_props(_get_json(f"{bare}/props", api_key))
+    settings = props.get("default_generation_settings")  # newer llama.cpp servers nest `n_ctx` there
+    nested = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return _positive_int(nested) or _positive_int(props.get("n_ctx"))
 
 
 def _window_in_models(models: Any, model: str) -> int | None:
-    """vLLM-style `/v1/models`: the entry for this model, named with or without its provider
-    prefix, or the only one when the server serves a single model under another name."""
+    """vLLM-style `/v1/models`: this model's entry (with or without its provider), or the only one."""
     entries = models.get("data") if isinstance(models, dict) else None
     if not isinstance(entries, list):
         return None
     name = model.split("/", 1)[1] if "/" in model else model
     dicts = [e for e in entries if isinstance(e, dict)]
     chosen = [e for e in dicts if e.get("id") in (name, model)] or (dicts if len(dicts) == 1 else [])
-    for entry in chosen:
-        for key in ("max_model_len", "context_length", "max_context_length"):
-            if window := _positive_int(entry.get(key)):
-                return window
-    return None
-
-
-def _window_in_props(props: Any) -> int | None:
-    """llama.cpp's `/props`: newer servers nest `n_ctx` in the generation settings, older ones put
-    it at the top."""
-    if not isinstance(props, dict):
-        return None
-    settings = props.get("default_generation_settings")
-    nested = settings.get("n_ctx") if isinstance(settings, dict) else None
-    return _positive_int(nested) or _positive_int(props.get("n_ctx"))
+    keys = ("max_model_len", "context_length", "max_context_length")
+    return next((window for e in chosen for key in keys if (window := _positive_int(e.get(key)))), None)
 
 
 def _positive_int(value: Any) -> int | None:
@@ -309,20 +247,15 @@ def _get_json(url: str, api_key: str | None, body: Any = None, timeout: float = 
     data = None if body is None else json.dumps(body).encode()
     if data is not None:
         headers["Content-Type"] = "application/json"
-    box: list[Any] = []
 
-    def ask() -> None:
-        with contextlib.suppress(Exception):
-            request = urllib.request.Request(url, data=data, headers=headers)
-            with urllib.request.urlopen(request, timeout=max(timeout, 0.01)) as response:
-                box.append(json.loads(response.read(1_000_000)))
+    def ask() -> Any:
+        request = urllib.request.Request(url, data=data, headers=headers)
+        with urllib.request.urlopen(request, timeout=max(timeout, 0.01)) as response:
+            return json.loads(response.read(1_000_000))
 
     # urlopen's timeout bounds each socket read, not the request: a server dripping its answer a
-    # byte at a time would hold the run; the whole request gets `timeout` (the thread is a daemon)
-    thread = threading.Thread(target=ask, name="imreview-probe", daemon=True)
-    thread.start()
-    thread.join(max(timeout, 0.01))
-    return box[0] if box else None
+    # byte at a time would hold the run; the whole request gets `timeout`
+    return _within(ask, max(timeout, 0.01), "imreview-probe")
 
 
 def provider_count(
@@ -334,41 +267,36 @@ def provider_count(
     api_key: str | None,
     timeout: float = COUNT_TIMEOUT_SECONDS,
 ) -> int | None:
-    """The provider's own count of the prompt of a chat request with `messages`, asked before it is
-    sent, where the provider counts for free: an OpenAI-compatible server (`api_base`) at its
-    `/tokenize` (`server_count`), a hosted provider through `litellm.acount_tokens` when its counter
-    asks an API (`_COUNTING_PROVIDERS`; litellm's local fallback is not a count). None when there is
-    no such count, or it failed, took longer than `timeout` or was not a positive number; never raises."""
-    try:
-        provider = litellm.get_llm_provider(model)[1]
-    except Exception:
-        return None
+    """The provider's own count of a chat prompt, asked before it is sent where it is free: a
+    self-hosted server's `/tokenize` (`server_count`), else `litellm.acount_tokens` when it asks an
+    API (`_COUNTING_PROVIDERS`). None without a positive count within `timeout`; never raises."""
+    provider = _quietly(None, lambda: litellm.get_llm_provider(model)[1])
     if api_base and provider in _SELF_HOSTED:
         return server_count(api_base, model, messages, api_key or probe_key(), timeout)
     if provider not in _COUNTING_PROVIDERS:
         return None
     result = _within(
-        lambda: litellm.acount_tokens(
-            model=model, messages=list(messages), api_key=api_key, api_base=api_base
+        lambda: asyncio.run(
+            litellm.acount_tokens(model=model, messages=list(messages), api_key=api_key, api_base=api_base)
         ),
         timeout,
+        "imreview-count",
     )
     if getattr(result, "error", False) or getattr(result, "tokenizer_type", None) == "local_tokenizer":
         return None
     return _positive_int(getattr(result, "total_tokens", None))
 
 
-def _within(coroutine: Callable[[], Any], timeout: float) -> Any:
-    """What the coroutine returns, run on its own loop in a daemon thread, or None when it raised or
-    took longer than `timeout`: a provider's client may block in a thread of the loop's executor,
-    which `asyncio.run` would wait for at shutdown."""
+def _within(work: Callable[[], Any], timeout: float, name: str) -> Any:
+    """What `work` returns in a daemon thread, or None when it raised or took longer than `timeout`: a
+    socket's timeout bounds each read, not the answer, and `asyncio.run` waits for its executor."""
     box: list[Any] = []
 
     def run() -> None:
         with contextlib.suppress(Exception):
-            box.append(asyncio.run(coroutine()))
+            box.append(work())
 
-    thread = threading.Thread(target=run, name="imreview-count", daemon=True)
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     thread.join(timeout)
     return box[0] if box else None
@@ -377,11 +305,9 @@ def _within(coroutine: Callable[[], Any], timeout: float) -> Any:
 def server_count(
     api_base: str, model: str, messages: Sequence[Mapping[str, str]], api_key: str | None, timeout: float
 ) -> int | None:
-    """An OpenAI-compatible server's count of a chat prompt, chat template applied: vLLM's
-    `POST /tokenize` {model, messages} → {count}; llama.cpp's `/tokenize` takes only text (it answers
-    `{"tokens": []}` to messages), so there `POST /apply-template` {messages} → {prompt}, then
-    `POST /tokenize` {content, add_special, parse_special} → {tokens}, as its chat endpoint tokenizes
-    the prompt. All within `timeout`; None when the server has neither."""
+    """An OpenAI-compatible server's count of a chat prompt, chat template applied: vLLM's `/tokenize`
+    takes the messages; llama.cpp's takes only text (it answers `{"tokens": []}` to messages), so
+    there the prompt comes from `/apply-template` first. All within `timeout`."""
     deadline = time.monotonic() + timeout
     bare = api_base.rstrip("/").removesuffix("/v1")
     name = model.split("/", 1)[1] if "/" in model else model

@@ -1,8 +1,7 @@
 """Progress while a review runs: `::group::` per stage in Actions, a line per unit on a terminal.
 
-The pipeline calls the hooks of the reporter in use (`current()`); the entry points choose one with
-`use(...)`. The default reporter says nothing, so library callers and tests stay quiet. Progress goes
-to stderr locally (stdout carries the summary) and to the log in Actions, never into the report.
+The pipeline calls the reporter in use (`current()`), which the entry points choose (`use`); the
+default says nothing, so library callers and tests stay quiet. Progress never goes into the report.
 """
 
 from __future__ import annotations
