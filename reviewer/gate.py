@@ -6,16 +6,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from reviewer.report import (
-    BudgetReport,
-    Coverage,
-    Finding,
-    Gap,
-    Gate,
-    GateCheck,
-    Verdict,
-    priority_rank,
-)
+from reviewer.report import BudgetReport, Coverage, Finding, Gap, Gate, GateCheck, Verdict, priority_rank
 
 UNREVIEWED_WHYS = frozenset(
     {
@@ -88,7 +79,8 @@ def evaluate(
         GateCheck(
             "answers_parsed",
             answers_parsed + answers_gapped >= answers_expected,
-            _answers_detail(say, parsed=answers_parsed, expected=answers_expected, gapped=answers_gapped),
+            say("gate_detail.parsed", parsed=answers_parsed, expected=answers_expected)
+            + (say("gate_detail.gapped", n=answers_gapped) if answers_gapped else ""),
         ),
         GateCheck("budget_respected", not overrun, _budget_detail(say, overrun, over, budget.exhausted)),
         GateCheck("output_limits", all(o.size <= o.limit for o in outputs), _outputs_detail(say, outputs)),
@@ -118,15 +110,9 @@ def _head_detail(say: Callable[..., str], pinned: str, current: str | None) -> s
 
 
 def _coverage_detail(say: Callable[..., str], coverage: Coverage) -> str:
-    counts = Counter(f.status for f in coverage.files)
-    return ", ".join(say(f"status_count.{status}", n=n) for status, n in sorted(counts.items())) or say(
+    counts = sorted(Counter(f.status for f in coverage.files).items())
+    return ", ".join(say(f"status_count.{status}", n=n) for status, n in counts) or say(
         "gate_detail.no_files"
-    )
-
-
-def _answers_detail(say: Callable[..., str], *, parsed: int, expected: int, gapped: int) -> str:
-    return say("gate_detail.parsed", parsed=parsed, expected=expected) + (
-        say("gate_detail.gapped", n=gapped) if gapped else ""
     )
 
 
@@ -208,7 +194,4 @@ def exit_code(*, verdict_: str, findings: Sequence[Finding], fail_on: str, on_er
 
 
 def counts(findings: Sequence[Finding]) -> Mapping[str, int]:
-    out = {"P1": 0, "P2": 0, "P3": 0}
-    for f in findings:
-        out[f.priority] += 1
-    return out
+    return {priority: sum(f.priority == priority for f in findings) for priority in ("P1", "P2", "P3")}

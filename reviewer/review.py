@@ -29,21 +29,7 @@ from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, Im
 from reviewer.llm import Continuation, failure_kind, human_error
 from reviewer.plan import LEGEND, REQUEST_SLACK_TOKENS, Plan, TextFree, Unit, coverage, make_plan
 from reviewer.policy import matches_any
-from reviewer.report import (
-    AnswerStats,
-    Coverage,
-    Exclusion,
-    Finding,
-    Gap,
-    Gate,
-    Incremental,
-    ModelInfo,
-    PlanSummary,
-    Report,
-    Settings,
-    Signal,
-    Unverified,
-)
+from reviewer.report import AnswerStats, Coverage, Gap, Gate, ModelInfo, PlanSummary, Report, Settings
 from reviewer.source import Change, Source
 
 if TYPE_CHECKING:
@@ -184,7 +170,7 @@ def analyse(
     cov = _cover(run, reviewed)
     index = LineIndex.build(run.files)
     found = _verify(run, checked, reviewed, cov, index)
-    return _gate(run, reviewed, cov, found, index)
+    return _gate(run, checked, reviewed, cov, found, index)
 
 
 def analyse_source(
@@ -335,6 +321,10 @@ class _Reviewed:
         return {o.unit_id for o in self.outcomes if o.status == "ok"}
 
     @property
+    def answers(self) -> list[fnd.ModelAnswer]:
+        return [o.answer for o in self.outcomes if o.answer is not None]
+
+    @property
     def answered_units(self) -> list[Unit]:
         ok = self.ok_units
         return [u for u in self.plan.units if u.id in ok]
@@ -414,23 +404,12 @@ def _coverage_gaps(run: _Run, cov: Coverage, window: int) -> list[Gap]:
     ]
 
 
-@dataclass(frozen=True)
-class _Found:
-    """What the rules and the answers reported, as verification kept it."""
-
-    findings: tuple[Finding, ...]
-    exclusions: tuple[Exclusion, ...]
-    signals: tuple[Signal, ...]
-    unverified: tuple[Unverified, ...]
-    incremental: Incremental | None
-
-
 def _verify(
     run: _Run, checked: rules.RuleResult, reviewed: _Reviewed, cov: Coverage, index: LineIndex
-) -> _Found:
+) -> verify.Outcome:
     """Anchor and dedupe, check each finding against the code (and, with a model, a re-check call on
-    the files it was shown), then merge the findings an increment carries."""
-    answers = [o.answer for o in reviewed.outcomes if o.answer]
+    the files it was shown): the findings kept, and every exclusion (the model's own first)."""
+    answers = reviewed.answers
     by_path = {f.path: f for f in run.files}
     anchored = fnd.dedupe(
         f if f.anchor_reason == "not_in_unit" else fnd.anchor(f, by_path, index, redact=rules.redact)
@@ -439,31 +418,18 @@ def _verify(
     exact = verify.deterministic(
         anchored, files=by_path, read_head=run.read_head, read_base=run.read_base, say=run.renderer.translate
     )
-    rechecked = _recheck(run, exact.findings, reviewed, cov)
-    findings = list(rechecked.findings)
+    rechecked = _recheck(run, exact, reviewed, cov)
     exclusions = (*(e for a in answers for e in a.exclusions), *exact.refuted, *rechecked.refuted)
-    increment_info = None
-    if run.increment is not None:
-        findings, kept, dropped = incremental.merge(
-            findings, run.increment.carried, answered=_hunk_keys(reviewed.answered_units), index=index
-        )
-        increment_info = run.increment.info(len(kept), len(run.increment.dropped) + len(dropped))
-    return _Found(
-        findings=tuple(findings),
-        exclusions=tuple(exclusions),
-        signals=(*checked.signals, *(s for a in answers for s in a.signals)),
-        unverified=tuple(u for a in answers for u in a.unverified),
-        incremental=increment_info,
-    )
+    return verify.Outcome(rechecked.findings, exclusions)
 
 
-def _recheck(run: _Run, findings: Sequence[Finding], reviewed: _Reviewed, cov: Coverage) -> verify.Outcome:
+def _recheck(run: _Run, exact: verify.Outcome, reviewed: _Reviewed, cov: Coverage) -> verify.Outcome:
     if run.client is None:
-        return verify.Outcome(tuple(findings), ())
+        return verify.Outcome(exact.findings, ())
     with progress.current().stage("verify"):
         return verify.recheck(
             run.client,
-            findings,
+            exact.findings,
             renderer=run.renderer,
             read_head=run.read_head,
             warn=run.warnings,
@@ -472,10 +438,24 @@ def _recheck(run: _Run, findings: Sequence[Finding], reviewed: _Reviewed, cov: C
         )
 
 
-def _gate(run: _Run, reviewed: _Reviewed, cov: Coverage, found: _Found, index: LineIndex) -> Analysis:
-    """The report with its verdict (the completion gate comes after rendering: `conclude`), and
-    what the sticky state carries to the next push."""
-    config, gaps = run.config, run.gaps
+def _gate(
+    run: _Run,
+    checked: rules.RuleResult,
+    reviewed: _Reviewed,
+    cov: Coverage,
+    found: verify.Outcome,
+    index: LineIndex,
+) -> Analysis:
+    """The report with its verdict (the completion gate comes after rendering: `conclude`), the
+    findings an increment carries merged in, and what the sticky state carries to the next push."""
+    config, gaps, answers, increment = run.config, run.gaps, reviewed.answers, run.increment
+    findings, increment_info = list(found.findings), None
+    if increment is not None:
+        answered = _hunk_keys(reviewed.answered_units)
+        findings, kept, dropped = incremental.merge(
+            findings, increment.carried, answered=answered, index=index
+        )
+        increment_info = increment.info(len(kept), len(increment.dropped) + len(dropped))
     budget_report = run.budget.report()
     if budget_report.overrun:
         what = ", ".join(f"{o.limit} {o.used:g} of {o.allowed:g}" for o in budget_report.overrun)
@@ -484,18 +464,18 @@ def _gate(run: _Run, reviewed: _Reviewed, cov: Coverage, found: _Found, index: L
         snapshot=run.change.snapshot,
         model=ModelInfo(name=config.model, fallbacks=config.fallback_models),
         coverage=cov,
-        findings=tuple(fnd.order(found.findings)),
-        exclusions=fnd.dedupe_exclusions(found.exclusions),
-        signals=fnd.dedupe_signals(found.signals),
+        findings=tuple(fnd.order(findings)),
+        exclusions=fnd.dedupe_exclusions(found.refuted),
+        signals=fnd.dedupe_signals((*checked.signals, *(s for a in answers for s in a.signals))),
         gaps=tuple(dict.fromkeys(gaps)),
         budget=budget_report,
         gate=Gate(publish_ready=False),
         settings=Settings(language=config.language, max_findings=config.max_findings, fail_on=config.fail_on),
-        verdict=gate.verdict(findings=found.findings, coverage=cov, gaps=gaps, head_moved=False),
+        verdict=gate.verdict(findings=findings, coverage=cov, gaps=gaps, head_moved=False),
         warnings=tuple(run.warnings.items),
-        incremental=found.incremental,
-        answers=_answer_stats(reviewed.outcomes) if run.client is not None else None,
-        unverified=fnd.dedupe_unverified(found.unverified, UNVERIFIED_REPORTED),
+        incremental=increment_info,
+        answers=_answer_stats(answers) if run.client is not None else None,
+        unverified=fnd.dedupe_unverified((u for a in answers for u in a.unverified), UNVERIFIED_REPORTED),
         plan=_plan_summary(run, reviewed),
     )
     status = Counter(o.status for o in reviewed.outcomes)
@@ -715,22 +695,17 @@ def _held_limits(held: Sequence[Unit], client: ModelClient, price: Price | None,
     )
 
 
-def _evidence(units: Sequence[Unit]) -> Callable[[Finding], Sequence[ctx.Snippet]]:
+def _evidence(units: Sequence[Unit]) -> verify.Evidence:
     """The repository context of the answered calls that showed a finding's line (its whole file
     when the finding has no line), so the verifier sees what the reviewer saw."""
-
-    def shown_with(finding: Finding) -> Sequence[ctx.Snippet]:
-        line = finding.line
-        return ctx.merge(
-            u.context
-            for u in units
-            if any(
-                p.path == finding.path and (line is None or p.span is None or p.span[0] <= line <= p.span[1])
-                for p in u.parts
-            )
+    return lambda f: ctx.merge(
+        u.context
+        for u in units
+        if any(
+            p.path == f.path and (f.line is None or p.span is None or p.span[0] <= f.line <= p.span[1])
+            for p in u.parts
         )
-
-    return shown_with
+    )
 
 
 class _ContextFinder:
@@ -985,9 +960,8 @@ def _failure_gaps(outcomes: Sequence[UnitOutcome], run: _Run) -> list[Gap]:
     return gaps
 
 
-def _answer_stats(outcomes: Sequence[UnitOutcome]) -> AnswerStats:
+def _answer_stats(answers: Sequence[fnd.ModelAnswer]) -> AnswerStats:
     """What reading the answers took, over every answered unit (`answers` in report.json)."""
-    answers = [o.answer for o in outcomes if o.answer is not None]
     return AnswerStats(
         answers=len(answers),
         normalised=dict(sorted(Counter(code for a in answers for code in a.normalised).items())),

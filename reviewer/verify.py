@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from reviewer.render import Renderer
 
 ReadText = Callable[[str], "str | None"]
+Evidence = Callable[[Finding], Sequence[ctx.Snippet]]
 
 CONTEXT_LINES = 25
 MAX_VERIFY = 8
@@ -129,7 +130,7 @@ def recheck(
     read_head: ReadText,
     warn: Callable[[str], None],
     reviewed_paths: set[str],
-    evidence: Callable[[Finding], Sequence[ctx.Snippet]] = lambda finding: (),
+    evidence: Evidence = lambda finding: (),
 ) -> Outcome:
     """One verification call for up to MAX_VERIFY of the model's P1/P2 findings not yet verified, on
     files the model saw. `evidence`: the repository context the review call that raised a finding was
