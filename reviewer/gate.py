@@ -54,20 +54,15 @@ def evaluate(
     answers_gapped: int,
     budget: BudgetReport,
     outputs: Sequence[OutputSize] = (),
-    say: Callable[..., str] | None = None,
+    say: Callable[..., str],
 ) -> Gate:
     """Integrity checks: disclosed gaps do not block publishing; a moved head or an undisclosed
     overrun does. Every reservation fits the limits, so a limit is passed only when the provider
     reported more than was reserved: the budget lists that in `overrun`, and the review it paid
     for is published with the overrun shown here (DESIGN 5).
 
-    `say` (the renderer's `translate`) localizes the details through the `gate_detail.*` strings;
-    without it they are the packaged English ones.
+    `say` (the renderer's `translate`) localizes the details through the `gate_detail.*` strings.
     """
-    if say is None:
-        from reviewer.render import Renderer
-
-        say = Renderer().translate
     moved = current_head is not None and current_head != pinned_head
     unaccounted = [f.path for f in coverage.files if f.status == "partial" and not f.reason]
     over = _over_limits(budget)

@@ -36,9 +36,7 @@ if TYPE_CHECKING:
     from reviewer.llm import ModelClient
     from reviewer.render import Renderer
 
-ReadFile = Callable[[str, str], "str | None"]
 Warn = Callable[[str], None]
-ClientFactory = Callable[[Config, Budget, Warn], "ModelClient"]
 
 NO_MODEL_WINDOW = 128_000
 MAX_REPLANS = 3
@@ -131,22 +129,21 @@ def _unusable_patches(change: Change, renderer: Renderer) -> tuple[Change, list[
 
 
 def analyse(
+    source: Source,
     change: Change,
     config: Config,
     *,
-    budget: Budget,
-    read_file: ReadFile,
     renderer: Renderer,
     warn: Warn,
-    client_factory: ClientFactory | None = None,
-    corpus: Callable[[], ctx.Corpus | None] | None = None,
+    budget: Budget | None = None,
     increment: incremental.Increment | None = None,
 ) -> Analysis:
     """Redact the change, set aside the patches that cannot be reviewed, check `include`, then run
-    every stage up to the gate; never raises for model trouble (it becomes gaps).
+    every stage up to the gate; never raises for model trouble (it becomes gaps). `imreview review`,
+    a PR of the action and an eval item are the same run.
 
-    `budget` is the caller's: one PR's own, or a PR's share of a scan's run budget. `corpus` opens
-    the head of the repository for context (`Source.context_corpus`), only when a model will be called.
+    `budget` is the caller's (a PR's share of a scan's run budget), else the PR's own. `source`
+    reads files, and the head of the repository for context only when a model will be called.
     With an `increment`, only its re-sent hunks are planned; the rest keep the earlier review's
     coverage and findings (see `reviewer.incremental`).
     """
@@ -154,39 +151,23 @@ def analyse(
     run = _Run(
         change=change,
         config=config,
-        budget=budget,
+        budget=budget or Budget(config.limits),
         renderer=renderer,
         warnings=_Warnings(warn),
-        read_file=read_file,
+        source=source,
         increment=increment,
         gaps=[*change.gaps, *unusable],
         explained=frozenset(g.path for g in unusable if g.path),
     )
     _check_include(run)
     checked = _check_rules(run)
-    _open_model(run, client_factory)
-    planner, plan = _plan(run, corpus)
+    _open_model(run)
+    planner, plan = _plan(run)
     reviewed = _review(run, planner, plan)
     cov = _cover(run, reviewed)
     index = LineIndex.build(run.files)
     found = _verify(run, checked, reviewed, cov, index)
     return _gate(run, checked, reviewed, cov, found, index)
-
-
-def analyse_source(
-    source: Source, change: Change, config: Config, *, renderer: Renderer, warn: Warn
-) -> Analysis:
-    """`analyse` with its own budget, reading files and context from `source`: `imreview review`
-    and an eval item are the same run."""
-    return analyse(
-        change,
-        config,
-        budget=Budget(config.limits),
-        read_file=source.read_file,
-        renderer=renderer,
-        warn=warn,
-        corpus=source.context_corpus,
-    )
 
 
 @dataclass
@@ -199,7 +180,7 @@ class _Run:
     budget: Budget
     renderer: Renderer
     warnings: _Warnings
-    read_file: ReadFile
+    source: Source
     increment: incremental.Increment | None
     gaps: list[Gap]
     explained: frozenset[str]
@@ -218,7 +199,7 @@ class _Run:
     def read(self, path: str, sha: str) -> str | None:
         """Context is optional: a failed read (a 502 on the contents API) costs context, not the review."""
         try:
-            return self.read_file(path, sha)
+            return self.source.read_file(path, sha)
         except ImreviewError as exc:
             self.warnings(f"could not read {path} at {sha[:12]} for context: {_short(str(exc), 160)}")
             return None
@@ -259,14 +240,14 @@ def _check_rules(run: _Run) -> rules.RuleResult:
         return rules.run_rules(run.files, messages=run.renderer.messages("rules."))
 
 
-def _open_model(run: _Run, client_factory: ClientFactory | None) -> None:
+def _open_model(run: _Run) -> None:
     """The client for the configured model; no model, or no credentials for it, is a gap."""
     config, renderer = run.config, run.renderer
     if not config.model:
         run.gaps.append(Gap(what=renderer.gap_text("no_model"), why="no_model"))
         run.unsent = "no_model"
         return
-    client = (client_factory or _default_client)(config, run.budget, run.warnings)
+    client = _default_client(config, run.budget, run.warnings)
     missing = client.credentials_missing()
     if not missing:
         run.client = client
@@ -282,13 +263,13 @@ def _open_model(run: _Run, client_factory: ClientFactory | None) -> None:
     run.unsent = "no_credentials"
 
 
-def _plan(run: _Run, corpus: Callable[[], ctx.Corpus | None] | None) -> tuple[_Planner, Plan]:
+def _plan(run: _Run) -> tuple[_Planner, Plan]:
     """Pack the hunks into units within what the budget allows (an increment's hunks only, the push's
     first); with a model, the units carry repository context read at the head."""
     client, increment = run.client, run.increment
     read_head = run.read_head if client is not None else None
     finder = (
-        _ContextFinder(run.files, corpus, run.warnings) if client is not None and corpus is not None else None
+        _ContextFinder(run.files, run.source.context_corpus, run.warnings) if client is not None else None
     )
     planner = _Planner(run.config, client, run.renderer, run.change, read_head, finder)
     if increment is not None:
@@ -506,9 +487,7 @@ def _plan_summary(run: _Run, reviewed: _Reviewed) -> PlanSummary:
     )
 
 
-def planned_cost(
-    change: Change, config: Config, *, renderer: Renderer, client_factory: ClientFactory | None = None
-) -> float | None:
+def planned_cost(change: Change, config: Config, *, renderer: Renderer) -> float | None:
     """What reviewing all of `change` would reserve before any call, as the planner would pack it
     within the PR's own token and call limits (money unbounded), held as the ledger holds each
     request. No context is read, so no request reaches GitHub: each hunk is priced with as much
@@ -518,7 +497,7 @@ def planned_cost(
     if not config.model:
         return 0.0
     budget = Budget(dataclasses.replace(config.limits, cost_usd=float("inf")))
-    client = (client_factory or _default_client)(config, budget, lambda message: None)
+    client = _default_client(config, budget, lambda message: None)
     if client.credentials_missing():
         return 0.0
     price = client.price(client.models[0])

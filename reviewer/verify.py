@@ -187,14 +187,11 @@ def _verdicts(
         prompt = renderer.prompt(
             "verify", findings=items, excerpts=excerpts, nonce=nonce, language=renderer.language
         )
-        messages = [
-            {"role": "system", "content": renderer.prompt("system", language=renderer.language)},
-            {"role": "user", "content": prompt},
-        ]
-        verdicts, _ = client.complete_json(
+        system = renderer.prompt("system", language=renderer.language)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
+        return client.complete_json(
             messages, phase="verify", parse=parse_verdicts, response_schema=fnd.VERDICTS_SCHEMA
-        )
-        return verdicts
+        )[0]
 
     try:
         return ask(excerpts)
@@ -207,10 +204,9 @@ def _verdicts(
 def _context(text: str | None, line: int | None) -> str:
     if not text or not line:
         return ""
-    lines = text.splitlines()
     lo = max(0, line - 1 - CONTEXT_LINES)
-    hi = min(len(lines), line + CONTEXT_LINES)
-    return redact("\n".join(f"{n + 1} {lines[n]}" for n in range(lo, hi)))
+    shown = text.splitlines()[lo : line + CONTEXT_LINES]
+    return redact("\n".join(f"{n} {code}" for n, code in enumerate(shown, lo + 1)))
 
 
 def parse_verdicts(text: str) -> Mapping[str, tuple[bool, str]]:
