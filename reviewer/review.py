@@ -248,16 +248,11 @@ def _open_model(run: _Run) -> None:
         run.unsent = "no_model"
         return
     client = _default_client(config, run.budget, run.warnings)
-    missing = client.credentials_missing()
-    if not missing:
+    if not (missing := client.credentials_missing()):
         run.client = client
         return
-    what = renderer.gap_text(
-        "no_credentials_keys",
-        keys=", ".join(missing),
-        secrets=", ".join(f"`{key}`" for key in missing),
-        model=config.model,
-    )
+    keys, secrets_ = ", ".join(missing), ", ".join(f"`{key}`" for key in missing)
+    what = renderer.gap_text("no_credentials_keys", keys=keys, secrets=secrets_, model=config.model)
     run.gaps.append(Gap(what=what, why="no_credentials"))
     run.warnings(what)
     run.unsent = "no_credentials"
@@ -268,9 +263,7 @@ def _plan(run: _Run) -> tuple[_Planner, Plan]:
     first); with a model, the units carry repository context read at the head."""
     client, increment = run.client, run.increment
     read_head = run.read_head if client is not None else None
-    finder = (
-        _ContextFinder(run.files, run.source.context_corpus, run.warnings) if client is not None else None
-    )
+    finder = _ContextFinder(run) if client is not None else None
     planner = _Planner(run.config, client, run.renderer, run.change, read_head, finder)
     if increment is not None:
         planner.only, planner.first = increment.resend, increment.first
@@ -687,27 +680,25 @@ def _evidence(units: Sequence[Unit]) -> verify.Evidence:
     )
 
 
+@dataclass(eq=False)
 class _ContextFinder:
     """`reviewer.context.Finder` over the source's corpus, opened on first use; a source that
     cannot open one (or fails to) costs the context, never the review."""
 
-    def __init__(
-        self, files: Sequence[DiffFile], corpus: Callable[[], ctx.Corpus | None], warn: Warn
-    ) -> None:
-        self._files, self._corpus, self._warn = files, corpus, warn
-        self._finder: ctx.Finder | None = None
-        self._opened = False
+    run: _Run
+    finder: ctx.Finder | None = None
+    opened: bool = False
 
     def __call__(self, file: DiffFile, hunk: Hunk) -> Sequence[ctx.Snippet]:
         try:
-            if not self._opened:
-                self._opened = True
-                corpus = self._corpus()
-                self._finder = ctx.Finder(self._files, corpus) if corpus is not None else None
-            return self._finder.for_hunk(file, hunk) if self._finder is not None else ()
+            if not self.opened:
+                self.opened = True
+                corpus = self.run.source.context_corpus()
+                self.finder = ctx.Finder(self.run.files, corpus) if corpus is not None else None
+            return self.finder.for_hunk(file, hunk) if self.finder is not None else ()
         except ImreviewError as exc:
-            self._warn(f"repository context unavailable: {_short(str(exc), 200)}")
-            self._finder = None
+            self.run.warnings(f"repository context unavailable: {_short(str(exc), 200)}")
+            self.finder = None
             return ()
 
 
