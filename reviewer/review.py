@@ -526,9 +526,12 @@ def conclude(
         outputs=outputs,
         say=renderer.translate,
     )
-    moved = current_head is not None and current_head != pinned
-    stale = Gap(what=renderer.gap_text("stale", head=pinned[:12], now=f"{current_head}"[:12]), why="stale")
-    gaps = (*report.gaps, stale) if moved else report.gaps
+    moved, gaps = current_head is not None and current_head != pinned, report.gaps
+    if moved and current_head is not None:
+        gaps = (
+            *gaps,
+            Gap(what=renderer.gap_text("stale", head=pinned[:12], now=current_head[:12]), why="stale"),
+        )
     verdict = gate.verdict(findings=report.findings, coverage=report.coverage, gaps=gaps, head_moved=moved)
     return report.replace(gate=result, gaps=gaps, verdict=verdict)
 
