@@ -86,14 +86,10 @@ def evaluate(
 def _over_limits(budget: BudgetReport) -> list[tuple[str, float, float]]:
     """(limit, used, allowed) for each limit the provider-reported usage passed."""
     limits, used = budget.limits, budget.used
+    values = ((name, getattr(used, name)) for name in ("input_tokens", "output_tokens", "calls", "cost_usd"))
     return [
         (name, value, limits[name])
-        for name, value in (
-            ("input_tokens", used.input_tokens),
-            ("output_tokens", used.output_tokens),
-            ("calls", used.calls),
-            ("cost_usd", used.cost_usd),
-        )
+        for name, value in values
         if value is not None and limits.get(name) is not None and value > limits[name] + 1e-9
     ]
 

@@ -151,7 +151,7 @@ def analyse(
     run = _Run(
         change=change,
         config=config,
-        budget=budget or Budget(config.limits),
+        budget=Budget(config.limits) if budget is None else budget,
         renderer=renderer,
         warnings=_Warnings(warn),
         source=source,
