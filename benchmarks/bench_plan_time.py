@@ -106,13 +106,7 @@ def review_once(repo: Path, server: FakeModelServer, seconds: float) -> dict[str
     before = len(server.requests)
     with _Timed() as timed:
         analysis = analyse(
-            change,
-            config,
-            budget=Budget(limits),
-            read_file=source.read_file,
-            renderer=renderer,
-            warn=lambda message: None,
-            corpus=source.context_corpus,
+            source, change, config, budget=Budget(limits), renderer=renderer, warn=lambda message: None
         )
     report = conclude(analysis, current_head=None, outputs=(), renderer=renderer)
     statuses = Counter(f.status for f in report.coverage.files)

@@ -308,7 +308,7 @@ def total(dataset: str, model: str | None, judge_model: str | None, items: Seque
 
 def review_item(item: Item, config: Config, *, warn: Warn) -> tuple[Report, float]:
     """The same analysis `imreview review` runs, without publishing anything."""
-    from reviewer.review import analyse_source, conclude
+    from reviewer.review import analyse, conclude
     from reviewer.source.local import LocalSource
 
     renderer = Renderer(language=config.language, template_dir=config.template_dir)
@@ -320,7 +320,7 @@ def review_item(item: Item, config: Config, *, warn: Warn) -> tuple[Report, floa
         assert item.repo is not None
         source = LocalSource(item.repo, base=item.base, head=item.head)
     change = source.change()
-    analysis = analyse_source(source, change, config, renderer=renderer, warn=warn)
+    analysis = analyse(source, change, config, renderer=renderer, warn=warn)
     report = conclude(analysis, current_head=source.head_sha(), outputs=(), renderer=renderer)
     return report, time.monotonic() - started
 

@@ -6,16 +6,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from reviewer.report import (
-    BudgetReport,
-    Coverage,
-    Finding,
-    Gap,
-    Gate,
-    GateCheck,
-    Verdict,
-    priority_rank,
-)
+from reviewer.report import BudgetReport, Coverage, Finding, Gap, Gate, GateCheck, Verdict, priority_rank
 
 UNREVIEWED_WHYS = frozenset(
     {
@@ -63,20 +54,15 @@ def evaluate(
     answers_gapped: int,
     budget: BudgetReport,
     outputs: Sequence[OutputSize] = (),
-    say: Callable[..., str] | None = None,
+    say: Callable[..., str],
 ) -> Gate:
     """Integrity checks: disclosed gaps do not block publishing; a moved head or an undisclosed
     overrun does. Every reservation fits the limits, so a limit is passed only when the provider
     reported more than was reserved: the budget lists that in `overrun`, and the review it paid
     for is published with the overrun shown here (DESIGN 5).
 
-    `say` (the renderer's `translate`) localizes the details through the `gate_detail.*` strings;
-    without it they are the packaged English ones.
+    `say` (the renderer's `translate`) localizes the details through the `gate_detail.*` strings.
     """
-    if say is None:
-        from reviewer.render import Renderer
-
-        say = Renderer().translate
     moved = current_head is not None and current_head != pinned_head
     unaccounted = [f.path for f in coverage.files if f.status == "partial" and not f.reason]
     over = _over_limits(budget)
@@ -88,7 +74,8 @@ def evaluate(
         GateCheck(
             "answers_parsed",
             answers_parsed + answers_gapped >= answers_expected,
-            _answers_detail(say, parsed=answers_parsed, expected=answers_expected, gapped=answers_gapped),
+            say("gate_detail.parsed", parsed=answers_parsed, expected=answers_expected)
+            + (say("gate_detail.gapped", n=answers_gapped) if answers_gapped else ""),
         ),
         GateCheck("budget_respected", not overrun, _budget_detail(say, overrun, over, budget.exhausted)),
         GateCheck("output_limits", all(o.size <= o.limit for o in outputs), _outputs_detail(say, outputs)),
@@ -99,14 +86,10 @@ def evaluate(
 def _over_limits(budget: BudgetReport) -> list[tuple[str, float, float]]:
     """(limit, used, allowed) for each limit the provider-reported usage passed."""
     limits, used = budget.limits, budget.used
+    values = ((name, getattr(used, name)) for name in ("input_tokens", "output_tokens", "calls", "cost_usd"))
     return [
         (name, value, limits[name])
-        for name, value in (
-            ("input_tokens", used.input_tokens),
-            ("output_tokens", used.output_tokens),
-            ("calls", used.calls),
-            ("cost_usd", used.cost_usd),
-        )
+        for name, value in values
         if value is not None and limits.get(name) is not None and value > limits[name] + 1e-9
     ]
 
@@ -118,15 +101,9 @@ def _head_detail(say: Callable[..., str], pinned: str, current: str | None) -> s
 
 
 def _coverage_detail(say: Callable[..., str], coverage: Coverage) -> str:
-    counts = Counter(f.status for f in coverage.files)
-    return ", ".join(say(f"status_count.{status}", n=n) for status, n in sorted(counts.items())) or say(
+    counts = sorted(Counter(f.status for f in coverage.files).items())
+    return ", ".join(say(f"status_count.{status}", n=n) for status, n in counts) or say(
         "gate_detail.no_files"
-    )
-
-
-def _answers_detail(say: Callable[..., str], *, parsed: int, expected: int, gapped: int) -> str:
-    return say("gate_detail.parsed", parsed=parsed, expected=expected) + (
-        say("gate_detail.gapped", n=gapped) if gapped else ""
     )
 
 
@@ -208,7 +185,4 @@ def exit_code(*, verdict_: str, findings: Sequence[Finding], fail_on: str, on_er
 
 
 def counts(findings: Sequence[Finding]) -> Mapping[str, int]:
-    out = {"P1": 0, "P2": 0, "P3": 0}
-    for f in findings:
-        out[f.priority] += 1
-    return out
+    return {priority: sum(f.priority == priority for f in findings) for priority in ("P1", "P2", "P3")}

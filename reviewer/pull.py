@@ -327,14 +327,7 @@ def review_units(
         else plan_increment(client, pr.source.repo, pr.change, prior, config=pr.config, renderer=pr.renderer)
     )
     analysis = review.analyse(
-        pr.change,
-        pr.config,
-        budget=budget,
-        read_file=pr.source.read_file,
-        renderer=pr.renderer,
-        warn=warn,
-        corpus=pr.source.context_corpus,
-        increment=increment,
+        pr.source, pr.change, pr.config, budget=budget, renderer=pr.renderer, warn=warn, increment=increment
     )
     if increment is None:
         analysis = dataclasses.replace(analysis, report=analysis.report.replace(incremental=increment_info))

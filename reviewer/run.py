@@ -22,7 +22,7 @@ from reviewer.incremental import CarriedFinding
 from reviewer.publish import COMMENT_LIMIT, utf16_len
 from reviewer.render import Renderer, fit
 from reviewer.report import Report
-from reviewer.review import Analysis, analyse_source, conclude
+from reviewer.review import Analysis, analyse, conclude
 from reviewer.runner_sinks import SUMMARY_LIMIT_BYTES, echo_untrusted
 from reviewer.runner_sinks import Rendered as Rendered
 from reviewer.source import Source
@@ -170,7 +170,7 @@ def review_and_report(
         from reviewer.llm import preload_litellm
 
         preload_litellm()  # overlaps the deterministic checks; after the diff, so an empty one exits at once
-    analysis = analyse_source(source, change, config, renderer=renderer, warn=warn)
+    analysis = analyse(source, change, config, renderer=renderer, warn=warn)
     report, rendered = finish(analysis, source, config, renderer)
     write_report_files(
         report,

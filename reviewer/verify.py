@@ -15,7 +15,7 @@ Order (DESIGN 4.4, issue 8):
    warning.
 
 Only findings on files the model was shown are re-checked: a model-chosen path must never pull a
-skipped file (such as `.env`) into a prompt.
+skipped file (such as `.env`) into a prompt. Everything shown or kept is redacted (`rules.redact`).
 """
 
 from __future__ import annotations
@@ -32,20 +32,22 @@ from reviewer import findings as fnd
 from reviewer.diff import DiffFile
 from reviewer.errors import BudgetExhausted, ModelError
 from reviewer.report import Exclusion, Finding
+from reviewer.rules import redact
 
 if TYPE_CHECKING:
     from reviewer.llm import ModelClient
     from reviewer.render import Renderer
 
 ReadText = Callable[[str], "str | None"]
-Translate = Callable[..., str]
-Redact = Callable[[str], str]
+Evidence = Callable[[Finding], Sequence[ctx.Snippet]]
 
 CONTEXT_LINES = 25
 MAX_VERIFY = 8
 MAX_EVIDENCE_CHARS = 12_000
 _DIFF_PREFIX = re.compile(r"^\s*(?:\(?\d+\)?\s+)?[+\- ~]\s")
 _FENCED = re.compile(r"^```[\w+-]*\n(.*?)\n?```$", re.S)
+_SHOWN = ("id", "priority", "title", "path", "line", "trigger", "observation", "suggestion", "quote")
+"""The fields of a finding the verifier is shown, with the code around its line."""
 
 
 @dataclass(frozen=True)
@@ -56,20 +58,8 @@ class Outcome:
     refuted: tuple[Exclusion, ...]
 
 
-def _quote_line(quote: str) -> str:
-    """The quote's first code line, without a diff marker or line number the model may have copied."""
-    first = next((line for line in quote.splitlines() if line.strip()), "")
-    return fnd.norm(_DIFF_PREFIX.sub("", first, count=1))
-
-
-def _code_of(suggestion: str) -> str:
-    text = suggestion.strip()
-    fenced = _FENCED.match(text)
-    if fenced:
-        text = fenced.group(1)
-    elif text.startswith("`") and text.endswith("`"):
-        text = text.strip("`")
-    return fnd.norm(text)
+def _exclusion(finding: Finding, reason: str) -> Exclusion:
+    return Exclusion(claim=finding.title, reason=reason, path=finding.path, line=finding.line)
 
 
 def deterministic(
@@ -78,55 +68,58 @@ def deterministic(
     files: Mapping[str, DiffFile],
     read_head: ReadText,
     read_base: ReadText,
-    redact: Redact,
-    say: Translate,
+    say: Callable[..., str],
 ) -> Outcome:
     """The zero-cost checks on every model finding (rule findings are exact by construction)."""
     kept: list[Finding] = []
     refuted: list[Exclusion] = []
     for finding in found:
-        if finding.source != "llm" or finding.path not in files:
-            kept.append(finding)
-            continue
-        reason = _refutation(finding, files[finding.path], read_head, read_base, redact, say)
+        reason = None
+        if finding.source == "llm" and finding.path in files:
+            reason = _refutation(finding, files[finding.path], read_head, read_base, say)
+            if not reason and not finding.anchored and finding.anchor_reason != "not_in_unit":
+                finding = dataclasses.replace(finding, verified=False)
         if reason:
-            refuted.append(
-                Exclusion(claim=finding.title, reason=reason, path=finding.path, line=finding.line)
-            )
-        elif not finding.anchored and finding.anchor_reason != "not_in_unit":
-            kept.append(dataclasses.replace(finding, verified=False))
+            refuted.append(_exclusion(finding, reason))
         else:
             kept.append(finding)
     return Outcome(tuple(kept), tuple(refuted))
 
 
 def _refutation(
-    finding: Finding, file: DiffFile, read_head: ReadText, read_base: ReadText, redact: Redact, say: Translate
+    finding: Finding, file: DiffFile, read_head: ReadText, read_base: ReadText, say: Callable[..., str]
 ) -> str | None:
-    quote = _quote_line(finding.quote)
+    """Why the finding is refuted: its quote (the first code line, without a diff marker or line
+    number the model may have copied) is not in the file nor its diff, or its fix is the quoted
+    code (or the anchored line) unchanged."""
+    first = next((line for line in finding.quote.splitlines() if line.strip()), "")
+    quote = fnd.norm(_DIFF_PREFIX.sub("", first, count=1))
     if not quote:
         return None
     diff_texts = fnd.line_texts(file, finding.side)
     whole = (read_base if finding.side == "LEFT" else read_head)(finding.path)
-    if whole is not None and not _quoted_anywhere(quote, [*diff_texts.values(), *whole.splitlines()], redact):
+    if whole is not None and not _quoted_anywhere(quote, [*diff_texts.values(), *whole.splitlines()]):
         where = "verify.quote_not_at_base" if finding.side == "LEFT" else "verify.quote_not_at_head"
         return say(where, quote=quote[:120], path=finding.path)  # an unreadable file proves nothing
-    if _fix_is_the_code(finding, diff_texts):
+    fix = _code_of(finding.suggestion)
+    at_line = fnd.norm(diff_texts.get(finding.line or -1, "")) if finding.anchored else ""
+    if fix and (fix == fnd.norm(finding.quote) or (at_line and fix == at_line)):
         return say("verify.fix_is_the_code", quote=quote[:120])
     return None
 
 
-def _quoted_anywhere(quote: str, lines: Sequence[str], redact: Redact) -> bool:
+def _quoted_anywhere(quote: str, lines: Sequence[str]) -> bool:
     """The quote, as written or without a copied `+` and line number, on one of `lines`."""
     quotes = {quote, fnd.bare_quote(quote)} - {""}
     return any(q in fnd.norm(line) or q in fnd.norm(redact(line)) for line in lines for q in quotes)
 
 
-def _fix_is_the_code(finding: Finding, diff_texts: Mapping[int, str]) -> bool:
-    """The suggested fix is the quoted code (or the anchored line) unchanged."""
-    fix = _code_of(finding.suggestion)
-    at_line = fnd.norm(diff_texts.get(finding.line or -1, "")) if finding.anchored else ""
-    return bool(fix) and (fix == fnd.norm(finding.quote) or bool(at_line and fix == at_line))
+def _code_of(suggestion: str) -> str:
+    text = suggestion.strip()
+    fenced = _FENCED.match(text)
+    if fenced:
+        return fnd.norm(fenced.group(1))
+    return fnd.norm(text.strip("`") if text.startswith("`") and text.endswith("`") else text)
 
 
 def recheck(
@@ -135,30 +128,15 @@ def recheck(
     *,
     renderer: Renderer,
     read_head: ReadText,
-    redact: Redact,
     warn: Callable[[str], None],
     reviewed_paths: set[str],
-    evidence: Callable[[Finding], Sequence[ctx.Snippet]] = lambda finding: (),
+    evidence: Evidence = lambda finding: (),
 ) -> Outcome:
-    """One verification call for up to MAX_VERIFY P1/P2 model findings on files the model saw.
-    `evidence`: the repository context the review call that raised a finding was shown."""
-    targets = _targets(found, reviewed_paths)
-    if not targets:
-        return Outcome(tuple(found), ())
-    items = [_item(f, read_head, redact) for f in targets]
-    excerpts = _excerpts(ctx.merge(evidence(f) for f in targets), redact)
-    try:
-        verdicts = _verdicts(client, renderer, items, excerpts)
-    except (BudgetExhausted, ModelError) as exc:
-        detail = " ".join(str(exc).split())[:120] or type(exc).__name__
-        warn(f"verification skipped: {redact(detail)}")
-        return Outcome(tuple(found), ())
-    return _decided(found, {f.id for f in targets}, verdicts, redact)
-
-
-def _targets(found: Sequence[Finding], reviewed_paths: set[str]) -> list[Finding]:
-    """The model's P1/P2 findings not yet verified, on files the model saw, at most MAX_VERIFY."""
-    return [
+    """One verification call for up to MAX_VERIFY of the model's P1/P2 findings not yet verified, on
+    files the model saw. `evidence`: the repository context the review call that raised a finding was
+    shown; the best-ranked snippets that fit MAX_EVIDENCE_CHARS are rendered as the review showed
+    them (`select` charges no separator for the first snippet, this budget one for each)."""
+    targets = [
         f
         for f in found
         if f.source == "llm"
@@ -166,21 +144,36 @@ def _targets(found: Sequence[Finding], reviewed_paths: set[str]) -> list[Finding
         and f.path in reviewed_paths
         and f.verified is None
     ][:MAX_VERIFY]
+    if not targets:
+        return Outcome(tuple(found), ())
+    items = [
+        {**{k: getattr(f, k) for k in _SHOWN}, "context": _context(read_head(f.path), f.line)}
+        for f in targets
+    ]
+    snippets = ctx.merge(evidence(f) for f in targets)
+    excerpts = ctx.render(ctx.select(snippets, MAX_EVIDENCE_CHARS - len(ctx.SEPARATOR), len, redact), redact)
+    try:
+        verdicts = _verdicts(client, renderer, items, excerpts)
+    except (BudgetExhausted, ModelError) as exc:
+        detail = " ".join(str(exc).split())[:120] or type(exc).__name__
+        warn(f"verification skipped: {redact(detail)}")
+        return Outcome(tuple(found), ())
+    return _decided(found, {f.id for f in targets}, verdicts)
 
 
-def _item(f: Finding, read_head: ReadText, redact: Redact) -> dict[str, Any]:
-    return {
-        "id": f.id,
-        "priority": f.priority,
-        "title": f.title,
-        "path": f.path,
-        "line": f.line,
-        "trigger": f.trigger,
-        "observation": f.observation,
-        "suggestion": f.suggestion,
-        "quote": f.quote,
-        "context": _context(read_head(f.path), f.line, redact),
-    }
+def _decided(
+    found: Sequence[Finding], target_ids: set[str], verdicts: Mapping[str, tuple[bool, str]]
+) -> Outcome:
+    """Each target the verifier confirmed marked verified, each it refuted an exclusion."""
+    kept: list[Finding] = []
+    refuted: list[Exclusion] = []
+    for f in found:
+        decision = verdicts.get(f.id) if f.id in target_ids else None
+        if decision is None or decision[0]:
+            kept.append(f if decision is None else dataclasses.replace(f, verified=True))
+        else:
+            refuted.append(_exclusion(f, redact(decision[1])))
+    return Outcome(tuple(kept), tuple(refuted))
 
 
 def _verdicts(
@@ -194,14 +187,11 @@ def _verdicts(
         prompt = renderer.prompt(
             "verify", findings=items, excerpts=excerpts, nonce=nonce, language=renderer.language
         )
-        messages = [
-            {"role": "system", "content": renderer.prompt("system", language=renderer.language)},
-            {"role": "user", "content": prompt},
-        ]
-        verdicts, _ = client.complete_json(
+        system = renderer.prompt("system", language=renderer.language)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
+        return client.complete_json(
             messages, phase="verify", parse=parse_verdicts, response_schema=fnd.VERDICTS_SCHEMA
-        )
-        return verdicts
+        )[0]
 
     try:
         return ask(excerpts)
@@ -211,37 +201,12 @@ def _verdicts(
         return ask("")
 
 
-def _decided(
-    found: Sequence[Finding], target_ids: set[str], verdicts: Mapping[str, tuple[bool, str]], redact: Redact
-) -> Outcome:
-    """Each target the verifier confirmed marked verified, each it refuted an exclusion."""
-    kept: list[Finding] = []
-    refuted: list[Exclusion] = []
-    for f in found:
-        decision = verdicts.get(f.id) if f.id in target_ids else None
-        if decision is None:
-            kept.append(f)
-        elif decision[0]:
-            kept.append(dataclasses.replace(f, verified=True))
-        else:
-            refuted.append(Exclusion(claim=f.title, reason=redact(decision[1]), path=f.path, line=f.line))
-    return Outcome(tuple(kept), tuple(refuted))
-
-
-def _excerpts(snippets: Sequence[ctx.Snippet], redact: Redact) -> str:
-    """The best-ranked context snippets that fit MAX_EVIDENCE_CHARS, rendered as the review showed them
-    (`select` charges no separator for the first snippet, this budget one for each)."""
-    chosen = ctx.select(snippets, MAX_EVIDENCE_CHARS - len(ctx.SEPARATOR), len, redact)
-    return ctx.render(chosen, redact)
-
-
-def _context(text: str | None, line: int | None, redact: Redact) -> str:
+def _context(text: str | None, line: int | None) -> str:
     if not text or not line:
         return ""
-    lines = text.splitlines()
     lo = max(0, line - 1 - CONTEXT_LINES)
-    hi = min(len(lines), line + CONTEXT_LINES)
-    return redact("\n".join(f"{n + 1} {lines[n]}" for n in range(lo, hi)))
+    shown = text.splitlines()[lo : line + CONTEXT_LINES]
+    return redact("\n".join(f"{n} {code}" for n, code in enumerate(shown, lo + 1)))
 
 
 def parse_verdicts(text: str) -> Mapping[str, tuple[bool, str]]:

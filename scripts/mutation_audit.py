@@ -89,8 +89,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     _m(
         "verify-context-not-redacted",
         "reviewer/verify.py",
-        'return redact("\\n".join(f"{n + 1} {lines[n]}" for n in range(lo, hi)))',
-        'return "\\n".join(f"{n + 1} {lines[n]}" for n in range(lo, hi))',
+        'return redact("\\n".join(f"{n} {code}" for n, code in enumerate(shown, lo + 1)))',
+        'return "\\n".join(f"{n} {code}" for n, code in enumerate(shown, lo + 1))',
         "the code around a finding sent to the verification call is not redacted",
         "test_secrets_sent.py",
         "test_verify.py",

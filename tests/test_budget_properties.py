@@ -13,6 +13,7 @@ from reviewer import gate
 from reviewer.budget import Budget, BudgetExhausted, Limits, held_tokens
 from reviewer.diff import parse_patch
 from reviewer.plan import Allowance, Unit
+from reviewer.render import Renderer
 from reviewer.report import BudgetReport, Coverage, Gate
 from tests.factories import added_file, assert_every_line_placed, quarter_plan
 
@@ -66,6 +67,7 @@ def gate_on_budget(report: BudgetReport) -> Gate:
         answers_parsed=0,
         answers_gapped=0,
         budget=report,
+        say=Renderer().translate,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from reviewer.gate import OutputSize, evaluate, exit_code, fails, verdict
+from reviewer.render import Renderer
 from reviewer.report import BudgetReport, Coverage, FileCoverage, Finding, Gap, Usage
 from tests.factories import finding
 
@@ -37,6 +38,7 @@ def test_gate_ready_when_all_checks_pass() -> None:
         answers_gapped=1,
         budget=_budget(calls=2),
         outputs=[OutputSize("comment", 10, 100)],
+        say=Renderer().translate,
     )
     assert g.publish_ready
     assert [c.name for c in g.checks] == [
@@ -57,6 +59,7 @@ def test_moved_head_blocks_publishing_and_makes_incomplete() -> None:
         answers_parsed=0,
         answers_gapped=0,
         budget=_budget(),
+        say=Renderer().translate,
     )
     assert not g.publish_ready and not g.checks[0].ok
     assert (
@@ -75,6 +78,7 @@ def test_unreported_parse_failure_and_overrun_block() -> None:
         answers_gapped=0,
         budget=_budget(calls=5),
         outputs=[OutputSize("comment", 70_000, 65_000)],
+        say=Renderer().translate,
     )
     failed = {c.name for c in g.checks if not c.ok}
     assert failed == {"answers_parsed", "budget_respected", "output_limits"}

@@ -150,13 +150,12 @@ def test_a_pr_of_many_hunks_under_a_small_max_seconds_reviews_what_it_planned_an
     renderer = Renderer()
     # one tick a read: planning gets a quarter of what is left (~300 reads), the calls the rest
     analysis = analyse(
+        source,
         source.change(),
         config,
         budget=Budget(limits, clock=Ticks()),
-        read_file=source.read_file,
         renderer=renderer,
         warn=lambda message: None,
-        corpus=source.context_corpus,
     )
     report = conclude(analysis, current_head=None, outputs=(), renderer=renderer)
     assert server.requests, "what was planned is sent"

@@ -124,6 +124,7 @@ def test_every_model_answer_is_parsed_or_reported_as_a_gap_before_publishing(
 ) -> None:
     """Three answers expected: one missing and not reported as a gap blocks publishing."""
     from reviewer.gate import evaluate
+    from reviewer.render import Renderer
     from tests.test_gate import _budget, _cov
 
     gate = evaluate(
@@ -134,6 +135,7 @@ def test_every_model_answer_is_parsed_or_reported_as_a_gap_before_publishing(
         answers_parsed=parsed,
         answers_gapped=gapped,
         budget=_budget(calls=3),
+        say=Renderer().translate,
     )
     (check,) = [c for c in gate.checks if c.name == "answers_parsed"]
     assert check.ok == ready

@@ -52,7 +52,6 @@ def _check(*found: Finding, language: str = "en"):
         files={f.path: f for f in files},
         read_head=lambda path: HEAD if path == "src/app.py" else None,
         read_base=lambda path: BASE if path == "src/app.py" else None,
-        redact=lambda s: s,
         say=Renderer(language=language).translate,
     )
 
@@ -153,7 +152,6 @@ def test_the_recheck_call_confirms_refutes_and_leaves_out(tmp_path) -> None:
             [confirmed, refuted, unsure, minor],
             renderer=Renderer(),
             read_head=lambda path: HEAD,
-            redact=lambda s: s,
             warn=lambda m: None,
             reviewed_paths={"src/app.py"},
         )
@@ -175,7 +173,6 @@ def test_an_unreadable_file_refutes_nothing() -> None:
         files={f.path: f for f in files},
         read_head=lambda path: None,
         read_base=lambda path: None,
-        redact=lambda s: s,
         say=Renderer().translate,
     )
     assert out.refuted == () and out.findings[0].verified is False
@@ -212,7 +209,6 @@ def _evidence_run(max_input_tokens: int) -> tuple[list[dict], object]:
             [claim],
             renderer=Renderer(),
             read_head=lambda path: HEAD,
-            redact=lambda s: s,
             warn=lambda m: None,
             reviewed_paths={"src/app.py"},
             evidence=lambda f: (helper,) if f.path == "src/app.py" else (),
