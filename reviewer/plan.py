@@ -144,99 +144,38 @@ class Plan:
         return sum(u.context_tokens for u in self.units)
 
 
+def _weight(path: str) -> float:
+    return _CATEGORY_WEIGHT[category(path)] * (1.5 if sensitive(path) else 1.0)
+
+
 def hunk_risk(path: str, hunk: Hunk) -> float:
     """Category dominates, security-sensitive paths weigh 1.5x, added lines add up to 0.9;
     deletion-only hunks score below every hunk that adds code."""
-    weight = _CATEGORY_WEIGHT[category(path)] * (1.5 if sensitive(path) else 1.0)
+    weight = _weight(path)
     if hunk.added == 0:
         return round(0.1 * weight, 4)
     return round(weight + 0.9 * min(1.0, math.log2(1 + hunk.added) / 8), 4)
 
 
-SENSITIVE_SOURCE_WEIGHT = _CATEGORY_WEIGHT["source"] * 1.5
-"""The risk weight of security-sensitive source: the code packed first, whatever its size."""
-
-
-def pack_order(risk: float, path: str, tokens: int) -> tuple[bool, float, float]:
-    """The order hunks are packed in (ascending): security-sensitive source that adds code first,
-    then by category (source, tests, config, docs; deletion-only hunks last), and within those by
-    risk per token of the diff text, so a tight budget takes many small risky hunks before one huge
-    one of the same kind (the hunk that no longer fits whole is then cut to fill what is left).
-    This is the `risk_per_token` order; `make_plan` packs in PACK_ORDER, which keeps its first key."""
-    weight = _CATEGORY_WEIGHT[category(path)] * (1.5 if sensitive(path) else 1.0)
+def tier(risk: float, path: str) -> tuple[bool, float]:
+    """The pack order's first keys (ascending): security-sensitive source that adds code first, then
+    by category (source, tests, config, docs); deletion-only hunks last."""
+    weight = _weight(path)
     adds = risk >= weight
-    first = adds and weight >= SENSITIVE_SOURCE_WEIGHT
-    return (not first, -_CATEGORY_WEIGHT[category(path)] if adds else 0.0, -risk / max(tokens, 1))
+    first = adds and weight >= _CATEGORY_WEIGHT["source"] * 1.5
+    return (not first, -_CATEGORY_WEIGHT[category(path)] if adds else 0.0)
 
 
-PACK_ORDERS = (
-    "risk_per_token",
-    "whole_files",
-    "coherence",
-    "new_first_slice",
-    "docs_fair",
-    "lines_per_token",
-    "file_lines_per_token",
-    "files_by_size",
-    "files_by_added",
-)
-PACK_ORDER = "lines_per_token"
-"""The order `make_plan` packs hunks in: the most added lines per token first. Chosen by measurement
-on 72 real defect-introducing commits (benchmarks/DEFECTS.md): the only order at or above PR-Agent's
-mean defect-line recall at 8k, 16k and 32k. Internal, not a setting; the benchmark sets it to
-compare the orders in one run:
-- `risk_per_token`: `pack_order` as it is;
-- `whole_files`: PR-Agent's order, whole files by category, the largest first, hunks in file order;
-- `coherence`: whole files by category, then by the file's summed risk per token;
-- `new_first_slice`: `risk_per_token`, a new file's hunk priced at most NEW_FILE_SLICE_TOKENS, so
-  its first lines go early (the rest is cut to what is left);
-- `docs_fair`: `risk_per_token` without the category tiers (docs compete on risk per token);
-- `lines_per_token`: by category, then added lines per token;
-- `file_lines_per_token`: security-sensitive source first, then whole files by category, then by
-  the file's added lines per token;
-- `files_by_size`: security-sensitive source first, then `whole_files`;
-- `files_by_added`: security-sensitive source first, then whole files by category, the most added
-  lines first."""
-NEW_FILE_SLICE_TOKENS = 600
-
-
-def _order_keys(
-    order: str, items: Sequence[tuple[float, DiffFile, Hunk, int]]
+def pack_keys(
+    items: Sequence[tuple[float, DiffFile, Hunk, int]],
 ) -> dict[tuple[str, int], tuple[bool, float, float]]:
-    """Each hunk's pack-order key (ascending) under `order` (PACK_ORDERS)."""
-    if order not in PACK_ORDERS:
-        raise ValueError(f"unknown pack order {order!r}: expected one of {', '.join(PACK_ORDERS)}")
-    file_tokens: dict[str, int] = {}
-    file_risk: dict[str, float] = {}
-    file_added: dict[str, int] = {}
-    for risk, f, h, tokens in items:
-        file_tokens[f.path] = file_tokens.get(f.path, 0) + tokens
-        file_risk[f.path] = file_risk.get(f.path, 0.0) + risk
-        file_added[f.path] = file_added.get(f.path, 0) + h.added
-    keys: dict[tuple[str, int], tuple[bool, float, float]] = {}
-    for risk, f, h, tokens in items:
-        first, tier, per_token = pack_order(risk, f.path, tokens)
-        file_tier = -_CATEGORY_WEIGHT[category(f.path)]
-        if order == "whole_files":
-            key = (False, file_tier, -float(file_tokens[f.path]))
-        elif order == "file_lines_per_token":
-            key = (first, file_tier, -file_added[f.path] / max(file_tokens[f.path], 1))
-        elif order == "files_by_added":
-            key = (first, file_tier, -float(file_added[f.path]))
-        elif order == "files_by_size":
-            key = (first, file_tier, -float(file_tokens[f.path]))
-        elif order == "coherence":
-            key = (False, file_tier, -file_risk[f.path] / max(file_tokens[f.path], 1))
-        elif order == "new_first_slice" and f.status == "added":
-            key = pack_order(risk, f.path, min(tokens, NEW_FILE_SLICE_TOKENS))
-        elif order == "docs_fair":
-            key = (first, -1.0 if tier else 0.0, per_token)
-        elif order == "lines_per_token":
-            key = (first, tier, -h.added / max(tokens, 1))
-        else:
-            key = (first, tier, per_token)
-        keys[(f.path, h.index)] = key
-    return keys
+    """Each (risk, file, hunk, tokens)'s pack-order key: `tier`, then the most added lines per token.
+    Chosen on 72 real defect-introducing commits (benchmarks/DEFECTS.md) as the only order at or above
+    PR-Agent's mean defect-line recall at 8k, 16k and 32k; the benchmark swaps this function for the
+    orders it compares (benchmarks/pack_orders.py)."""
+    return {
+        (f.path, h.index): (*tier(risk, f.path), -h.added / max(tokens, 1)) for risk, f, h, tokens in items
+    }
 
 
 def _file_header(file: DiffFile) -> str:
@@ -705,7 +644,7 @@ def make_plan(
 ) -> Plan:
     """Filter, rank, and decide for the whole allowance at once which hunks go into which call.
 
-    Security-sensitive source first, then by category and added lines per token (PACK_ORDER;
+    Security-sensitive source first, then by category and added lines per token (`pack_keys`;
     deletion-only hunks last), each hunk into the earliest unit with room (units fill close to the
     per-call limit); a hunk too big for one call is cut at line boundaries into overlapping slices;
     context back to the enclosing definition shrinks before a hunk is left out; a hunk the budget
@@ -905,7 +844,7 @@ def _pack_ranked(
 ) -> tuple[_Ranked, ...]:
     """The counted hunks in full pack order, which needs each hunk's tokens."""
     counted = [item for item in chosen if (item[1].path, item[2].index) in wholes]
-    keys = _order_keys(PACK_ORDER, [(r, f, h, wholes[(f.path, h.index)][1]) for r, f, h in counted])
+    keys = pack_keys([(r, f, h, wholes[(f.path, h.index)][1]) for r, f, h in counted])
     ranked = sorted(
         counted,
         key=lambda item: (
@@ -1100,11 +1039,9 @@ class _Clock:
 def _rank_prefix(
     item: tuple[float, DiffFile, Hunk], first: Collection[tuple[str, int]]
 ) -> tuple[bool, bool, float]:
-    """The part of the pack order that needs no token count: `first` hunks, then `pack_order`'s
-    first two keys (security-sensitive source that adds code, then category)."""
+    """The part of the pack order that needs no token count: `first` hunks, then `tier`."""
     risk, f, h = item
-    head = pack_order(risk, f.path, 1)
-    return ((f.path, h.index) not in first, head[0], head[1])
+    return ((f.path, h.index) not in first, *tier(risk, f.path))
 
 
 def _whole(
