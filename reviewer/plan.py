@@ -10,7 +10,6 @@ no I/O.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -1392,152 +1391,106 @@ def coverage(
     `unsent_reason`, else `default_unsent`. With mixed reasons, a run-wide cause (no_model,
     no_credentials, model_error) is named first, then `context_window`. `carried` hunks were
     reviewed by an earlier run and are unchanged since (an incremental review): covered."""
-    _check_unit_ids(plan, reviewed_units, unsent_reason or {})
-    lines = _LineLedger(files)
+    unsent_reason = unsent_reason or {}
+    known = {u.id for u in plan.units}
+    unknown = sorted(set(reviewed_units) - known) + sorted(set(unsent_reason) - known)
+    if unknown:  # the caller mixed up plans: fail, never guess
+        raise ValueError(f"coverage: unit ids {unknown} are not in the plan (it has {len(known)} units)")
+    ledger = _Ledger(files)
     for u in plan.units:
         done = u.id in reviewed_units
         for p in u.parts:
-            lines.add_part(p, done, (unsent_reason or {}).get(u.id, default_unsent))
+            state = _DONE if done else unsent_reason.get(u.id, default_unsent)
+            ledger.mark(p.path, p.hunk_index, p.lines, state, p.lines is not None, p.span)
     for path, index in carried:
-        lines.add_carried(path, index)
+        ledger.mark(path, index, None, _DONE, False)
     for x in plan.unplaced:
-        lines.add_unplaced(x)
+        ledger.mark(x.path, x.hunk_index, x.lines, x.reason, x.lines != WHOLE_HUNK, weak=True)
     skipped = {s.path: s.reason for s in plan.skipped}
-    reviewable = set(plan.reviewable)
-    no_patch = set(plan.no_patch)
+    no_patch, reviewable = set(plan.no_patch), set(plan.reviewable)
     entries: list[FileCoverage] = []
     lines_reviewed = 0
     for f in sorted(files, key=lambda f: f.path):
         total = len(f.hunks)
         if f.path in skipped:
             entries.append(FileCoverage(f.path, "skipped", skipped[f.path], total, 0))
-            continue
-        if f.path in no_patch:
+        elif f.path in no_patch:
             entries.append(FileCoverage(f.path, "listed", "no_patch", total, 0))
-            continue
-        if f.path not in reviewable:
+        elif f.path not in reviewable:
             raise ValueError(f"coverage: {f.path!r} is not in the plan; build the plan from the same files")
-        tally = lines.tally(f)
-        lines_reviewed += tally.lines_reviewed
-        entries.append(tally.entry(f, lines.slices(f.path)))
-    return Coverage(
-        files=tuple(entries),
-        lines_changed=sum(f.additions + f.deletions for f in files),
-        lines_reviewed=lines_reviewed,
-    )
+        else:
+            entry, reviewed = ledger.entry(f)
+            entries.append(entry)
+            lines_reviewed += reviewed
+    lines_changed = sum(f.additions + f.deletions for f in files)
+    return Coverage(files=tuple(entries), lines_changed=lines_changed, lines_reviewed=lines_reviewed)
 
 
-def _check_unit_ids(plan: Plan, reviewed_units: Collection[int], unsent_reason: Mapping[int, str]) -> None:
-    """A unit id the plan does not have means the caller mixed up plans: fail, never guess."""
-    known = {u.id for u in plan.units}
-    unknown = sorted(set(reviewed_units) - known) + sorted(set(unsent_reason) - known)
-    if unknown:
-        raise ValueError(f"coverage: unit ids {unknown} are not in the plan (it has {len(known)} units)")
+_DONE = "\0reviewed"
+"""A line's mark once a reviewed call carried it (every other mark is the reason it was not)."""
 
 
-@dataclass(frozen=True)
-class _FileTally:
-    """One reviewable file's hunks, line by line: the reasons its unreviewed lines give (first
-    seen first), whether any line was reviewed, whole hunks reviewed, changed lines reviewed."""
-
-    missing: tuple[str, ...]
-    seen_any: bool
-    hunks_done: int
-    lines_reviewed: int
-
-    def entry(self, f: DiffFile, slices: tuple[SliceCoverage, ...]) -> FileCoverage:
-        total = len(f.hunks)
-        if not self.missing:
-            return FileCoverage(f.path, "reviewed", None, total, total, slices)
-        reason = next((r for r in _REASON_ORDER if r in self.missing), self.missing[0])
-        status: CoverageStatus = "partial" if self.hunks_done or self.seen_any else "listed"
-        return FileCoverage(f.path, status, reason, total, self.hunks_done, slices)
-
-
-class _LineLedger:
-    """Per hunk, the lines a reviewed call carried and the reason each other line was not
-    reviewed, with every slice as the report lists it."""
+class _Ledger:
+    """Per hunk, each line's mark: `_DONE`, the reason it was not reviewed, or None (none given yet:
+    `budget`); and every slice as the report lists it."""
 
     def __init__(self, files: Sequence[DiffFile]) -> None:
         self._by_path = {f.path: f for f in files}
-        self._covered: dict[tuple[str, int], set[int]] = {}
-        self._why: dict[tuple[str, int], dict[int, str]] = {}
-        self._whole: dict[tuple[str, int], str] = {}
-        """Hunks whose every line got one reason at once (a whole hunk in one unit): `_why` by
-        line, kept as one entry until another reason arrives for the hunk."""
-        self._sliced: dict[str, list[SliceCoverage]] = {}
+        self._marks: dict[tuple[str, int], list[str | None]] = {}
+        self._slices: dict[str, list[SliceCoverage]] = {}
 
-    def _size(self, path: str, index: int) -> int:
-        f = self._by_path.get(path)
-        return len(f.hunks[index].lines) if f is not None and index < len(f.hunks) else 0
-
-    def _positions(self, path: str, index: int, lines: tuple[int, int] | None) -> range:
-        n = self._size(path, index)
-        start, stop = lines or (0, n)
-        return range(max(start, 0), min(stop, n))
-
-    def _reasons_by_line(self, key: tuple[str, int]) -> dict[int, str]:
-        if key in self._whole:
-            self._why[key] = dict.fromkeys(range(self._size(*key)), self._whole.pop(key))
-        return self._why.setdefault(key, {})
-
-    def _add_slice(
-        self, path: str, index: int, rng: range, span: tuple[int, int] | None, reviewed: bool
+    def mark(
+        self,
+        path: str,
+        index: int,
+        lines: tuple[int, int] | None,
+        mark: str,
+        sliced: bool,
+        span: tuple[int, int] | None = None,
+        *,
+        weak: bool = False,
     ) -> None:
-        hunk = self._by_path[path].hunks[index]
-        start, end = span or _span(hunk, rng.start, rng.stop)
-        on = _side(hunk, rng.start, rng.stop)
-        self._sliced.setdefault(path, []).append(SliceCoverage(index, start, end, reviewed, on))
-
-    def add_part(self, p: UnitPart, done: bool, reason: str) -> None:
-        """A planned part: covered when its unit was reviewed, else each of its lines gets `reason`."""
-        key = (p.path, p.hunk_index)
-        rng = self._positions(p.path, p.hunk_index, p.lines)
-        if done:
-            self._covered.setdefault(key, set()).update(rng)
-        elif key not in self._why and key not in self._whole and rng == range(self._size(*key)):
-            self._whole[key] = reason
+        """Lines [start, stop) of a hunk get `mark`: `_DONE` always, a reason unless the line is done,
+        a `weak` one (no call carried the line) only where no unit gave one."""
+        f = self._by_path.get(path)
+        if f is None or index >= len(f.hunks):
+            return
+        hunk = f.hunks[index]
+        n = len(hunk.lines)
+        start, stop = lines or (0, n)
+        start, stop = max(start, 0), min(stop, n)
+        if start >= stop:
+            return
+        marks = self._marks.setdefault((path, index), [None] * n)
+        old = marks[start:stop]
+        if mark == _DONE or (not any(old) if weak else _DONE not in old):
+            marks[start:stop] = [mark] * (stop - start)
         else:
-            self._reasons_by_line(key).update(dict.fromkeys(rng, reason))
-        if p.lines is not None and rng:
-            self._add_slice(p.path, p.hunk_index, rng, p.span, done)
+            marks[start:stop] = [m if m == _DONE or (weak and m) else mark for m in old]
+        if sliced:
+            first, last = span or _span(hunk, start, stop)
+            on = _side(hunk, start, stop)
+            self._slices.setdefault(path, []).append(SliceCoverage(index, first, last, mark == _DONE, on))
 
-    def add_carried(self, path: str, index: int) -> None:
-        """A hunk an earlier run reviewed, unchanged since."""
-        self._covered.setdefault((path, index), set()).update(self._positions(path, index, None))
-
-    def add_unplaced(self, x: Unplaced) -> None:
-        """Lines no call carried: their reason, unless a planned unit already gave them one."""
-        rng = self._positions(x.path, x.hunk_index, x.lines)
-        if rng:
-            reasons = self._reasons_by_line((x.path, x.hunk_index))
-            for i in rng:
-                reasons.setdefault(i, x.reason)
-        if x.lines != WHOLE_HUNK and rng:
-            self._add_slice(x.path, x.hunk_index, rng, None, False)
-
-    def slices(self, path: str) -> tuple[SliceCoverage, ...]:
-        return tuple(
-            sorted(self._sliced.get(path, ()), key=lambda s: (s.hunk, s.start, s.end, not s.reviewed))
-        )
-
-    def tally(self, f: DiffFile) -> _FileTally:
+    def entry(self, f: DiffFile) -> tuple[FileCoverage, int]:
+        """A reviewable file's coverage, and its changed lines reviewed."""
         missing: list[str] = []
         seen_any = False
-        hunks_done = 0
-        lines_reviewed = 0
+        hunks_done = lines_reviewed = 0
         for hunk in f.hunks:
-            key = (f.path, hunk.index)
-            got = self._covered.get(key, set())
-            seen_any = seen_any or bool(got)
-            lines_reviewed += sum(1 for i in got if hunk.lines[i].kind != " ")
-            gaps = [i for i in range(len(hunk.lines)) if i not in got] if got else range(len(hunk.lines))
-            if not gaps:
-                hunks_done += 1
-                continue
-            if key in self._whole:
-                missing.append(self._whole[key])
-                continue
-            reasons = self._why.get(key, {})
-            missing.extend(dict.fromkeys(map(reasons.get, gaps, itertools.repeat("budget"))))
-        return _FileTally(tuple(missing), seen_any, hunks_done, lines_reviewed)
+            marks = self._marks.get((f.path, hunk.index), [None] * len(hunk.lines))
+            done = [line for line, m in zip(hunk.lines, marks, strict=True) if m == _DONE]
+            seen_any = seen_any or bool(done)
+            lines_reviewed += sum(1 for line in done if line.kind != " ")
+            gaps = [m or "budget" for m in marks if m != _DONE]
+            hunks_done += not gaps
+            missing.extend(dict.fromkeys(gaps))
+        slices = tuple(
+            sorted(self._slices.get(f.path, ()), key=lambda s: (s.hunk, s.start, s.end, not s.reviewed))
+        )
+        total = len(f.hunks)
+        if not missing:
+            return FileCoverage(f.path, "reviewed", None, total, total, slices), lines_reviewed
+        reason = next((r for r in _REASON_ORDER if r in missing), missing[0])
+        status: CoverageStatus = "partial" if hunks_done or seen_any else "listed"
+        return FileCoverage(f.path, status, reason, total, hunks_done, slices), lines_reviewed
