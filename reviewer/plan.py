@@ -102,15 +102,13 @@ class Unplaced:
     hunk_index: int
     lines: tuple[int, int]
     reason: str
-    tokens: int = 0
 
 
 @dataclass(frozen=True)
 class TextFree:
-    """Plan without writing any part's text: no model, so nothing will be sent and only the plan's
-    size and coverage are reported. `tokens(n)` is what `count_tokens` gives a text of n characters;
-    `may_redact(text)` is False only when `redact` leaves `text` unchanged, so a hunk whose lines
-    cannot be redacted is sized from its lines' lengths alone (its text is never built)."""
+    """Plan without writing any part's text (no model: only size and coverage are reported).
+    `tokens(n)` is what `count_tokens` gives n characters; a hunk whose text `may_redact` says
+    `redact` leaves unchanged is sized from its lines' lengths alone."""
 
     tokens: Callable[[int], int]
     may_redact: Callable[[str], bool]
@@ -121,8 +119,6 @@ class Plan:
     units: tuple[Unit, ...]
     skipped: tuple[Skip, ...]
     reviewable: tuple[str, ...]
-    hunks_total: Mapping[str, int]
-    lines_changed: int
     no_patch: tuple[str, ...]
     unplaced: tuple[Unplaced, ...] = ()
     context_displaced_lines: int = 0
@@ -209,10 +205,8 @@ def _indent(text: str) -> int:
 
 def enclosing_context(hunk: Hunk, head_lines: Sequence[str]) -> tuple[tuple[int, str], ...]:
     """The file lines from the enclosing definition down to the hunk's first line, when that
-    definition is above the hunk and at most CONTEXT_MAX_LINES away; () otherwise.
-
-    Scope is climbed by indentation: a less-indented line that is not a definition narrows the
-    search, and reaching column 0 without a definition means there is no enclosing one."""
+    definition is above the hunk and at most CONTEXT_MAX_LINES away; () otherwise. Scope is climbed
+    by indentation: column 0 without a definition means there is no enclosing one."""
     if not _head_matches(hunk, head_lines):
         return ()
     changed = [line.text for line in hunk.lines if line.kind != " " and line.text.strip()]
@@ -228,12 +222,11 @@ def enclosing_context(hunk: Hunk, head_lines: Sequence[str]) -> tuple[tuple[int,
 def _head_matches(hunk: Hunk, head_lines: Sequence[str]) -> bool:
     """The head text is the one the diff was made against: otherwise its line numbers would put
     someone else's definition above the hunk."""
-    for line in hunk.lines:
-        if line.kind == "-" or line.new is None:
-            continue
-        if line.new > len(head_lines) or head_lines[line.new - 1].rstrip() != line.text.rstrip():
-            return False
-    return True
+    return all(
+        line.new <= len(head_lines) and head_lines[line.new - 1].rstrip() == line.text.rstrip()
+        for line in hunk.lines
+        if line.kind != "-" and line.new is not None
+    )
 
 
 def _scope_candidates(hunk: Hunk, head_lines: Sequence[str], start: int) -> list[tuple[int | None, str]]:
@@ -247,9 +240,8 @@ def _scope_candidates(hunk: Hunk, head_lines: Sequence[str], start: int) -> list
 
 
 def _definition_line(candidates: Sequence[tuple[int | None, str]], bound: int) -> int | None:
-    """The file line of the nearest definition less indented than `bound`, narrowing `bound` at
-    each less-indented line that is not one; None when the scope closes first or the definition is
-    inside the hunk."""
+    """The file line of the nearest definition less indented than `bound`, narrowing `bound` at each
+    less-indented line; None when the scope closes first or the definition is inside the hunk."""
     for n, text in candidates:
         if bound == 0:
             return None
@@ -594,7 +586,9 @@ def make_plan(
     hunk is left out; a hunk the budget cannot take whole fills what is left with its first lines.
     `options` are `PlanOptions`' fields. Every step is linear."""
     options["allowance"] = options.get("allowance") or Allowance()
-    return _plan(PlanOptions(**options), _triage(files, include, exclude))
+    args = PlanOptions(**options)
+    skeleton, reviewable, risks = _triage(files, include, exclude)
+    return _plan(args, skeleton, _count(args, reviewable, risks))
 
 
 _Ranked = tuple[float, DiffFile, Hunk]
@@ -641,18 +635,11 @@ class PlanOptions:
         return max(0.0, min(self.context_share, 0.9)) if self.context is not None else 0.0
 
 
-@dataclass(frozen=True)
-class _Triage:
-    """The PR's files sorted by policy before any hunk is looked at."""
-
-    files: Sequence[DiffFile]
-    skipped: tuple[Skip, ...]
-    no_patch: tuple[str, ...]
-    reviewable: tuple[DiffFile, ...]
-
-
-def _triage(files: Sequence[DiffFile], include: Sequence[str], exclude: Sequence[str]) -> _Triage:
-    """Skipped by policy, listed without a patch, or reviewable: each file is exactly one."""
+def _triage(
+    files: Sequence[DiffFile], include: Sequence[str], exclude: Sequence[str]
+) -> tuple[Plan, tuple[DiffFile, ...], dict[tuple[str, int], float]]:
+    """The plan before packing (files skipped by policy, listed without a patch, or reviewable: each
+    exactly one, reviewable files by their riskiest hunk), the reviewable files, every hunk's risk."""
     skipped: list[Skip] = []
     no_patch: list[str] = []
     reviewable: list[DiffFile] = []
@@ -664,16 +651,24 @@ def _triage(files: Sequence[DiffFile], include: Sequence[str], exclude: Sequence
             no_patch.append(f.path)
         else:
             reviewable.append(f)
-    return _Triage(files, tuple(skipped), tuple(no_patch), tuple(reviewable))
+    risks = {(f.path, h.index): hunk_risk(f.path, h) for f in reviewable for h in f.hunks}
+    file_risk = {f.path: max((risks[(f.path, h.index)] for h in f.hunks), default=-1.0) for f in reviewable}
+    skeleton = Plan(
+        units=(),
+        skipped=tuple(sorted(skipped, key=lambda s: s.path)),
+        reviewable=tuple(sorted(file_risk, key=lambda p: (-file_risk[p], p))),
+        no_patch=tuple(sorted(no_patch)),
+    )
+    return skeleton, tuple(reviewable), risks
 
 
 @dataclass(frozen=True)
 class _Counted:
-    """Every hunk's risk, and what counting got through before its share of the time ran out: each
-    counted hunk's header (and its tokens) and whole part with its tokens, those hunks in pack
+    """The reviewable files, and what counting got through before its share of the time ran out:
+    each counted hunk's header (and its tokens) and whole part with its tokens, those hunks in pack
     order, and the hunks never counted."""
 
-    risks: Mapping[tuple[str, int], float]
+    reviewable: tuple[DiffFile, ...]
     headers: Mapping[str, str]
     header_tokens: Mapping[str, int]
     wholes: Mapping[tuple[str, int], tuple[UnitPart, int]]
@@ -681,28 +676,27 @@ class _Counted:
     uncounted: tuple[_Ranked, ...]
 
 
-def _plan(args: PlanOptions, triage: _Triage) -> Plan:
+def _plan(args: PlanOptions, skeleton: Plan, counted: _Counted) -> Plan:
     """Count once, then pack with context; when that leaves diff lines unsent that a packing
     without repository context or enclosing definitions would send, the diff goes alone and what
     the budget has left after it buys repository context (`_refilled`)."""
-    counted = _count(args, triage)
-    packed, held_room = _packed(args, triage, counted)
-    reviewable, only = triage.reviewable, args.only
+    packed, held_room = _packed(args, skeleton, counted)
+    reviewable, only = counted.reviewable, args.only
     unsent = _unsent_lines(packed.units, reviewable, only)
     if not unsent or not (held_room or args.read_file is not None):
         return packed
     plain = dataclasses.replace(args, context=None, context_share=0.0, read_file=None)
-    diff_only, _ = _packed(plain, triage, counted)
+    diff_only, _ = _packed(plain, skeleton, counted)
     plain_unsent = _unsent_lines(diff_only.units, reviewable, only)
     if unsent <= plain_unsent:
         return packed
-    refilled = _refilled(args, triage, diff_only, counted)
+    refilled = _refilled(args, skeleton, diff_only, counted)
     if refilled is not None and _unsent_lines(refilled.units, reviewable, only) <= plain_unsent:
         diff_only = refilled
     return dataclasses.replace(diff_only, context_displaced_lines=unsent - plain_unsent)
 
 
-def _refilled(args: PlanOptions, triage: _Triage, diff_only: Plan, counted: _Counted) -> Plan | None:
+def _refilled(args: PlanOptions, skeleton: Plan, diff_only: Plan, counted: _Counted) -> Plan | None:
     """The plan with repository context capped at what `diff_only` leaves of the input budget
     (None: no context source, no input limit, or nothing left)."""
     a = args.allowance
@@ -712,27 +706,27 @@ def _refilled(args: PlanOptions, triage: _Triage, diff_only: Plan, counted: _Cou
     if left <= 0:
         return None
     share = min(args.share, left / a.input_tokens)
-    return _packed(dataclasses.replace(args, context_share=share, read_file=None), triage, counted)[0]
+    return _packed(dataclasses.replace(args, context_share=share, read_file=None), skeleton, counted)[0]
 
 
-def _packed(args: PlanOptions, triage: _Triage, counted: _Counted) -> tuple[Plan, bool]:
+def _packed(args: PlanOptions, skeleton: Plan, counted: _Counted) -> tuple[Plan, bool]:
     """Pack and finish the counted hunks, as `args` say; and whether any unit held room for context."""
     packing = _Packing(args, counted)
     unplaced = packing.run()
     units = packing.finish(unplaced)
     held_room = bool(args.share) and any(u.ctx_tokens for u in packing.packer.units)
-    return _assembled(triage, counted.risks, units, unplaced), held_room
+    return dataclasses.replace(skeleton, units=units, unplaced=tuple(unplaced)), held_room
 
 
-def _count(args: PlanOptions, triage: _Triage) -> _Counted:
-    """The hunks' risks and counts, once per plan (a hunk's whole part does not depend on context).
-    Counting stops once half of `deadline` has passed (after one hunk), in pack order's token-free
-    prefix, so the least risky hunks are the ones left uncounted; counting every hunk in time is
-    what lets packing ask for repository context (`_Packing._hunk`)."""
-    risks = {(f.path, h.index): hunk_risk(f.path, h) for f in triage.reviewable for h in f.hunks}
+def _count(
+    args: PlanOptions, reviewable: tuple[DiffFile, ...], risks: Mapping[tuple[str, int], float]
+) -> _Counted:
+    """Each hunk's whole part and tokens, once per plan (they do not depend on context), until half
+    of `deadline` has passed (after one hunk), in pack order's token-free prefix: the least risky
+    hunks are left uncounted. Only counting every hunk lets packing ask for repository context."""
     chosen = [
         (risks[(f.path, h.index)], f, h)
-        for f in triage.reviewable
+        for f in reviewable
         for h in f.hunks
         if args.only is None or (f.path, h.index) in args.only
     ]
@@ -752,7 +746,7 @@ def _count(args: PlanOptions, triage: _Triage) -> _Counted:
         wholes[(f.path, h.index)] = _whole(f, h, header, args.count_tokens, args.redact, args.text_free)
     header_tokens = {path: args.count_tokens(h) for path, h in headers.items()}
     ranked = _ranked(chosen, wholes, args.first)
-    return _Counted(risks, headers, header_tokens, wholes, ranked, tuple(uncounted))
+    return _Counted(reviewable, headers, header_tokens, wholes, ranked, tuple(uncounted))
 
 
 def _ranked(
@@ -900,11 +894,10 @@ class _Packing:
                 if snippets:
                     room = context_tokens + packer.context_frame - 1
                     continue
-                part, _, part_tokens = dropped = min(parts, key=lambda item: item[1])
+                dropped = min(parts, key=lambda item: item[1])
                 parts.remove(dropped)
-                unplaced.append(
-                    Unplaced(part.path, part.hunk_index, part.lines or WHOLE_HUNK, "budget", part_tokens)
-                )
+                part = dropped[0]
+                unplaced.append(Unplaced(part.path, part.hunk_index, part.lines or WHOLE_HUNK, "budget"))
         return tuple(units)
 
     def _context(
@@ -927,26 +920,6 @@ class _Packing:
                 return tuple(chosen), text, tokens
             chosen.pop()
         return (), "", 0
-
-
-def _assembled(
-    triage: _Triage,
-    risks: Mapping[tuple[str, int], float],
-    units: tuple[Unit, ...],
-    unplaced: Sequence[Unplaced],
-) -> Plan:
-    """The plan as reported: files by their riskiest hunk, skips and patchless files by path."""
-    files, reviewable = triage.files, triage.reviewable
-    file_risk = {f.path: max((risks[(f.path, h.index)] for h in f.hunks), default=-1.0) for f in reviewable}
-    return Plan(
-        units=units,
-        skipped=tuple(sorted(triage.skipped, key=lambda s: s.path)),
-        reviewable=tuple(sorted(file_risk, key=lambda p: (-file_risk[p], p))),
-        hunks_total={f.path: len(f.hunks) for f in files},
-        lines_changed=sum(f.additions + f.deletions for f in files),
-        no_patch=tuple(sorted(triage.no_patch)),
-        unplaced=tuple(unplaced),
-    )
 
 
 def _unsent_lines(
@@ -1034,10 +1007,8 @@ class _Written:
 
     def largest(self, start: int, stop: int, cap: int) -> tuple[UnitPart, int] | None:
         """The longest slice [start, end) with end <= stop whose text fits `cap` tokens, or None.
-
-        Counts grow with lines, so the end is found by doubling from one line, then halving between
-        the last fit and the first miss: every slice written is at most twice the one returned, and
-        cutting a hunk of n lines costs O(n log n) instead of writing the rest of it at every step."""
+        Doubling from one line, then halving: every slice written is at most twice the one returned,
+        so cutting a hunk of n lines costs O(n log n)."""
         if cap <= 0 or start >= stop:
             return None
         best = self.part(start, start + 1)
@@ -1159,13 +1130,11 @@ def coverage(
     default_unsent: str = "budget",
     carried: Collection[tuple[str, int]] = (),
 ) -> Coverage:
-    """Per-file status from the plan and the units whose answers were used, line by line: a hunk
-    is reviewed when every one of its lines was in a reviewed part (slices overlap), and a file
-    with some reviewed lines but not all is `partial`. A line no call carried takes the planner's
-    reason (`budget`, `context_window`); a line in a unit not reviewed takes that unit's reason from
-    `unsent_reason`, else `default_unsent`. With mixed reasons, a run-wide cause (no_model,
-    no_credentials, model_error) is named first, then `context_window`. `carried` hunks were
-    reviewed by an earlier run and are unchanged since (an incremental review): covered."""
+    """Per-file status from the plan and the units whose answers were used, line by line (slices
+    overlap): a file with some reviewed lines but not all is `partial`. A line no call carried takes
+    the planner's reason; a line in a unit not reviewed, that unit's `unsent_reason`, else
+    `default_unsent`. With mixed reasons, a run-wide cause is named first, then `context_window`.
+    `carried` hunks were reviewed by an earlier run and are unchanged since: covered."""
     unsent_reason = unsent_reason or {}
     known = {u.id for u in plan.units}
     unknown = sorted(set(reviewed_units) - known) + sorted(set(unsent_reason) - known)
