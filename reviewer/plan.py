@@ -398,12 +398,10 @@ class _Packer:
     def __init__(self, args: PlanOptions, header_tokens: Mapping[str, int]) -> None:
         self.allowance = a = args.allowance
         self.unit_tokens = args.unit_tokens
-        self._nonce = args.nonce
+        self.args = args
         measure, overhead = args.measure, args.overhead
         # a request counted whole (`measure`) holds what its joins may add
         self._overhead = (lambda n: overhead(n) + REQUEST_SLACK_TOKENS) if measure is not None else overhead
-        self.first_id = args.first_id
-        self.context_share = args.share
         self._context_total = 0
         self.context_frame = 0
         """What a context block costs beyond its snippets (its heading and delimiters in the prompt)."""
@@ -425,7 +423,7 @@ class _Packer:
         """No unit, open or fresh, has room for even one slice (MIN_SLICE_TOKENS): set by `_fill`
         once it finds that, and final, because units only grow and the budget only fills. Every
         later part is `budget` at once, without asking each unit again (planning stays linear)."""
-        if self.context_share and measure is not None:
+        if args.share and measure is not None:
             sample = self.fresh().nonce
             self.context_frame = max(0, measure(sample, "", "~") - measure(sample, "", ""))
 
@@ -449,10 +447,10 @@ class _Packer:
     def fresh(self) -> _Open:
         """The next unit to open (its nonce drawn once, so its counted prompt is the sent one)."""
         if self._next is None:
-            nonce = self._nonce(self.first_id + len(self.units))
+            nonce = self.args.nonce(self.args.first_id + len(self.units))
             self._next = _Open(nonce=nonce, overhead=self._overhead(nonce), parts=[])
-            if self.context_share > 0:
-                self._next.ctx_limit = int(self.context_share * self.room(self._next))
+            if self.args.share > 0:
+                self._next.ctx_limit = int(self.args.share * self.room(self._next))
         return self._next
 
     def _context_room(self, unit: _Open, wanted: Mapping[tuple[str, int], int]) -> int:
@@ -757,17 +755,12 @@ def _ranked(
     """The counted hunks in full pack order, which needs each hunk's tokens."""
     counted = [item for item in chosen if (item[1].path, item[2].index) in wholes]
     keys = pack_keys([(r, f, h, wholes[(f.path, h.index)][1]) for r, f, h in counted])
-    return tuple(
-        sorted(
-            counted,
-            key=lambda item: (
-                (item[1].path, item[2].index) not in first,
-                *keys[(item[1].path, item[2].index)],
-                item[1].path,
-                item[2].index,
-            ),
-        )
-    )
+
+    def key(item: _Ranked) -> tuple[bool, bool, float, float, str, int]:
+        at = (item[1].path, item[2].index)
+        return (at not in first, *keys[at], *at)
+
+    return tuple(sorted(counted, key=key))
 
 
 class _Packing:
@@ -878,7 +871,7 @@ class _Packing:
                 if _fits_window(a, counted) and _within(a, total):
                     reserved = total
                     unit = Unit(
-                        id=packer.first_id + len(units),
+                        id=self.args.first_id + len(units),
                         parts=ordered,
                         tokens=tokens,
                         risk=max(r for _, r, _ in parts),
@@ -1145,11 +1138,11 @@ def coverage(
         done = u.id in reviewed_units
         for p in u.parts:
             state = _DONE if done else unsent_reason.get(u.id, default_unsent)
-            ledger.mark(p.path, p.hunk_index, p.lines, state, p.lines is not None, p.span)
+            ledger.mark(p.path, p.hunk_index, p.lines, state, p.span)
     for path, index in carried:
-        ledger.mark(path, index, None, _DONE, False)
+        ledger.mark(path, index, None, _DONE)
     for x in plan.unplaced:
-        ledger.mark(x.path, x.hunk_index, x.lines, x.reason, x.lines != WHOLE_HUNK, weak=True)
+        ledger.mark(x.path, x.hunk_index, x.lines, x.reason, weak=True)
     skipped = {s.path: s.reason for s in plan.skipped}
     no_patch, reviewable = set(plan.no_patch), set(plan.reviewable)
     entries: list[FileCoverage] = []
@@ -1189,13 +1182,13 @@ class _Ledger:
         index: int,
         lines: tuple[int, int] | None,
         mark: str,
-        sliced: bool,
         span: tuple[int, int] | None = None,
         *,
         weak: bool = False,
     ) -> None:
-        """Lines [start, stop) of a hunk get `mark`: `_DONE` always, a reason unless the line is done,
-        a `weak` one (no call carried the line) only where no unit gave one."""
+        """Lines [start, stop) of a hunk (a slice the report lists unless None or WHOLE_HUNK) get
+        `mark`: `_DONE` always, a reason unless the line is done, a `weak` one (no call carried the
+        line) only where no unit gave one."""
         f = self._by_path.get(path)
         if f is None or index >= len(f.hunks):
             return
@@ -1211,7 +1204,7 @@ class _Ledger:
             marks[start:stop] = [mark] * (stop - start)
         else:
             marks[start:stop] = [m if m == _DONE or (weak and m) else mark for m in old]
-        if sliced:
+        if lines is not None and lines != WHOLE_HUNK:
             first, last = span or _span(hunk, start, stop)
             on = _side(hunk, start, stop)
             self._slices.setdefault(path, []).append(SliceCoverage(index, first, last, mark == _DONE, on))
