@@ -11,7 +11,7 @@ snapshot, `main` at the parent, `feature` at the commit) and runs:
   git provider with its window set to 8k, 16k, 32k and 128k ("unlimited": gpt-4o-mini's window), against the
   loopback model server counting prompts as OpenAI counts gpt-4o-mini (bench_pr_agent.py);
 - imreview's CLI in-process with PR-Agent's own spend as `--max-input-tokens` (no cap for
-  "unlimited"), once per packing order asked for (`--orders`, reviewer.plan.PACK_ORDER).
+  "unlimited"), once per packing order asked for (`--orders`, benchmarks/pack_orders.py).
 
 Defect-line recall = labelled lines that appeared numbered on the new side in some prompt. Every
 run's result is cached under benchmarks/defects/cache/ (PR-Agent's by commit and window; imreview's
@@ -107,7 +107,7 @@ def checkout_hash(root: Path) -> str:
     for sub in ("reviewer", "templates"):
         for f in sorted((root / sub).rglob("*")):
             if f.is_file() and "__pycache__" not in f.parts:
-                # the default order is not hashed: `resolved` names it in each run's key
+                # an older checkout's default order is not hashed: `resolved` names it in each run's key
                 data = re.sub(rb"\nPACK_ORDER = [^\n]*", b"", f.read_bytes())
                 h.update(str(f.relative_to(root)).encode() + b"\0" + data)
     return h.hexdigest()[:16]
@@ -146,11 +146,15 @@ class Cache:
 
 def resolved(order: str) -> str:
     """`order` with `default` named as the order it is in the measured checkout."""
+    import pack_orders
+
     import reviewer.plan
 
     name, _, flag = order.partition("+")
     if name == "default":
-        name = f"default={getattr(reviewer.plan, 'PACK_ORDER', 'risk_per_token')}"
+        # older checkouts: PACK_ORDER names their default, or there is none (`risk_per_token`)
+        ours = pack_orders.DEFAULT if hasattr(reviewer.plan, "pack_keys") else "risk_per_token"
+        name = f"default={getattr(reviewer.plan, 'PACK_ORDER', ours)}"
     return f"{name}+{flag}" if flag else name
 
 
@@ -245,6 +249,7 @@ def pr_agent_pass(
 def imreview(repo: Path, limit: int | None, order: str, work: Path, c: Commit) -> dict[str, Any]:
     """imreview's CLI at `limit`; an order ending in `+noctx` runs with `context_share: 0`."""
     import bench_planner as bp
+    import pack_orders
 
     import reviewer.plan
     from reviewer.cli import main
@@ -252,9 +257,12 @@ def imreview(repo: Path, limit: int | None, order: str, work: Path, c: Commit) -
 
     order, _, flag = order.partition("+")
     if order != "default":
-        if not hasattr(reviewer.plan, "PACK_ORDER"):
-            raise SystemExit(f"this checkout has no reviewer.plan.PACK_ORDER: cannot measure order {order!r}")
-        reviewer.plan.PACK_ORDER = order
+        if hasattr(reviewer.plan, "pack_keys"):
+            reviewer.plan.pack_keys = pack_orders.pack_keys(order)
+        elif hasattr(reviewer.plan, "PACK_ORDER"):  # an older checkout
+            reviewer.plan.PACK_ORDER = order
+        else:
+            raise SystemExit(f"this checkout has no reviewer.plan.pack_keys: cannot measure order {order!r}")
     with FakeModelServer(count_prompt=bp.openai_count) as server:
         server.handler = lambda body: text(
             bp.EMPTY, prompt_tokens=server.count_prompt(body), completion_tokens=20
@@ -342,7 +350,7 @@ def main_bench() -> None:
         "--repo-root", type=Path, default=HERE.parent, help="the imreview checkout to measure"
     )
     parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"), help="where the snapshots are")
-    parser.add_argument("--orders", default="default", help="comma-separated reviewer.plan.PACK_ORDER values")
+    parser.add_argument("--orders", default="default", help="comma-separated pack_orders.PACK_ORDERS")
     parser.add_argument("--limit", type=int, default=0, help="only the first N commits (0: all)")
     parser.add_argument("--only-pr-agent", action="store_true", help="fill PR-Agent's cache and stop")
     parser.add_argument(

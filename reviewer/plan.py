@@ -1,19 +1,17 @@
 """Stage 2: filter files by policy, rank hunks by risk, pack whole hunks into model-sized units.
 
-Nothing is cut silently: a filtered file is a `Skip` with its reason, a hunk too large for one
-unit is recorded in `Plan.oversize`, and `coverage()` turns the plan plus what was actually
-sent into the per-file statuses of DESIGN section 4 (`reviewed`, `partial`, `listed`,
-`skipped`). File contents for context come through the `read_file` callback; this module does
-no I/O.
+Nothing is cut silently: a filtered file is a `Skip`, lines no call carries are `Plan.unplaced`, and
+`coverage()` turns the plan and what was sent into per-file statuses (DESIGN section 4). No I/O:
+file contents come through the `read_file` callback.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from reviewer import context as ctx
 from reviewer.budget import (
@@ -65,12 +63,9 @@ class UnitPart:
 
 @dataclass(frozen=True)
 class Unit:
-    """Hunks (or slices) for one model call, decided before any call.
-
-    `tokens` counts the diff text and the repository context; `input_tokens` the whole request as it
-    will be sent (prompt with this unit's `nonce`, schema, `context_text`); `answer_tokens` is the
-    `max_tokens` reserved for its answer. `context` is what `context_text` shows (already redacted),
-    `context_tokens` its count, never more than `context_share` of what the unit could hold."""
+    """Hunks (or slices) for one model call, decided before any call. `tokens` counts the diff text and
+    the repository context; `input_tokens` the whole request as it will be sent (prompt with `nonce`,
+    schema, `context_text`); `answer_tokens` is the `max_tokens` reserved for its answer."""
 
     id: int
     parts: tuple[UnitPart, ...]
@@ -107,15 +102,13 @@ class Unplaced:
     hunk_index: int
     lines: tuple[int, int]
     reason: str
-    tokens: int = 0
 
 
 @dataclass(frozen=True)
 class TextFree:
-    """Plan without writing any part's text: no model, so nothing will be sent and only the plan's
-    size and coverage are reported. `tokens(n)` is what `count_tokens` gives a text of n characters;
-    `may_redact(text)` is False only when `redact` leaves `text` unchanged, so a hunk whose lines
-    cannot be redacted is sized from its lines' lengths alone (its text is never built)."""
+    """Plan without writing any part's text (no model: only size and coverage are reported).
+    `tokens(n)` is what `count_tokens` gives n characters; a hunk whose text `may_redact` says
+    `redact` leaves unchanged is sized from its lines' lengths alone."""
 
     tokens: Callable[[int], int]
     may_redact: Callable[[str], bool]
@@ -126,8 +119,6 @@ class Plan:
     units: tuple[Unit, ...]
     skipped: tuple[Skip, ...]
     reviewable: tuple[str, ...]
-    hunks_total: Mapping[str, int]
-    lines_changed: int
     no_patch: tuple[str, ...]
     unplaced: tuple[Unplaced, ...] = ()
     context_displaced_lines: int = 0
@@ -144,99 +135,38 @@ class Plan:
         return sum(u.context_tokens for u in self.units)
 
 
+def _weight(path: str) -> float:
+    return _CATEGORY_WEIGHT[category(path)] * (1.5 if sensitive(path) else 1.0)
+
+
 def hunk_risk(path: str, hunk: Hunk) -> float:
     """Category dominates, security-sensitive paths weigh 1.5x, added lines add up to 0.9;
     deletion-only hunks score below every hunk that adds code."""
-    weight = _CATEGORY_WEIGHT[category(path)] * (1.5 if sensitive(path) else 1.0)
+    weight = _weight(path)
     if hunk.added == 0:
         return round(0.1 * weight, 4)
     return round(weight + 0.9 * min(1.0, math.log2(1 + hunk.added) / 8), 4)
 
 
-SENSITIVE_SOURCE_WEIGHT = _CATEGORY_WEIGHT["source"] * 1.5
-"""The risk weight of security-sensitive source: the code packed first, whatever its size."""
-
-
-def pack_order(risk: float, path: str, tokens: int) -> tuple[bool, float, float]:
-    """The order hunks are packed in (ascending): security-sensitive source that adds code first,
-    then by category (source, tests, config, docs; deletion-only hunks last), and within those by
-    risk per token of the diff text, so a tight budget takes many small risky hunks before one huge
-    one of the same kind (the hunk that no longer fits whole is then cut to fill what is left).
-    This is the `risk_per_token` order; `make_plan` packs in PACK_ORDER, which keeps its first key."""
-    weight = _CATEGORY_WEIGHT[category(path)] * (1.5 if sensitive(path) else 1.0)
+def tier(risk: float, path: str) -> tuple[bool, float]:
+    """The pack order's first keys (ascending): security-sensitive source that adds code first, then
+    by category (source, tests, config, docs); deletion-only hunks last."""
+    weight = _weight(path)
     adds = risk >= weight
-    first = adds and weight >= SENSITIVE_SOURCE_WEIGHT
-    return (not first, -_CATEGORY_WEIGHT[category(path)] if adds else 0.0, -risk / max(tokens, 1))
+    first = adds and weight >= _CATEGORY_WEIGHT["source"] * 1.5
+    return (not first, -_CATEGORY_WEIGHT[category(path)] if adds else 0.0)
 
 
-PACK_ORDERS = (
-    "risk_per_token",
-    "whole_files",
-    "coherence",
-    "new_first_slice",
-    "docs_fair",
-    "lines_per_token",
-    "file_lines_per_token",
-    "files_by_size",
-    "files_by_added",
-)
-PACK_ORDER = "lines_per_token"
-"""The order `make_plan` packs hunks in: the most added lines per token first. Chosen by measurement
-on 72 real defect-introducing commits (benchmarks/DEFECTS.md): the only order at or above PR-Agent's
-mean defect-line recall at 8k, 16k and 32k. Internal, not a setting; the benchmark sets it to
-compare the orders in one run:
-- `risk_per_token`: `pack_order` as it is;
-- `whole_files`: PR-Agent's order, whole files by category, the largest first, hunks in file order;
-- `coherence`: whole files by category, then by the file's summed risk per token;
-- `new_first_slice`: `risk_per_token`, a new file's hunk priced at most NEW_FILE_SLICE_TOKENS, so
-  its first lines go early (the rest is cut to what is left);
-- `docs_fair`: `risk_per_token` without the category tiers (docs compete on risk per token);
-- `lines_per_token`: by category, then added lines per token;
-- `file_lines_per_token`: security-sensitive source first, then whole files by category, then by
-  the file's added lines per token;
-- `files_by_size`: security-sensitive source first, then `whole_files`;
-- `files_by_added`: security-sensitive source first, then whole files by category, the most added
-  lines first."""
-NEW_FILE_SLICE_TOKENS = 600
-
-
-def _order_keys(
-    order: str, items: Sequence[tuple[float, DiffFile, Hunk, int]]
+def pack_keys(
+    items: Sequence[tuple[float, DiffFile, Hunk, int]],
 ) -> dict[tuple[str, int], tuple[bool, float, float]]:
-    """Each hunk's pack-order key (ascending) under `order` (PACK_ORDERS)."""
-    if order not in PACK_ORDERS:
-        raise ValueError(f"unknown pack order {order!r}: expected one of {', '.join(PACK_ORDERS)}")
-    file_tokens: dict[str, int] = {}
-    file_risk: dict[str, float] = {}
-    file_added: dict[str, int] = {}
-    for risk, f, h, tokens in items:
-        file_tokens[f.path] = file_tokens.get(f.path, 0) + tokens
-        file_risk[f.path] = file_risk.get(f.path, 0.0) + risk
-        file_added[f.path] = file_added.get(f.path, 0) + h.added
-    keys: dict[tuple[str, int], tuple[bool, float, float]] = {}
-    for risk, f, h, tokens in items:
-        first, tier, per_token = pack_order(risk, f.path, tokens)
-        file_tier = -_CATEGORY_WEIGHT[category(f.path)]
-        if order == "whole_files":
-            key = (False, file_tier, -float(file_tokens[f.path]))
-        elif order == "file_lines_per_token":
-            key = (first, file_tier, -file_added[f.path] / max(file_tokens[f.path], 1))
-        elif order == "files_by_added":
-            key = (first, file_tier, -float(file_added[f.path]))
-        elif order == "files_by_size":
-            key = (first, file_tier, -float(file_tokens[f.path]))
-        elif order == "coherence":
-            key = (False, file_tier, -file_risk[f.path] / max(file_tokens[f.path], 1))
-        elif order == "new_first_slice" and f.status == "added":
-            key = pack_order(risk, f.path, min(tokens, NEW_FILE_SLICE_TOKENS))
-        elif order == "docs_fair":
-            key = (first, -1.0 if tier else 0.0, per_token)
-        elif order == "lines_per_token":
-            key = (first, tier, -h.added / max(tokens, 1))
-        else:
-            key = (first, tier, per_token)
-        keys[(f.path, h.index)] = key
-    return keys
+    """Each (risk, file, hunk, tokens)'s pack-order key: `tier`, then the most added lines per token.
+    Chosen on 72 real defect-introducing commits (benchmarks/DEFECTS.md) as the only order at or above
+    PR-Agent's mean defect-line recall at 8k, 16k and 32k; the benchmark swaps this function for the
+    orders it compares (benchmarks/pack_orders.py)."""
+    return {
+        (f.path, h.index): (*tier(risk, f.path), -h.added / max(tokens, 1)) for risk, f, h, tokens in items
+    }
 
 
 def _file_header(file: DiffFile) -> str:
@@ -275,10 +205,8 @@ def _indent(text: str) -> int:
 
 def enclosing_context(hunk: Hunk, head_lines: Sequence[str]) -> tuple[tuple[int, str], ...]:
     """The file lines from the enclosing definition down to the hunk's first line, when that
-    definition is above the hunk and at most CONTEXT_MAX_LINES away; () otherwise.
-
-    Scope is climbed by indentation: a less-indented line that is not a definition narrows the
-    search, and reaching column 0 without a definition means there is no enclosing one."""
+    definition is above the hunk and at most CONTEXT_MAX_LINES away; () otherwise. Scope is climbed
+    by indentation: column 0 without a definition means there is no enclosing one."""
     if not _head_matches(hunk, head_lines):
         return ()
     changed = [line.text for line in hunk.lines if line.kind != " " and line.text.strip()]
@@ -294,12 +222,11 @@ def enclosing_context(hunk: Hunk, head_lines: Sequence[str]) -> tuple[tuple[int,
 def _head_matches(hunk: Hunk, head_lines: Sequence[str]) -> bool:
     """The head text is the one the diff was made against: otherwise its line numbers would put
     someone else's definition above the hunk."""
-    for line in hunk.lines:
-        if line.kind == "-" or line.new is None:
-            continue
-        if line.new > len(head_lines) or head_lines[line.new - 1].rstrip() != line.text.rstrip():
-            return False
-    return True
+    return all(
+        line.new <= len(head_lines) and head_lines[line.new - 1].rstrip() == line.text.rstrip()
+        for line in hunk.lines
+        if line.kind != "-" and line.new is not None
+    )
 
 
 def _scope_candidates(hunk: Hunk, head_lines: Sequence[str], start: int) -> list[tuple[int | None, str]]:
@@ -313,9 +240,8 @@ def _scope_candidates(hunk: Hunk, head_lines: Sequence[str], start: int) -> list
 
 
 def _definition_line(candidates: Sequence[tuple[int | None, str]], bound: int) -> int | None:
-    """The file line of the nearest definition less indented than `bound`, narrowing `bound` at
-    each less-indented line that is not one; None when the scope closes first or the definition is
-    inside the hunk."""
+    """The file line of the nearest definition less indented than `bound`, narrowing `bound` at each
+    less-indented line; None when the scope closes first or the definition is inside the hunk."""
     for n, text in candidates:
         if bound == 0:
             return None
@@ -345,11 +271,9 @@ MIN_SLICE_TOKENS = 24
 
 
 def answer_tokens(allowance: Allowance) -> int:
-    """The `max_tokens` every unit reserves, whatever its size: one whole answer
-    (`allowance.answer_tokens`: `max-findings` findings with the exclusions, signals and verification
-    gaps), never more than the per-call cap, a third of the window, the output tokens left, or what
-    the money left buys in output. A budget that cannot pay a whole answer per unit gets fewer units
-    (the packer opens a unit only when its whole reservation fits), never starved answers."""
+    """The `max_tokens` every unit reserves: one whole answer (`allowance.answer_tokens`) within the
+    per-call cap, a third of the window, the output tokens and what the money buys. A budget that
+    cannot pay a whole answer per unit gets fewer units, never starved answers."""
     a = allowance
     caps = [a.answer_tokens, a.max_answer_tokens]
     if a.window:
@@ -361,18 +285,54 @@ def answer_tokens(allowance: Allowance) -> int:
     return max(1, min(caps))
 
 
-def _held_cost(allowance: Allowance, input_tokens: int, answer: int) -> float:
-    """The cost a unit holds (0 when the price is unknown)."""
-    if allowance.price is None:
-        return 0.0
-    return held_call_cost(allowance.price, input_tokens, answer, allowance.margin_percent)
+_Held = tuple[int, int, float]
+"""What requests hold of the allowance: input tokens (with the margin), answer tokens, cost."""
+
+
+def _held(a: Allowance, counted: int) -> _Held:
+    answer = answer_tokens(a)
+    cost = 0.0 if a.price is None else held_call_cost(a.price, counted, answer, a.margin_percent)
+    return held_tokens(counted, a.margin_percent), answer, cost
+
+
+def _fits_window(a: Allowance, counted: int) -> bool:
+    if a.window is None:
+        return True
+    held_in, answer, _ = _held(a, counted)
+    return held_in + answer <= a.window
+
+
+def _within(a: Allowance, total: _Held) -> bool:
+    """Whether what the plan holds in all fits its input, output and money limits."""
+    tokens, out, cost = total
+    if a.input_tokens is not None and tokens > a.input_tokens:
+        return False
+    if a.output_tokens is not None and out > a.output_tokens:
+        return False
+    return a.cost_usd is None or a.price is None or cost <= a.cost_usd + COST_SLACK_USD
+
+
+def _plus(held: _Held, more: _Held, sign: int = 1) -> _Held:
+    return held[0] + sign * more[0], held[1] + sign * more[1], held[2] + sign * more[2]
+
+
+def _largest(hi: int, fits: Callable[[int], bool]) -> int:
+    """The largest n in [0, hi] that `fits` (true up to some n, false beyond), else 0."""
+    lo = 0
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 @dataclass
 class _Open:
     """`tokens` is everything the unit's text holds: its parts plus `ctx_tokens`, the room held for
     context (at most `ctx_limit`, the share of what the unit could hold when it opened); `ctx` is the
-    token count of each context snippet its parts asked for."""
+    token count of each context snippet its parts asked for; `paths` its parts' files."""
 
     nonce: str
     overhead: int
@@ -382,25 +342,6 @@ class _Open:
     ctx_tokens: int = 0
     ctx: dict[tuple[str, int], int] = field(default_factory=dict)
     paths: set[str] = field(default_factory=set)
-    """The files its parts are from (a file's header is written once per unit)."""
-
-
-@dataclass(frozen=True)
-class _Piece:
-    """Lines [start, stop) of a hunk still to be placed, with its risk."""
-
-    risk: float
-    file: DiffFile
-    hunk: Hunk
-    start: int
-    stop: int
-
-
-@dataclass(frozen=True)
-class _Cost:
-    held_in: int
-    answer: int
-    cost: float
 
 
 class _FreeRoom:
@@ -428,22 +369,14 @@ class _FreeRoom:
         tree[i] = free
         while i > 1:
             i //= 2
-            left, right = tree[2 * i], tree[2 * i + 1]
-            top = left if left >= right else right
+            top = max(tree[2 * i], tree[2 * i + 1])
             if tree[i] == top:
                 return  # every node above already holds the right maximum
             tree[i] = top
 
-    def first(self, at_least: int, start: int) -> int | None:
+    def first(self, at_least: int, start: int = 0) -> int | None:
         """The smallest index >= start whose free room is at least `at_least`, or None."""
         tree, size = self._tree, self._size
-        if start == 0:
-            if tree[1] < at_least:
-                return None
-            node = 1
-            while node < size:
-                node = 2 * node if tree[2 * node] >= at_least else 2 * node + 1
-            return node - size if node - size < self._count else None
 
         def down(node: int, lo: int, hi: int) -> int | None:
             if hi <= start or tree[node] < at_least:
@@ -462,38 +395,27 @@ class _Packer:
     """Units under construction and what they hold of the allowance, so a part is only placed
     where both its call (window) and the whole plan (budget) still have room."""
 
-    def __init__(
-        self,
-        allowance: Allowance,
-        unit_tokens: int,
-        nonce: Callable[[int], str],
-        overhead: Callable[[str], int],
-        first_id: int,
-        context_share: float = 0.0,
-    ) -> None:
-        self.allowance = allowance
-        self.unit_tokens = unit_tokens
-        self._nonce = nonce
-        self._overhead = overhead
-        self.first_id = first_id
-        self.context_share = context_share
+    def __init__(self, args: PlanOptions, header_tokens: Mapping[str, int]) -> None:
+        self.allowance = a = args.allowance
+        self.unit_tokens = args.unit_tokens
+        self.args = args
+        measure, overhead = args.measure, args.overhead
+        # a request counted whole (`measure`) holds what its joins may add
+        self._overhead = (lambda n: overhead(n) + REQUEST_SLACK_TOKENS) if measure is not None else overhead
         self._context_total = 0
         self.context_frame = 0
         """What a context block costs beyond its snippets (its heading and delimiters in the prompt)."""
-        self._context_cap = (
-            int(context_share * allowance.input_tokens) if allowance.input_tokens is not None else None
-        )
+        self._context_cap = int(args.share * a.input_tokens) if a.input_tokens is not None else None
         self.units: list[_Open] = []
         self._next: _Open | None = None
-        self._sums: tuple[int, int, float] = (0, 0, 0.0)
+        self._sums: _Held = (0, 0, 0.0)
         self._free = _FreeRoom()
-        a = allowance
         self._unlimited = a.calls is None and a.input_tokens is None and a.output_tokens is None
         self._unlimited &= a.cost_usd is None or a.price is None
         self._only_size = self._unlimited and a.window is None
         """Nothing but `unit_tokens` limits a unit (no model): the free-room tree alone decides."""
         self._call_rooms: dict[int, int] = {}
-        self.header_tokens: Mapping[str, int] = {}
+        self.header_tokens = header_tokens
         """Each file header's tokens: a unit that already holds a part of the file writes it once."""
         self._home: dict[str, int] = {}
         """The last unit that took a part of each file."""
@@ -501,28 +423,18 @@ class _Packer:
         """No unit, open or fresh, has room for even one slice (MIN_SLICE_TOKENS): set by `_fill`
         once it finds that, and final, because units only grow and the budget only fills. Every
         later part is `budget` at once, without asking each unit again (planning stays linear)."""
-
-    def cost(self, overhead: int, tokens: int) -> _Cost:
-        a = self.allowance
-        held_in = held_tokens(overhead + tokens, a.margin_percent)
-        answer = answer_tokens(a)
-        return _Cost(held_in, answer, _held_cost(a, overhead + tokens, answer))
+        if args.share and measure is not None:
+            sample = self.fresh().nonce
+            self.context_frame = max(0, measure(sample, "", "~") - measure(sample, "", ""))
 
     def fits_call(self, overhead: int, tokens: int) -> bool:
-        if tokens > self.unit_tokens:
-            return False
-        if self.allowance.window is None:
-            return True
-        c = self.cost(overhead, tokens)
-        return c.held_in + c.answer <= self.allowance.window
+        return tokens <= self.unit_tokens and _fits_window(self.allowance, overhead + tokens)
 
-    def _totals(self, skip: _Open | None = None) -> tuple[int, int, float]:
+    def _totals(self, skip: _Open | None = None) -> _Held:
         """What every open unit holds (kept as running sums), without `skip`."""
-        held, out, cost = self._sums
-        if skip is not None:
-            c = self.cost(skip.overhead, skip.tokens)
-            held, out, cost = held - c.held_in, out - c.answer, cost - c.cost
-        return held, out, cost
+        if skip is None:
+            return self._sums
+        return _plus(self._sums, _held(self.allowance, skip.overhead + skip.tokens), -1)
 
     def fits_budget(self, unit: _Open, tokens: int, new: bool) -> bool:
         a = self.allowance
@@ -530,23 +442,15 @@ class _Packer:
             return True
         if new and a.calls is not None and len(self.units) + 1 > a.calls:
             return False
-        held, out, cost = self._totals(skip=None if new else unit)
-        c = self.cost(unit.overhead, tokens)
-        if a.input_tokens is not None and held + c.held_in > a.input_tokens:
-            return False
-        if a.output_tokens is not None and out + c.answer > a.output_tokens:
-            return False
-        return not (
-            a.cost_usd is not None and a.price is not None and cost + c.cost > a.cost_usd + COST_SLACK_USD
-        )
+        return _within(a, _plus(self._totals(skip=None if new else unit), _held(a, unit.overhead + tokens)))
 
     def fresh(self) -> _Open:
         """The next unit to open (its nonce drawn once, so its counted prompt is the sent one)."""
         if self._next is None:
-            nonce = self._nonce(self.first_id + len(self.units))
+            nonce = self.args.nonce(self.args.first_id + len(self.units))
             self._next = _Open(nonce=nonce, overhead=self._overhead(nonce), parts=[])
-            if self.context_share > 0:
-                self._next.ctx_limit = int(self.context_share * self.room(self._next))
+            if self.args.share > 0:
+                self._next.ctx_limit = int(self.args.share * self.room(self._next))
         return self._next
 
     def _context_room(self, unit: _Open, wanted: Mapping[tuple[str, int], int]) -> int:
@@ -572,12 +476,9 @@ class _Packer:
         risk: float,
         context: Mapping[tuple[str, int], int] | None = None,
     ) -> bool:
-        """The last unit that took a part of the same file (its header is written once), else first
-        fit: the earliest unit that takes the part (its richest option that fits, with room for the
-        context it asks for, else without), else a new one.
-
-        A unit whose free room cannot hold even the smallest option (with its separator) fails
-        `fits_call` for every option, so the free-room tree skips it without asking."""
+        """The last unit that took a part of the same file (its header is written once), else the
+        earliest unit that takes the part (its richest option that fits, with room for the context
+        it asks for, else without), else a new one."""
         if self.full:
             return False
         home = self._home.get(options[0][0].path)
@@ -586,7 +487,7 @@ class _Packer:
         if home is not None and self._place(home, options, risk, context or {}):
             return True
         need = min(tokens for _, tokens in options) + SEPARATOR_TOKENS
-        index = self._free.first(need, 0)
+        index = self._free.first(need)
         while index is not None:
             if self._place(index, options, risk, context or {}):
                 return True
@@ -599,24 +500,29 @@ class _Packer:
         shared = self.header_tokens.get(part.path, 0)
         index: int | None = home
         if home is None or self.units[home].tokens + tokens - shared + SEPARATOR_TOKENS > self.unit_tokens:
-            shared, index = 0, self._free.first(tokens + SEPARATOR_TOKENS, 0)
+            shared, index = 0, self._free.first(tokens + SEPARATOR_TOKENS)
         if index is not None:
             unit = self.units[index]
-            unit.parts.append((part, risk, tokens - shared))
-            unit.tokens += tokens - shared + SEPARATOR_TOKENS
-            self._free.set(index, self.unit_tokens - unit.tokens)
-            self._home[part.path] = index
+            self._take(
+                index, unit, (part, risk, tokens - shared), unit.tokens + tokens - shared + SEPARATOR_TOKENS
+            )
             return True
         if tokens > self.unit_tokens:
             return False
-        unit = self.fresh()
-        unit.parts.append((part, risk, tokens))
-        unit.tokens = tokens
-        self._home[part.path] = len(self.units)
-        self.units.append(unit)
-        self._next = None
-        self._free.append(self.unit_tokens - tokens)
+        self._take(len(self.units), self.fresh(), (part, risk, tokens), tokens)
         return True
+
+    def _take(self, index: int, unit: _Open, part: tuple[UnitPart, float, int], total: int) -> None:
+        """Unit `index` (the fresh one when it equals len(units)) takes `part` and now holds `total`."""
+        unit.parts.append(part)
+        unit.tokens = total
+        self._home[part[0].path] = index
+        if index == len(self.units):
+            self.units.append(unit)
+            self._next = None
+            self._free.append(self.unit_tokens - total)
+        else:
+            self._free.set(index, self.unit_tokens - total)
 
     def _place(
         self,
@@ -640,108 +546,47 @@ class _Packer:
                 if not (self.fits_call(unit.overhead, total) and self.fits_budget(unit, total, new)):
                     continue
                 if not self._unlimited:
-                    held, out, cost = self._totals(skip=None if new else unit)
-                    c = self.cost(unit.overhead, total)
-                    self._sums = (held + c.held_in, out + c.answer, cost + c.cost)
-                unit.parts.append((part, risk, tokens))
+                    held = _held(self.allowance, unit.overhead + total)
+                    self._sums = _plus(self._totals(skip=None if new else unit), held)
                 unit.paths.add(path)
-                self._home[path] = index
-                unit.tokens = total
                 if room == grown and context:
                     unit.ctx.update(context)
                 self._context_total += room - unit.ctx_tokens
                 unit.ctx_tokens = room
-                if new:
-                    self.units.append(unit)
-                    self._next = None
-                    self._free.append(self.unit_tokens - total)
-                else:
-                    self._free.set(index, self.unit_tokens - total)
+                self._take(index, unit, (part, risk, tokens), total)
                 return True
         return False
 
     def call_room(self, overhead: int) -> int:
         """The most diff tokens one call with this overhead can carry, whatever the budget."""
         if overhead not in self._call_rooms:
-            self._call_rooms[overhead] = _call_room(self, overhead)
+            self._call_rooms[overhead] = _largest(self.unit_tokens, lambda t: self.fits_call(overhead, t))
         return self._call_rooms[overhead]
 
     def room(self, unit: _Open) -> int:
         """The most diff tokens `unit` (or the fresh one) can still take."""
         new = unit is self._next
         base = unit.tokens + (SEPARATOR_TOKENS if unit.parts else 0)
-        lo, hi = 0, max(self.unit_tokens - base, 0)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self.fits_call(unit.overhead, base + mid) and self.fits_budget(unit, base + mid, new):
-                lo = mid
-            else:
-                hi = mid - 1
-        if lo and not (self.fits_call(unit.overhead, base + lo) and self.fits_budget(unit, base + lo, new)):
-            return 0
-        return lo
+
+        def fits(more: int) -> bool:
+            return self.fits_call(unit.overhead, base + more) and self.fits_budget(unit, base + more, new)
+
+        return _largest(max(self.unit_tokens - base, 0), fits)
 
 
 def make_plan(
-    files: Sequence[DiffFile],
-    *,
-    include: Sequence[str] = (),
-    exclude: Sequence[str] = (),
-    unit_tokens: int,
-    count_tokens: Callable[[str], int],
-    read_file: Callable[[str], str | None] | None = None,
-    redact: Callable[[str], str] = lambda s: s,
-    allowance: Allowance | None = None,
-    nonce: Callable[[int], str] = lambda i: "",
-    overhead: Callable[[str], int] = lambda nonce: 0,
-    measure: Callable[[str, str, str], int] | None = None,
-    only: Collection[tuple[str, int]] | None = None,
-    first: Collection[tuple[str, int]] = (),
-    first_id: int = 0,
-    context: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None = None,
-    context_share: float = 0.0,
-    text_free: TextFree | None = None,
-    deadline: Deadline | None = None,
+    files: Sequence[DiffFile], *, include: Sequence[str] = (), exclude: Sequence[str] = (), **options: Any
 ) -> Plan:
     """Filter, rank, and decide for the whole allowance at once which hunks go into which call.
 
-    Security-sensitive source first, then by category and added lines per token (PACK_ORDER;
-    deletion-only hunks last), each hunk into the earliest unit with room (units fill close to the
-    per-call limit); a hunk too big for one call is cut at line boundaries into overlapping slices;
-    context back to the enclosing definition shrinks before a hunk is left out; a hunk the budget
-    cannot take whole fills what is left with its first lines, and hunks later in the order only get
-    what is left after that. `unit_tokens` caps a unit's diff text; `overhead(nonce)` is what a
-    request costs without its diff and `measure(nonce, text, context_text)` (when given) counts the
-    finished request, so the plan holds what will be sent. `only` restricts the plan to those hunks
-    (re-planning after a context-exceeded answer) and `first_id` numbers its units; `first` hunks
-    (what a push changed) are placed before all others, whatever their risk. `read_file(path)`
-    returns the head text (None when unavailable) and is called at most once per file, only for hunks
-    that want context. `context(file, hunk)` gives a hunk's repository context (reviewer.context),
-    ranked; each unit holds what its hunks ask for, up to `context_share` of what it could hold when
-    it opened, so the diff always keeps the rest. With `text_free`, parts carry no text
-    (`UnitPart.text` is empty) and are sized as if it had been written.
-
-    `deadline` (planning's share of `max-seconds`) stops counting at half of it (`_count`), packing
-    at all of it (`_Packing`): a hunk not packed by then is `Unplaced` (`time`). Every step is linear.
-    """
-    args = _PlanArgs(
-        unit_tokens=unit_tokens,
-        count_tokens=count_tokens,
-        read_file=read_file,
-        redact=redact,
-        allowance=allowance or Allowance(),
-        nonce=nonce,
-        overhead=overhead,
-        measure=measure,
-        only=only,
-        first=first,
-        first_id=first_id,
-        context=context,
-        context_share=context_share,
-        text_free=text_free,
-        deadline=deadline,
-    )
-    return _plan(args, _triage(files, include, exclude))
+    Hunks go in `pack_keys` order, each into the earliest unit with room; a hunk too big for one
+    call is cut into overlapping slices; context back to the enclosing definition shrinks before a
+    hunk is left out; a hunk the budget cannot take whole fills what is left with its first lines.
+    `options` are `PlanOptions`' fields. Every step is linear."""
+    options["allowance"] = options.get("allowance") or Allowance()
+    args = PlanOptions(**options)
+    skeleton, reviewable, risks = _triage(files, include, exclude)
+    return _plan(args, skeleton, _count(args, reviewable, risks))
 
 
 _Ranked = tuple[float, DiffFile, Hunk]
@@ -749,24 +594,34 @@ _Ranked = tuple[float, DiffFile, Hunk]
 
 
 @dataclass(frozen=True)
-class _PlanArgs:
-    """`make_plan`'s arguments, handed whole to its stages and to the diff-only re-plan."""
+class PlanOptions:
+    """How `make_plan` plans, handed whole to its stages and to the diff-only re-plan.
+
+    `unit_tokens` caps a unit's diff text; `overhead(nonce)` is what a request costs without its
+    diff and `measure(nonce, text, context_text)` counts the finished request, so the plan holds
+    what will be sent. `only` restricts the plan to those hunks (a re-plan) and `first_id` numbers
+    its units; `first` hunks (what a push changed) go before all others. `read_file(path)` gives the
+    head text, read at most once per file. `context(file, hunk)` gives a hunk's ranked repository
+    context; a unit holds it up to `context_share` of what it could hold when it opened. With
+    `text_free`, parts carry no text (`UnitPart.text` is empty) and are sized as if it had been
+    written. `deadline` (planning's share of `max-seconds`) stops counting at half of it, packing at
+    all of it: a hunk not packed by then is `Unplaced` (`time`)."""
 
     unit_tokens: int
     count_tokens: Callable[[str], int]
-    read_file: Callable[[str], str | None] | None
-    redact: Callable[[str], str]
     allowance: Allowance
-    nonce: Callable[[int], str]
-    overhead: Callable[[str], int]
-    measure: Callable[[str, str, str], int] | None
-    only: Collection[tuple[str, int]] | None
-    first: Collection[tuple[str, int]]
-    first_id: int
-    context: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None
-    context_share: float
-    text_free: TextFree | None
-    deadline: Deadline | None
+    read_file: Callable[[str], str | None] | None = None
+    redact: Callable[[str], str] = lambda s: s
+    nonce: Callable[[int], str] = lambda i: ""
+    overhead: Callable[[str], int] = lambda nonce: 0
+    measure: Callable[[str, str, str], int] | None = None
+    only: Collection[tuple[str, int]] | None = None
+    first: Collection[tuple[str, int]] = ()
+    first_id: int = 0
+    context: Callable[[DiffFile, Hunk], Sequence[ctx.Snippet]] | None = None
+    context_share: float = 0.0
+    text_free: TextFree | None = None
+    deadline: Deadline | None = None
 
     def __post_init__(self) -> None:
         if self.unit_tokens <= 0:
@@ -778,92 +633,11 @@ class _PlanArgs:
         return max(0.0, min(self.context_share, 0.9)) if self.context is not None else 0.0
 
 
-@dataclass(frozen=True)
-class _Triage:
-    """The PR's files sorted by policy before any hunk is looked at."""
-
-    files: Sequence[DiffFile]
-    skipped: tuple[Skip, ...]
-    no_patch: tuple[str, ...]
-    reviewable: tuple[DiffFile, ...]
-
-
-@dataclass(frozen=True)
-class _Counted:
-    """Every hunk's risk, and what counting got through before its share of the time ran out: each
-    counted hunk's header (and its tokens) and whole part with its tokens, those hunks in pack
-    order, and the hunks never counted."""
-
-    risks: Mapping[tuple[str, int], float]
-    headers: Mapping[str, str]
-    header_tokens: Mapping[str, int]
-    wholes: Mapping[tuple[str, int], tuple[UnitPart, int]]
-    ranked: tuple[_Ranked, ...]
-    uncounted: tuple[_Ranked, ...]
-
-
-def _plan(args: _PlanArgs, triage: _Triage) -> Plan:
-    """`make_plan` once its arguments are gathered: triage, count, pack, finish; then the diff before
-    the context. Repository context (even room held for it that no snippet filled, its files' diff
-    being unsent) and enclosing definitions are kept only when they displace no diff; when they
-    would, the diff goes alone and what the budget has left after it buys repository context."""
-    counted = _counted(args, triage)
-    packed, held_room = _packed(args, triage, counted)
-    reviewable, only = triage.reviewable, args.only
-    unsent = _unsent_lines(packed.units, reviewable, only)
-    if not unsent or not (held_room or args.read_file is not None):
-        return packed
-    plain = dataclasses.replace(args, context=None, context_share=0.0, read_file=None)
-    diff_only, _ = _packed(plain, triage, counted)
-    plain_unsent = _unsent_lines(diff_only.units, reviewable, only)
-    if unsent <= plain_unsent:
-        return packed
-    refilled = _refilled(args, triage, diff_only, counted)
-    if refilled is not None and _unsent_lines(refilled.units, reviewable, only) <= plain_unsent:
-        diff_only = refilled
-    return dataclasses.replace(diff_only, context_displaced_lines=unsent - plain_unsent)
-
-
-def _refilled(args: _PlanArgs, triage: _Triage, diff_only: Plan, counted: _Counted) -> Plan | None:
-    """The plan with repository context capped at what `diff_only` leaves of the input budget
-    (None: no context source, no input limit, or nothing left)."""
-    a = args.allowance
-    if not args.share or a.input_tokens is None:
-        return None
-    left = a.input_tokens - sum(held_tokens(u.input_tokens, a.margin_percent) for u in diff_only.units)
-    if left <= 0:
-        return None
-    share = min(args.share, left / a.input_tokens)
-    return _packed(dataclasses.replace(args, context_share=share, read_file=None), triage, counted)[0]
-
-
-def _counted(args: _PlanArgs, triage: _Triage) -> _Counted:
-    """The hunks' risks and counts: once per plan, whatever context each packing adds (a hunk's
-    whole part and its tokens do not depend on it)."""
-    risks = {(f.path, h.index): hunk_risk(f.path, h) for f in triage.reviewable for h in f.hunks}
-    chosen = [
-        (risks[(f.path, h.index)], f, h)
-        for f in triage.reviewable
-        for h in f.hunks
-        if args.only is None or (f.path, h.index) in args.only
-    ]
-    return _count(args, chosen, risks)
-
-
-def _packed(args: _PlanArgs, triage: _Triage, counted: _Counted) -> tuple[Plan, bool]:
-    """Pack and finish the counted hunks, as `args` say; and whether any unit held room for context."""
-    packing = _Packing(args, counted)
-    unplaced = packing.run()
-    barred = frozenset(x.path for x in unplaced)
-    wanted = packing.wanted.snippets
-    shown = _Context(wanted, args.count_tokens, args.redact, packing.packer.context_frame, barred)
-    units = _finish(packing.packer, args.measure, unplaced, shown, keep_text=args.text_free is None)
-    held_room = bool(args.share) and any(u.ctx_tokens for u in packing.packer.units)
-    return _assembled(triage, counted.risks, units, unplaced), held_room
-
-
-def _triage(files: Sequence[DiffFile], include: Sequence[str], exclude: Sequence[str]) -> _Triage:
-    """Skipped by policy, listed without a patch, or reviewable: each file is exactly one."""
+def _triage(
+    files: Sequence[DiffFile], include: Sequence[str], exclude: Sequence[str]
+) -> tuple[Plan, tuple[DiffFile, ...], dict[tuple[str, int], float]]:
+    """The plan before packing (files skipped by policy, listed without a patch, or reviewable: each
+    exactly one, reviewable files by their riskiest hunk), the reviewable files, every hunk's risk."""
     skipped: list[Skip] = []
     no_patch: list[str] = []
     reviewable: list[DiffFile] = []
@@ -875,118 +649,139 @@ def _triage(files: Sequence[DiffFile], include: Sequence[str], exclude: Sequence
             no_patch.append(f.path)
         else:
             reviewable.append(f)
-    return _Triage(files, tuple(skipped), tuple(no_patch), tuple(reviewable))
+    risks = {(f.path, h.index): hunk_risk(f.path, h) for f in reviewable for h in f.hunks}
+    file_risk = {f.path: max((risks[(f.path, h.index)] for h in f.hunks), default=-1.0) for f in reviewable}
+    skeleton = Plan(
+        units=(),
+        skipped=tuple(sorted(skipped, key=lambda s: s.path)),
+        reviewable=tuple(sorted(file_risk, key=lambda p: (-file_risk[p], p))),
+        no_patch=tuple(sorted(no_patch)),
+    )
+    return skeleton, tuple(reviewable), risks
 
 
-def _count(args: _PlanArgs, chosen: Sequence[_Ranked], risks: Mapping[tuple[str, int], float]) -> _Counted:
-    """Count hunks until half of `deadline` has passed (after at least one), looking before each: in
-    pack order's token-free prefix, so the least risky hunks are the ones left uncounted. Counting
-    every hunk in time is what lets packing ask for repository context (`_Packing._hunk`)."""
-    counting = _Clock(args.deadline, COUNT_SHARE)
+@dataclass(frozen=True)
+class _Counted:
+    """The reviewable files, and what counting got through before its share of the time ran out:
+    each counted hunk's header (and its tokens) and whole part with its tokens, those hunks in pack
+    order, and the hunks never counted."""
+
+    reviewable: tuple[DiffFile, ...]
+    headers: Mapping[str, str]
+    header_tokens: Mapping[str, int]
+    wholes: Mapping[tuple[str, int], tuple[UnitPart, int]]
+    ranked: tuple[_Ranked, ...]
+    uncounted: tuple[_Ranked, ...]
+
+
+def _plan(args: PlanOptions, skeleton: Plan, counted: _Counted) -> Plan:
+    """Count once, then pack with context; when that leaves diff lines unsent that a packing
+    without repository context or enclosing definitions would send, the diff goes alone and what
+    the budget has left after it buys repository context (`_refilled`)."""
+    packed, held_room = _packed(args, skeleton, counted)
+    reviewable, only = counted.reviewable, args.only
+    unsent = _unsent_lines(packed.units, reviewable, only)
+    if not unsent or not (held_room or args.read_file is not None):
+        return packed
+    plain = dataclasses.replace(args, context=None, context_share=0.0, read_file=None)
+    diff_only, _ = _packed(plain, skeleton, counted)
+    plain_unsent = _unsent_lines(diff_only.units, reviewable, only)
+    if unsent <= plain_unsent:
+        return packed
+    refilled = _refilled(args, skeleton, diff_only, counted)
+    if refilled is not None and _unsent_lines(refilled.units, reviewable, only) <= plain_unsent:
+        diff_only = refilled
+    return dataclasses.replace(diff_only, context_displaced_lines=unsent - plain_unsent)
+
+
+def _refilled(args: PlanOptions, skeleton: Plan, diff_only: Plan, counted: _Counted) -> Plan | None:
+    """The plan with repository context capped at what `diff_only` leaves of the input budget
+    (None: no context source, no input limit, or nothing left)."""
+    a = args.allowance
+    if not args.share or a.input_tokens is None:
+        return None
+    left = a.input_tokens - sum(held_tokens(u.input_tokens, a.margin_percent) for u in diff_only.units)
+    if left <= 0:
+        return None
+    share = min(args.share, left / a.input_tokens)
+    return _packed(dataclasses.replace(args, context_share=share, read_file=None), skeleton, counted)[0]
+
+
+def _packed(args: PlanOptions, skeleton: Plan, counted: _Counted) -> tuple[Plan, bool]:
+    """Pack and finish the counted hunks, as `args` say; and whether any unit held room for context."""
+    packing = _Packing(args, counted)
+    unplaced = packing.run()
+    units = packing.finish(unplaced)
+    held_room = bool(args.share) and any(u.ctx_tokens for u in packing.packer.units)
+    return dataclasses.replace(skeleton, units=units, unplaced=tuple(unplaced)), held_room
+
+
+def _count(
+    args: PlanOptions, reviewable: tuple[DiffFile, ...], risks: Mapping[tuple[str, int], float]
+) -> _Counted:
+    """Each hunk's whole part and tokens, once per plan (they do not depend on context), until half
+    of `deadline` has passed (after one hunk), in pack order's token-free prefix: the least risky
+    hunks are left uncounted. Only counting every hunk lets packing ask for repository context."""
+    chosen = [
+        (risks[(f.path, h.index)], f, h)
+        for f in reviewable
+        for h in f.hunks
+        if args.only is None or (f.path, h.index) in args.only
+    ]
+    out = _clock(args.deadline, COUNT_SHARE)
     headers: dict[str, str] = {}
     wholes: dict[tuple[str, int], tuple[UnitPart, int]] = {}
     uncounted: list[_Ranked] = []
-    for item in sorted(chosen, key=lambda item: _rank_prefix(item, args.first)):
+    # in the token-free prefix of the pack order: `first` hunks, then `tier`
+    for item in sorted(
+        chosen, key=lambda it: ((it[1].path, it[2].index) not in args.first, *tier(it[0], it[1].path))
+    ):
         _, f, h = item
-        if uncounted or (wholes and counting.out()):
+        if uncounted or (wholes and out()):
             uncounted.append(item)
             continue
         header = headers.get(f.path) or headers.setdefault(f.path, _file_header(f))
         wholes[(f.path, h.index)] = _whole(f, h, header, args.count_tokens, args.redact, args.text_free)
     header_tokens = {path: args.count_tokens(h) for path, h in headers.items()}
-    ranked = _pack_ranked(chosen, wholes, args.first)
-    return _Counted(risks, headers, header_tokens, wholes, ranked, tuple(uncounted))
+    ranked = _ranked(chosen, wholes, args.first)
+    return _Counted(reviewable, headers, header_tokens, wholes, ranked, tuple(uncounted))
 
 
-def _pack_ranked(
+def _ranked(
     chosen: Sequence[_Ranked],
     wholes: Mapping[tuple[str, int], tuple[UnitPart, int]],
     first: Collection[tuple[str, int]],
 ) -> tuple[_Ranked, ...]:
     """The counted hunks in full pack order, which needs each hunk's tokens."""
     counted = [item for item in chosen if (item[1].path, item[2].index) in wholes]
-    keys = _order_keys(PACK_ORDER, [(r, f, h, wholes[(f.path, h.index)][1]) for r, f, h in counted])
-    ranked = sorted(
-        counted,
-        key=lambda item: (
-            *_rank_prefix(item, first)[:1],
-            *keys[(item[1].path, item[2].index)],
-            item[1].path,
-            item[2].index,
-        ),
-    )
-    return tuple(ranked)
+    keys = pack_keys([(r, f, h, wholes[(f.path, h.index)][1]) for r, f, h in counted])
 
+    def key(item: _Ranked) -> tuple[bool, bool, float, float, str, int]:
+        at = (item[1].path, item[2].index)
+        return (at not in first, *keys[at], *at)
 
-def _new_packer(args: _PlanArgs) -> _Packer:
-    """A packer that holds per request what a finished request may add when counted whole, and
-    knows the frame of a context block when one can be measured."""
-    measure, overhead, share = args.measure, args.overhead, args.share
-    held_overhead = (lambda n: overhead(n) + REQUEST_SLACK_TOKENS) if measure is not None else overhead
-    packer = _Packer(args.allowance, args.unit_tokens, args.nonce, held_overhead, args.first_id, share)
-    if share and measure is not None:
-        sample = packer.fresh().nonce
-        packer.context_frame = max(0, measure(sample, "", "~") - measure(sample, "", ""))
-    return packer
-
-
-class _Heads:
-    """Head-file lines for enclosing context: read at most once per file, never for removed files,
-    docs or config (where an enclosing definition means nothing)."""
-
-    def __init__(self, read_file: Callable[[str], str | None] | None) -> None:
-        self._read_file = read_file
-        self._lines: dict[str, list[str] | None] = {}
-
-    def of(self, f: DiffFile) -> list[str] | None:
-        if self._read_file is None or f.status == "removed" or category(f.path) in ("docs", "config"):
-            return None
-        if f.path not in self._lines:
-            text = self._read_file(f.path)
-            self._lines[f.path] = None if text is None else text.splitlines()
-        return self._lines[f.path]
-
-
-class _Wanted:
-    """Each hunk's ranked repository context, kept for choosing a unit's share at the end, with
-    each snippet counted once however many hunks ask for it."""
-
-    def __init__(self, args: _PlanArgs) -> None:
-        self._args = args
-        self.snippets: dict[tuple[str, int], tuple[ctx.Snippet, ...]] = {}
-        self._tokens: dict[tuple[str, int], int] = {}
-
-    def of(self, f: DiffFile, hunk: Hunk) -> dict[tuple[str, int], int]:
-        context, count_tokens, redact = self._args.context, self._args.count_tokens, self._args.redact
-        if context is None or not self._args.share or category(f.path) not in ("source", "test"):
-            return {}
-        snippets = tuple(ctx.rank(context(f, hunk)))
-        self.snippets[(f.path, hunk.index)] = snippets
-        for s in snippets:
-            if s.key not in self._tokens:
-                self._tokens[s.key] = count_tokens(redact(s.text()))
-        return {s.key: self._tokens[s.key] for s in snippets}
+    return tuple(sorted(counted, key=key))
 
 
 class _Packing:
-    """The packing stage: every counted hunk, in pack order, into the packer. `deadline` is looked
-    at before each hunk; once it has passed (after at least one unit), every hunk left is `time`
-    and the units packed so far are finished and returned."""
+    """The packing stage: every counted hunk, in pack order, into the packer; `snippets` is each
+    hunk's ranked repository context, for choosing a unit's share at the end. `deadline` is looked
+    at before each hunk; once it has passed (after at least one unit), every hunk left is `time`."""
 
-    def __init__(self, args: _PlanArgs, counted: _Counted) -> None:
+    def __init__(self, args: PlanOptions, counted: _Counted) -> None:
         self.args = args
         self.counted = counted
-        self.packer = _new_packer(args)
-        self.packer.header_tokens = counted.header_tokens
-        self.wanted = _Wanted(args)
-        self._heads = _Heads(args.read_file)
-        self._clock = _Clock(args.deadline, 1.0)
+        self.packer = _Packer(args, counted.header_tokens)
+        self.snippets: dict[tuple[str, int], tuple[ctx.Snippet, ...]] = {}
+        self._snippet_tokens: dict[tuple[str, int], int] = {}
+        self._heads: dict[str, list[str] | None] = {}
+        self._out = _clock(args.deadline, 1.0)
 
     def run(self) -> list[Unplaced]:
-        """What no unit carries; once time is out (after one unit), every hunk left is `time`."""
+        """What no unit carries."""
         unplaced: list[Unplaced] = []
         for risk, f, hunk in self.counted.ranked:
-            if self.packer.units and self._clock.out():
+            if self.packer.units and self._out():
                 unplaced.append(Unplaced(f.path, hunk.index, WHOLE_HUNK, "time"))
                 continue
             unplaced += self._hunk(risk, f, hunk)
@@ -1004,60 +799,120 @@ class _Packing:
         if packer.full and plain_tokens <= call_room:
             return [Unplaced(f.path, hunk.index, (0, len(hunk.lines)), "budget")]
         if plain_tokens > call_room:
-            return self._sliced(risk, f, hunk, call_room)
+            unplaced: list[Unplaced] = []
+            written = None
+            for part, tokens in _slices(f, hunk, call_room, count_tokens, redact, unplaced):
+                if not packer.add([(part, tokens)], risk):
+                    assert part.lines is not None
+                    written = written or _Written(f, hunk, count_tokens, redact)
+                    unplaced += _fill(packer, risk, written, *part.lines)
+            return unplaced
         options = self._options(f, hunk, plain, plain_tokens)
         # the first call searches the repository for every hunk at once (linear, not interruptible,
         # cannot stop halfway): only when counting every hunk fitted in its half of the time, and
         # while time is left
-        wants = self.wanted.of(f, hunk) if not self.counted.uncounted and not self._clock.out() else {}
+        wants = self._wants(f, hunk) if not self.counted.uncounted and not self._out() else {}
         if packer.add(options, risk, wants):
             return []
-        return _fill(packer, _Piece(risk, f, hunk, 0, len(hunk.lines)), count_tokens, redact)
+        return _fill(packer, risk, _Written(f, hunk, count_tokens, redact), 0, len(hunk.lines))
 
-    def _sliced(self, risk: float, f: DiffFile, hunk: Hunk, call_room: int) -> list[Unplaced]:
-        """A hunk no call can take whole, slice by slice; a slice the budget cannot take fills
-        what is left with its first lines."""
-        count_tokens, redact = self.args.count_tokens, self.args.redact
-        unplaced: list[Unplaced] = []
-        for part, tokens in _slices(f, hunk, call_room, count_tokens, redact, unplaced):
-            if not self.packer.add([(part, tokens)], risk):
-                assert part.lines is not None
-                unplaced += _fill(self.packer, _Piece(risk, f, hunk, *part.lines), count_tokens, redact)
-        return unplaced
+    def _wants(self, f: DiffFile, hunk: Hunk) -> dict[tuple[str, int], int]:
+        """The tokens of each snippet of the hunk's repository context (each counted once)."""
+        context, count_tokens, redact = self.args.context, self.args.count_tokens, self.args.redact
+        if context is None or not self.args.share or category(f.path) not in ("source", "test"):
+            return {}
+        snippets = tuple(ctx.rank(context(f, hunk)))
+        self.snippets[(f.path, hunk.index)] = snippets
+        for s in snippets:
+            if s.key not in self._snippet_tokens:
+                self._snippet_tokens[s.key] = count_tokens(redact(s.text()))
+        return {s.key: self._snippet_tokens[s.key] for s in snippets}
 
     def _options(
         self, f: DiffFile, hunk: Hunk, plain: UnitPart, plain_tokens: int
     ) -> list[tuple[UnitPart, int]]:
         """The hunk with its enclosing definition, shrinking, then alone: the packer takes the
-        richest that fits."""
-        redact, header = self.args.redact, self.counted.headers[f.path]
+        richest that fits. Head files are read once, never for removed files, docs or config."""
+        redact, header, read_file = self.args.redact, self.counted.headers[f.path], self.args.read_file
         options = [(plain, plain_tokens)]
-        lines = self._heads.of(f)
+        if read_file is None or f.status == "removed" or category(f.path) in ("docs", "config"):
+            return options
+        if f.path not in self._heads:
+            text = read_file(f.path)
+            self._heads[f.path] = None if text is None else text.splitlines()
+        lines = self._heads[f.path]
         extension = enclosing_context(hunk, lines) if lines is not None else ()
         for shrunk in _shrinking(extension):
             rich = UnitPart(f.path, hunk.index, redact("\n".join([header, *_numbered(hunk, shrunk)])))
             options.insert(-1, (rich, self.args.count_tokens(rich.text)))
         return options
 
+    def finish(self, unplaced: list[Unplaced]) -> tuple[Unit, ...]:
+        """Count each finished request as it will be sent; a unit the exact count no longer fits (a
+        token merge at a part join) gives up its context first (its least ranked snippets), then its
+        least risky part (`budget` in `unplaced`), until it fits or no part is left."""
+        packer, measure, a = self.packer, self.args.measure, self.args.allowance
+        barred = frozenset(x.path for x in unplaced)
+        units: list[Unit] = []
+        reserved: _Held = (0, 0, 0.0)
+        for u in packer.units:
+            parts, room = list(u.parts), u.ctx_tokens
+            while parts:
+                ordered = _ordered([(p, r) for p, r, _ in parts])
+                if self.args.text_free is not None:
+                    ordered = tuple(dataclasses.replace(p, text="") if p.text else p for p in ordered)
+                snippets, context_text, context_tokens = self._context(ordered, room, barred)
+                tokens = sum(t for _, _, t in parts) + SEPARATOR_TOKENS * (len(parts) - 1) + context_tokens
+                if measure is not None:
+                    counted = measure(u.nonce, joined(ordered), context_text)
+                else:
+                    counted = u.overhead + tokens
+                total = _plus(reserved, _held(a, counted))
+                if _fits_window(a, counted) and _within(a, total):
+                    reserved = total
+                    unit = Unit(
+                        id=self.args.first_id + len(units),
+                        parts=ordered,
+                        tokens=tokens,
+                        risk=max(r for _, r, _ in parts),
+                        nonce=u.nonce,
+                        input_tokens=counted,
+                        answer_tokens=answer_tokens(a),
+                        context=snippets,
+                        context_text=context_text,
+                        context_tokens=context_tokens,
+                    )
+                    units.append(unit)
+                    break
+                if snippets:
+                    room = context_tokens + packer.context_frame - 1
+                    continue
+                dropped = min(parts, key=lambda item: item[1])
+                parts.remove(dropped)
+                part = dropped[0]
+                unplaced.append(Unplaced(part.path, part.hunk_index, part.lines or WHOLE_HUNK, "budget"))
+        return tuple(units)
 
-def _assembled(
-    triage: _Triage,
-    risks: Mapping[tuple[str, int], float],
-    units: tuple[Unit, ...],
-    unplaced: Sequence[Unplaced],
-) -> Plan:
-    """The plan as reported: files by their riskiest hunk, skips and patchless files by path."""
-    files, reviewable = triage.files, triage.reviewable
-    file_risk = {f.path: max((risks[(f.path, h.index)] for h in f.hunks), default=-1.0) for f in reviewable}
-    return Plan(
-        units=units,
-        skipped=tuple(sorted(triage.skipped, key=lambda s: s.path)),
-        reviewable=tuple(sorted(file_risk, key=lambda p: (-file_risk[p], p))),
-        hunks_total={f.path: len(f.hunks) for f in files},
-        lines_changed=sum(f.additions + f.deletions for f in files),
-        no_patch=tuple(sorted(triage.no_patch)),
-        unplaced=tuple(unplaced),
-    )
+    def _context(
+        self, parts: Sequence[UnitPart], room: int, barred: frozenset[str]
+    ) -> tuple[tuple[ctx.Snippet, ...], str, int]:
+        """The best-ranked snippets these parts asked for that fit `room` tokens with the block's
+        frame, never from a `barred` file (its diff goes unsent): (snippets, text, its tokens)."""
+        count_tokens, redact = self.args.count_tokens, self.args.redact
+        room -= self.packer.context_frame
+        if room <= 0:
+            return (), "", 0
+        groups = [
+            [s for s in self.snippets.get((p.path, p.hunk_index), ()) if s.path not in barred] for p in parts
+        ]
+        chosen = list(ctx.select(ctx.merge(groups), room, count_tokens, redact))
+        while chosen:
+            text = ctx.render(chosen, redact)
+            tokens = count_tokens(text)
+            if tokens <= room:
+                return tuple(chosen), text, tokens
+            chosen.pop()
+        return (), "", 0
 
 
 def _unsent_lines(
@@ -1083,28 +938,16 @@ COUNT_SHARE = 0.5
 """The part of planning's time that counting every hunk's tokens may use; packing has the rest."""
 
 
-class _Clock:
-    """`deadline.passed(fraction)` asked at most once per hunk; once it says yes, it stays yes."""
+def _clock(deadline: Deadline | None, fraction: float) -> Callable[[], bool]:
+    """Whether `fraction` of `deadline` has passed, asked at most once per hunk; once yes, always yes."""
+    out = False
 
-    def __init__(self, deadline: Deadline | None, fraction: float) -> None:
-        self._deadline = deadline
-        self._fraction = fraction
-        self._out = False
+    def passed() -> bool:
+        nonlocal out
+        out = out or (deadline is not None and deadline.passed(fraction))
+        return out
 
-    def out(self) -> bool:
-        if not self._out and self._deadline is not None and self._deadline.passed(self._fraction):
-            self._out = True
-        return self._out
-
-
-def _rank_prefix(
-    item: tuple[float, DiffFile, Hunk], first: Collection[tuple[str, int]]
-) -> tuple[bool, bool, float]:
-    """The part of the pack order that needs no token count: `first` hunks, then `pack_order`'s
-    first two keys (security-sensitive source that adds code, then category)."""
-    risk, f, h = item
-    head = pack_order(risk, f.path, 1)
-    return ((f.path, h.index) not in first, head[0], head[1])
+    return passed
 
 
 def _whole(
@@ -1127,18 +970,6 @@ def _whole(
     return part, count_tokens(part.text)
 
 
-def _call_room(packer: _Packer, overhead: int) -> int:
-    """The most diff tokens one call can carry, whatever the budget."""
-    lo, hi = 0, packer.unit_tokens
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if packer.fits_call(overhead, mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 def _shrinking(extension: Sequence[tuple[int, str]]) -> list[tuple[tuple[int, str], ...]]:
     """Context options, richest first: the whole way back to the definition, then the definition
     line with the nearest half, then the definition line alone."""
@@ -1149,24 +980,49 @@ def _shrinking(extension: Sequence[tuple[int, str]]) -> list[tuple[tuple[int, st
     return list(dict.fromkeys(out))
 
 
-@dataclass(frozen=True)
 class _Written:
     """A hunk's file header and numbered lines, written once: every slice of it joins some of them."""
 
-    file: DiffFile
-    hunk: Hunk
-    header: str
-    body: Sequence[str]
+    def __init__(
+        self, f: DiffFile, hunk: Hunk, count_tokens: Callable[[str], int], redact: Callable[[str], str]
+    ) -> None:
+        self.file, self.hunk, self._count_tokens, self._redact = f, hunk, count_tokens, redact
+        self._header, self._body = _file_header(f), _numbered(hunk, ())
 
-    @classmethod
-    def of(cls, f: DiffFile, hunk: Hunk) -> _Written:
-        return cls(f, hunk, _file_header(f), _numbered(hunk, ()))
+    def part(self, start: int, end: int) -> tuple[UnitPart, int]:
+        """Lines [start, end) as a part (a slice unless that is the whole hunk), and its tokens."""
+        n = len(self.hunk.lines)
+        head = self._body[0] + f"  [slice: diff lines {start + 1}-{end} of {n} in this hunk]"
+        text = self._redact("\n".join([self._header, head, *self._body[1 + start : 1 + end]]))
+        lines = None if start == 0 and end == n else (start, end)
+        part = UnitPart(self.file.path, self.hunk.index, text, lines, _span(self.hunk, start, end))
+        return part, self._count_tokens(text)
 
-    def slice_text(self, start: int, stop: int) -> str:
-        head = (
-            self.body[0] + f"  [slice: diff lines {start + 1}-{stop} of {len(self.hunk.lines)} in this hunk]"
-        )
-        return "\n".join([self.header, head, *self.body[1 + start : 1 + stop]])
+    def largest(self, start: int, stop: int, cap: int) -> tuple[UnitPart, int] | None:
+        """The longest slice [start, end) with end <= stop whose text fits `cap` tokens, or None.
+        Doubling from one line, then halving: every slice written is at most twice the one returned,
+        so cutting a hunk of n lines costs O(n log n)."""
+        if cap <= 0 or start >= stop:
+            return None
+        best = self.part(start, start + 1)
+        if best[1] > cap:
+            return None  # not even one line
+        lo, hi, step = start + 1, stop, 1
+        while lo < hi:
+            probe = min(lo + step, hi)
+            candidate = self.part(start, probe)
+            if candidate[1] > cap:
+                hi = probe - 1
+                break
+            best, lo, step = candidate, probe, step * 2
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            candidate = self.part(start, mid)
+            if candidate[1] <= cap:
+                best, lo = candidate, mid
+            else:
+                hi = mid - 1
+        return best
 
 
 def _span(hunk: Hunk, start: int, stop: int) -> tuple[int, int]:
@@ -1186,50 +1042,6 @@ def _side(hunk: Hunk, start: int, stop: int) -> Side:
     return "LEFT" if removed_only else "RIGHT"
 
 
-def _largest_slice(
-    written: _Written,
-    start: int,
-    stop: int,
-    cap: int,
-    count_tokens: Callable[[str], int],
-    redact: Callable[[str], str],
-) -> tuple[UnitPart, int] | None:
-    """The longest slice [start, end) with end <= stop whose text fits `cap` tokens, or None.
-
-    Counts grow with lines, so the end is found by doubling from one line, then halving between the
-    last fit and the first miss: every slice written is at most twice the one returned, and cutting
-    a hunk of n lines costs O(n log n) instead of writing the rest of the hunk at every step."""
-    if cap <= 0 or start >= stop:
-        return None
-    f, hunk = written.file, written.hunk
-
-    def part(end: int) -> tuple[UnitPart, int]:
-        text = redact(written.slice_text(start, end))
-        whole = start == 0 and end == len(hunk.lines)
-        p = UnitPart(f.path, hunk.index, text, None if whole else (start, end), _span(hunk, start, end))
-        return p, count_tokens(text)
-
-    best = part(start + 1)
-    if best[1] > cap:
-        return None  # not even one line
-    lo, hi, step = start + 1, stop, 1
-    while lo < hi:
-        probe = min(lo + step, hi)
-        candidate = part(probe)
-        if candidate[1] > cap:
-            hi = probe - 1
-            break
-        best, lo, step = candidate, probe, step * 2
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        candidate = part(mid)
-        if candidate[1] <= cap:
-            best, lo = candidate, mid
-        else:
-            hi = mid - 1
-    return best
-
-
 def _slices(
     f: DiffFile,
     hunk: Hunk,
@@ -1241,10 +1053,10 @@ def _slices(
     """A hunk too big for one call, cut at line boundaries into slices that each fit one call,
     overlapping by SLICE_OVERLAP_LINES; a line that does not fit even alone is `context_window`."""
     out: list[tuple[UnitPart, int]] = []
-    written = _Written.of(f, hunk)
+    written = _Written(f, hunk, count_tokens, redact)
     start, n = 0, len(hunk.lines)
     while start < n:
-        best = _largest_slice(written, start, n, cap, count_tokens, redact)
+        best = written.largest(start, n, cap)
         if best is None:
             unplaced.append(Unplaced(f.path, hunk.index, (start, start + 1), "context_window"))
             start += 1
@@ -1257,166 +1069,29 @@ def _slices(
     return out
 
 
-def _fill(
-    packer: _Packer,
-    piece: _Piece,
-    count_tokens: Callable[[str], int],
-    redact: Callable[[str], str],
-) -> list[Unplaced]:
-    """Spend what the allowance still holds on the first lines of a hunk that did not fit whole,
-    before any less risky hunk gets the room; whatever still does not fit is `budget`."""
-    start = piece.start
-    written: _Written | None = None
-    while start < piece.stop and not packer.full:
-        candidates = [*packer.units, packer.fresh()]
-        best_unit = max(candidates, key=packer.room)
+def _fill(packer: _Packer, risk: float, written: _Written, start: int, stop: int) -> list[Unplaced]:
+    """Spend what the allowance still holds on the first lines [start, stop) of a hunk that did not
+    fit whole, before any less risky hunk gets the room; whatever still does not fit is `budget`."""
+    while start < stop and not packer.full:
+        best_unit = max([*packer.units, packer.fresh()], key=packer.room)
         room = packer.room(best_unit) - (SEPARATOR_TOKENS if best_unit.parts else 0)
         if room < MIN_SLICE_TOKENS:
             packer.full = True
             break
-        written = written or _Written.of(piece.file, piece.hunk)
-        best = _largest_slice(written, start, piece.stop, room, count_tokens, redact)
-        if best is None or not packer.add([best], piece.risk):
+        best = written.largest(start, stop, room)
+        if best is None or not packer.add([best], risk):
             break
-        end = (best[0].lines or (0, len(piece.hunk.lines)))[1]
-        if end >= piece.stop:
+        end = (best[0].lines or (0, len(written.hunk.lines)))[1]
+        if end >= stop:
             return []
         start = max(end - SLICE_OVERLAP_LINES, start + 1)
-    if start >= piece.stop:
+    if start >= stop:
         return []
-    return [Unplaced(piece.file.path, piece.hunk.index, (start, piece.stop), "budget")]
+    return [Unplaced(written.file.path, written.hunk.index, (start, stop), "budget")]
 
 
 WHOLE_HUNK = (0, 1 << 30)
 """An Unplaced range that stands for every line of its hunk."""
-
-
-@dataclass(frozen=True)
-class _Context:
-    """What each hunk asked for, and how a unit's share of it is chosen and written."""
-
-    wanted: Mapping[tuple[str, int], Sequence[ctx.Snippet]]
-    count_tokens: Callable[[str], int]
-    redact: Callable[[str], str]
-    frame: int = 0
-    barred: frozenset[str] = frozenset()
-    """Files of the PR with diff lines no call carries: never context while their diff goes unsent."""
-
-    def choose(self, parts: Sequence[UnitPart], room: int) -> tuple[tuple[ctx.Snippet, ...], str, int]:
-        """The best-ranked snippets for these parts that fit `room` tokens with the block's frame:
-        (snippets, text, tokens of the text)."""
-        room -= self.frame
-        if room <= 0:
-            return (), "", 0
-        groups = [
-            [s for s in self.wanted.get((p.path, p.hunk_index), ()) if s.path not in self.barred]
-            for p in parts
-        ]
-        chosen = list(ctx.select(ctx.merge(groups), room, self.count_tokens, self.redact))
-        while chosen:
-            text = ctx.render(chosen, self.redact)
-            tokens = self.count_tokens(text)
-            if tokens <= room:
-                return tuple(chosen), text, tokens
-            chosen.pop()
-        return (), "", 0
-
-
-@dataclass(frozen=True)
-class _Reserved:
-    """What the units finished so far hold of the allowance's input tokens and money."""
-
-    tokens: int = 0
-    cost_usd: float = 0.0
-
-
-@dataclass(frozen=True)
-class _Finisher:
-    """What finishing every unit shares: the allowance, how a request is counted, its context."""
-
-    allowance: Allowance
-    measure: Callable[[str, str, str], int] | None
-    context: _Context
-    keep_text: bool
-
-    def unit(
-        self, u: _Open, unit_id: int, reserved: _Reserved, unplaced: list[Unplaced]
-    ) -> tuple[Unit | None, _Reserved]:
-        """`u` as it will be sent, giving up context then its least risky parts (each `budget`
-        in `unplaced`) until the exact count fits; None when no part is left."""
-        parts = list(u.parts)
-        room = u.ctx_tokens
-        while parts:
-            ordered = _ordered([(p, r) for p, r, _ in parts])
-            if not self.keep_text:
-                ordered = tuple(dataclasses.replace(p, text="") if p.text else p for p in ordered)
-            snippets, context_text, context_tokens = self.context.choose(ordered, room)
-            tokens = sum(t for _, _, t in parts) + SEPARATOR_TOKENS * (len(parts) - 1) + context_tokens
-            if self.measure is not None:
-                counted = self.measure(u.nonce, joined(ordered), context_text)
-            else:
-                counted = u.overhead + tokens
-            answer = answer_tokens(self.allowance)
-            after = self._reserve(reserved, counted, answer)
-            if after is not None:
-                unit = Unit(
-                    id=unit_id,
-                    parts=ordered,
-                    tokens=tokens,
-                    risk=max(r for _, r, _ in parts),
-                    nonce=u.nonce,
-                    input_tokens=counted,
-                    answer_tokens=answer,
-                    context=snippets,
-                    context_text=context_text,
-                    context_tokens=context_tokens,
-                )
-                return unit, after
-            if snippets:
-                room = context_tokens + self.context.frame - 1
-                continue
-            dropped = min(parts, key=lambda item: item[1])
-            parts.remove(dropped)
-            part = dropped[0]
-            unplaced.append(
-                Unplaced(part.path, part.hunk_index, part.lines or WHOLE_HUNK, "budget", dropped[2])
-            )
-        return None, reserved
-
-    def _reserve(self, reserved: _Reserved, counted: int, answer: int) -> _Reserved | None:
-        """What the finished units hold once this request is added, or None when it would break
-        the call's window or the plan's token or money limit."""
-        a = self.allowance
-        held_in = held_tokens(counted, a.margin_percent)
-        fits_window = a.window is None or held_in + answer <= a.window
-        fits_budget = a.input_tokens is None or reserved.tokens + held_in <= a.input_tokens
-        cost = _held_cost(a, counted, answer)
-        if a.cost_usd is not None and a.price is not None:
-            fits_budget = fits_budget and reserved.cost_usd + cost <= a.cost_usd + COST_SLACK_USD
-        if not (fits_window and fits_budget):
-            return None
-        return _Reserved(reserved.tokens + held_in, reserved.cost_usd + cost)
-
-
-def _finish(
-    packer: _Packer,
-    measure: Callable[[str, str, str], int] | None,
-    unplaced: list[Unplaced],
-    context: _Context,
-    *,
-    keep_text: bool = True,
-) -> tuple[Unit, ...]:
-    """Count each finished request as it will be sent; a unit the exact count no longer fits (a
-    token merge at a part join) gives up its context first (its least ranked snippets), then its
-    least risky part."""
-    finisher = _Finisher(packer.allowance, measure, context, keep_text)
-    units: list[Unit] = []
-    reserved = _Reserved()
-    for u in packer.units:
-        unit, reserved = finisher.unit(u, packer.first_id + len(units), reserved, unplaced)
-        if unit is not None:
-            units.append(unit)
-    return tuple(units)
 
 
 def _ordered(parts: Sequence[tuple[UnitPart, float]]) -> tuple[UnitPart, ...]:
@@ -1448,159 +1123,111 @@ def coverage(
     default_unsent: str = "budget",
     carried: Collection[tuple[str, int]] = (),
 ) -> Coverage:
-    """Per-file status from the plan and the units whose answers were used, line by line: a hunk
-    is reviewed when every one of its lines was in a reviewed part (slices overlap), and a file
-    with some reviewed lines but not all is `partial`. A line no call carried takes the planner's
-    reason (`budget`, `context_window`); a line in a unit not reviewed takes that unit's reason from
-    `unsent_reason`, else `default_unsent`. With mixed reasons, a run-wide cause (no_model,
-    no_credentials, model_error) is named first, then `context_window`. `carried` hunks were
-    reviewed by an earlier run and are unchanged since (an incremental review): covered."""
-    _check_unit_ids(plan, reviewed_units, unsent_reason or {})
-    lines = _LineLedger(files)
+    """Per-file status from the plan and the units whose answers were used, line by line (slices
+    overlap): a file with some reviewed lines but not all is `partial`. A line no call carried takes
+    the planner's reason; a line in a unit not reviewed, that unit's `unsent_reason`, else
+    `default_unsent`. With mixed reasons, a run-wide cause is named first, then `context_window`.
+    `carried` hunks were reviewed by an earlier run and are unchanged since: covered."""
+    unsent_reason = unsent_reason or {}
+    known = {u.id for u in plan.units}
+    unknown = sorted(set(reviewed_units) - known) + sorted(set(unsent_reason) - known)
+    if unknown:  # the caller mixed up plans: fail, never guess
+        raise ValueError(f"coverage: unit ids {unknown} are not in the plan (it has {len(known)} units)")
+    ledger = _Ledger(files)
     for u in plan.units:
         done = u.id in reviewed_units
         for p in u.parts:
-            lines.add_part(p, done, (unsent_reason or {}).get(u.id, default_unsent))
+            state = _DONE if done else unsent_reason.get(u.id, default_unsent)
+            ledger.mark(p.path, p.hunk_index, p.lines, state, p.span)
     for path, index in carried:
-        lines.add_carried(path, index)
+        ledger.mark(path, index, None, _DONE)
     for x in plan.unplaced:
-        lines.add_unplaced(x)
+        ledger.mark(x.path, x.hunk_index, x.lines, x.reason, weak=True)
     skipped = {s.path: s.reason for s in plan.skipped}
-    reviewable = set(plan.reviewable)
-    no_patch = set(plan.no_patch)
+    no_patch, reviewable = set(plan.no_patch), set(plan.reviewable)
     entries: list[FileCoverage] = []
     lines_reviewed = 0
     for f in sorted(files, key=lambda f: f.path):
         total = len(f.hunks)
         if f.path in skipped:
             entries.append(FileCoverage(f.path, "skipped", skipped[f.path], total, 0))
-            continue
-        if f.path in no_patch:
+        elif f.path in no_patch:
             entries.append(FileCoverage(f.path, "listed", "no_patch", total, 0))
-            continue
-        if f.path not in reviewable:
+        elif f.path not in reviewable:
             raise ValueError(f"coverage: {f.path!r} is not in the plan; build the plan from the same files")
-        tally = lines.tally(f)
-        lines_reviewed += tally.lines_reviewed
-        entries.append(tally.entry(f, lines.slices(f.path)))
-    return Coverage(
-        files=tuple(entries),
-        lines_changed=sum(f.additions + f.deletions for f in files),
-        lines_reviewed=lines_reviewed,
-    )
+        else:
+            entry, reviewed = ledger.entry(f)
+            entries.append(entry)
+            lines_reviewed += reviewed
+    lines_changed = sum(f.additions + f.deletions for f in files)
+    return Coverage(files=tuple(entries), lines_changed=lines_changed, lines_reviewed=lines_reviewed)
 
 
-def _check_unit_ids(plan: Plan, reviewed_units: Collection[int], unsent_reason: Mapping[int, str]) -> None:
-    """A unit id the plan does not have means the caller mixed up plans: fail, never guess."""
-    known = {u.id for u in plan.units}
-    unknown = sorted(set(reviewed_units) - known) + sorted(set(unsent_reason) - known)
-    if unknown:
-        raise ValueError(f"coverage: unit ids {unknown} are not in the plan (it has {len(known)} units)")
+_DONE = "\0reviewed"
+"""A line's mark once a reviewed call carried it (every other mark is the reason it was not)."""
 
 
-@dataclass(frozen=True)
-class _FileTally:
-    """One reviewable file's hunks, line by line: the reasons its unreviewed lines give (first
-    seen first), whether any line was reviewed, whole hunks reviewed, changed lines reviewed."""
-
-    missing: tuple[str, ...]
-    seen_any: bool
-    hunks_done: int
-    lines_reviewed: int
-
-    def entry(self, f: DiffFile, slices: tuple[SliceCoverage, ...]) -> FileCoverage:
-        total = len(f.hunks)
-        if not self.missing:
-            return FileCoverage(f.path, "reviewed", None, total, total, slices)
-        reason = next((r for r in _REASON_ORDER if r in self.missing), self.missing[0])
-        status: CoverageStatus = "partial" if self.hunks_done or self.seen_any else "listed"
-        return FileCoverage(f.path, status, reason, total, self.hunks_done, slices)
-
-
-class _LineLedger:
-    """Per hunk, the lines a reviewed call carried and the reason each other line was not
-    reviewed, with every slice as the report lists it."""
+class _Ledger:
+    """Per hunk, each line's mark: `_DONE`, the reason it was not reviewed, or None (none given yet:
+    `budget`); and every slice as the report lists it."""
 
     def __init__(self, files: Sequence[DiffFile]) -> None:
         self._by_path = {f.path: f for f in files}
-        self._covered: dict[tuple[str, int], set[int]] = {}
-        self._why: dict[tuple[str, int], dict[int, str]] = {}
-        self._whole: dict[tuple[str, int], str] = {}
-        """Hunks whose every line got one reason at once (a whole hunk in one unit): `_why` by
-        line, kept as one entry until another reason arrives for the hunk."""
-        self._sliced: dict[str, list[SliceCoverage]] = {}
+        self._marks: dict[tuple[str, int], list[str | None]] = {}
+        self._slices: dict[str, list[SliceCoverage]] = {}
 
-    def _size(self, path: str, index: int) -> int:
-        f = self._by_path.get(path)
-        return len(f.hunks[index].lines) if f is not None and index < len(f.hunks) else 0
-
-    def _positions(self, path: str, index: int, lines: tuple[int, int] | None) -> range:
-        n = self._size(path, index)
-        start, stop = lines or (0, n)
-        return range(max(start, 0), min(stop, n))
-
-    def _reasons_by_line(self, key: tuple[str, int]) -> dict[int, str]:
-        if key in self._whole:
-            self._why[key] = dict.fromkeys(range(self._size(*key)), self._whole.pop(key))
-        return self._why.setdefault(key, {})
-
-    def _add_slice(
-        self, path: str, index: int, rng: range, span: tuple[int, int] | None, reviewed: bool
+    def mark(
+        self,
+        path: str,
+        index: int,
+        lines: tuple[int, int] | None,
+        mark: str,
+        span: tuple[int, int] | None = None,
+        *,
+        weak: bool = False,
     ) -> None:
-        hunk = self._by_path[path].hunks[index]
-        start, end = span or _span(hunk, rng.start, rng.stop)
-        on = _side(hunk, rng.start, rng.stop)
-        self._sliced.setdefault(path, []).append(SliceCoverage(index, start, end, reviewed, on))
-
-    def add_part(self, p: UnitPart, done: bool, reason: str) -> None:
-        """A planned part: covered when its unit was reviewed, else each of its lines gets `reason`."""
-        key = (p.path, p.hunk_index)
-        rng = self._positions(p.path, p.hunk_index, p.lines)
-        if done:
-            self._covered.setdefault(key, set()).update(rng)
-        elif key not in self._why and key not in self._whole and rng == range(self._size(*key)):
-            self._whole[key] = reason
+        """Lines [start, stop) of a hunk (a slice the report lists unless None or WHOLE_HUNK) get
+        `mark`: `_DONE` always, a reason unless the line is done, a `weak` one (no call carried the
+        line) only where no unit gave one."""
+        f = self._by_path.get(path)
+        if f is None or index >= len(f.hunks):
+            return
+        hunk = f.hunks[index]
+        n = len(hunk.lines)
+        start, stop = lines or (0, n)
+        start, stop = max(start, 0), min(stop, n)
+        if start >= stop:
+            return
+        marks = self._marks.setdefault((path, index), [None] * n)
+        old = marks[start:stop]
+        if mark == _DONE or (not any(old) if weak else _DONE not in old):
+            marks[start:stop] = [mark] * (stop - start)
         else:
-            self._reasons_by_line(key).update(dict.fromkeys(rng, reason))
-        if p.lines is not None and rng:
-            self._add_slice(p.path, p.hunk_index, rng, p.span, done)
+            marks[start:stop] = [m if m == _DONE or (weak and m) else mark for m in old]
+        if lines is not None and lines != WHOLE_HUNK:
+            first, last = span or _span(hunk, start, stop)
+            on = _side(hunk, start, stop)
+            self._slices.setdefault(path, []).append(SliceCoverage(index, first, last, mark == _DONE, on))
 
-    def add_carried(self, path: str, index: int) -> None:
-        """A hunk an earlier run reviewed, unchanged since."""
-        self._covered.setdefault((path, index), set()).update(self._positions(path, index, None))
-
-    def add_unplaced(self, x: Unplaced) -> None:
-        """Lines no call carried: their reason, unless a planned unit already gave them one."""
-        rng = self._positions(x.path, x.hunk_index, x.lines)
-        if rng:
-            reasons = self._reasons_by_line((x.path, x.hunk_index))
-            for i in rng:
-                reasons.setdefault(i, x.reason)
-        if x.lines != WHOLE_HUNK and rng:
-            self._add_slice(x.path, x.hunk_index, rng, None, False)
-
-    def slices(self, path: str) -> tuple[SliceCoverage, ...]:
-        return tuple(
-            sorted(self._sliced.get(path, ()), key=lambda s: (s.hunk, s.start, s.end, not s.reviewed))
-        )
-
-    def tally(self, f: DiffFile) -> _FileTally:
+    def entry(self, f: DiffFile) -> tuple[FileCoverage, int]:
+        """A reviewable file's coverage, and its changed lines reviewed."""
         missing: list[str] = []
         seen_any = False
-        hunks_done = 0
-        lines_reviewed = 0
+        hunks_done = lines_reviewed = 0
         for hunk in f.hunks:
-            key = (f.path, hunk.index)
-            got = self._covered.get(key, set())
-            seen_any = seen_any or bool(got)
-            lines_reviewed += sum(1 for i in got if hunk.lines[i].kind != " ")
-            gaps = [i for i in range(len(hunk.lines)) if i not in got] if got else range(len(hunk.lines))
-            if not gaps:
-                hunks_done += 1
-                continue
-            if key in self._whole:
-                missing.append(self._whole[key])
-                continue
-            reasons = self._why.get(key, {})
-            missing.extend(dict.fromkeys(map(reasons.get, gaps, itertools.repeat("budget"))))
-        return _FileTally(tuple(missing), seen_any, hunks_done, lines_reviewed)
+            marks = self._marks.get((f.path, hunk.index), [None] * len(hunk.lines))
+            done = [line for line, m in zip(hunk.lines, marks, strict=True) if m == _DONE]
+            seen_any = seen_any or bool(done)
+            lines_reviewed += sum(1 for line in done if line.kind != " ")
+            gaps = [m or "budget" for m in marks if m != _DONE]
+            hunks_done += not gaps
+            missing.extend(dict.fromkeys(gaps))
+        slices = tuple(
+            sorted(self._slices.get(f.path, ()), key=lambda s: (s.hunk, s.start, s.end, not s.reviewed))
+        )
+        total = len(f.hunks)
+        if not missing:
+            return FileCoverage(f.path, "reviewed", None, total, total, slices), lines_reviewed
+        reason = next((r for r in _REASON_ORDER if r in missing), missing[0])
+        status: CoverageStatus = "partial" if hunks_done or seen_any else "listed"
+        return FileCoverage(f.path, status, reason, total, hunks_done, slices), lines_reviewed

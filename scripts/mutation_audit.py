@@ -81,7 +81,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     _m(
         "repository-context-not-redacted",
         "reviewer/plan.py",
-        "text = ctx.render(chosen, self.redact)",
+        "text = ctx.render(chosen, redact)",
         "text = ctx.render(chosen)",
         "a token in a helper shown as repository context is sent unredacted",
         "test_context.py",
