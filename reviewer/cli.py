@@ -318,15 +318,7 @@ def scan(
         inline_comments=inline_comments,
         max_pr_cost_usd=max_pr_cost_usd,
     )
-    settings = ScanSettings(
-        repo=repository,
-        job=job,
-        limit=limit,
-        labels=_split_labels(labels),
-        skip_drafts=not include_drafts,
-        skip_bots=not include_bots,
-        plan_only=not do_review,
-    )
+    settings = ScanSettings(job=job, limit=limit, labels=_split_labels(labels), plan_only=not do_review)
     result = run_scan(client, settings, warn=_note)
     _write_scan(result, overrides.language or "en", matrix=matrix, opts=opts)
     sys.exit(max((o.exit_code for o in result.outcomes), default=0))

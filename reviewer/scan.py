@@ -34,11 +34,10 @@ from reviewer.pull import (
     PullJob,
     base_templates,
     config_at,
-    crashed,
+    failed,
     is_same_review,
     review_pull,
     run_text,
-    unreadable,
 )
 from reviewer.render import Renderer
 from reviewer.review import planned_cost
@@ -58,19 +57,14 @@ Status = Literal["reviewed", "skipped", "deferred", "failed", "planned"]
 
 @dataclass(frozen=True)
 class ScanSettings:
-    """What to scan. `job` is the template every PR's `PullJob` is made from (its number is replaced).
+    """What to scan: `job.repo`, skipping drafts and bots as `job.skip` says. `job` is the template
+    every PR's `PullJob` is made from (its number is replaced). `plan_only`: review nothing; the PRs
+    that need a review become the matrix (a fan-out job, or the list `imreview scan` prints without
+    `--review`). `config_ref` is where config and templates are read (None: the default branch)."""
 
-    `plan_only`: review nothing; the PRs that need a review become the matrix (a fan-out job, or
-    the list `imreview scan` prints without `--review`). `config_ref` is where config and templates
-    are read (the run's commit; None: the default branch).
-    """
-
-    repo: str
     job: PullJob
     limit: int = 20
     labels: tuple[str, ...] = ()
-    skip_drafts: bool = True
-    skip_bots: bool = True
     plan_only: bool = False
     config_ref: str | None = None
 
@@ -141,7 +135,7 @@ def scan(
     rows = {r.number: r for r in (*listed.rows, *stale.rows, *last.rows)}
     spent = run.spent().cost_usd
     return ScanResult(
-        repo=settings.repo,
+        repo=settings.job.repo,
         rows=tuple(sorted(rows.values(), key=lambda r: _ROW_ORDER[r.status])),
         matrix=tuple(p.number for p in last.passed),
         cost_usd=round(spent, 6) if spent is not None else None,
@@ -177,7 +171,7 @@ def _row(pull: PullInfo, status: Status, reason: str = "", outcome: PrOutcome | 
 
 def _setup(client: GitHubClient, settings: ScanSettings, scratch: Path | None) -> _Setup:
     """Config and templates read once, so that no PR is judged with another config than the rest."""
-    config = config_at(client, settings.job, lambda: (settings.repo, settings.config_ref))
+    config = config_at(client, settings.job, lambda: (settings.job.repo, settings.config_ref))
     renderer, templates = _run_renderer(client, settings, config, scratch)
     job = dataclasses.replace(settings.job, config=config, templates=templates)
     return _Setup(job, config, renderer, config_hash(config, renderer.templates_digest()))
@@ -187,7 +181,7 @@ def _listed(client: GitHubClient, settings: ScanSettings) -> _Stage:
     """The open PRs, with drafts, bots and unlabelled PRs skipped from the listing alone."""
     rows: list[ScanRow] = []
     candidates: list[PullInfo] = []
-    for pull in client.open_pull_list(settings.repo):
+    for pull in client.open_pull_list(settings.job.repo):
         reason = _triage(pull, settings)
         if reason:
             rows.append(_row(pull, "skipped", reason))
@@ -199,14 +193,14 @@ def _listed(client: GitHubClient, settings: ScanSettings) -> _Stage:
 def _stale(client: GitHubClient, settings: ScanSettings, setup: _Setup, pulls: Sequence[PullInfo]) -> _Stage:
     """The PRs whose sticky state says they need a review: not this head with this config already,
     and not past the per-PR cost cap."""
-    states, listed_all = _sticky_states(client, settings.repo, pulls) if pulls else ({}, True)
+    states, listed_all = _sticky_states(client, settings.job.repo, pulls) if pulls else ({}, True)
     rows: list[ScanRow] = []
     to_review: list[PullInfo] = []
     cap = setup.job.max_pr_cost_usd
     for pull in pulls:
         state = states.get(pull.number)
         if state is None and not listed_all and settings.plan_only and len(to_review) < settings.limit:
-            state = _own_state(client, settings.repo, pull.number)
+            state = _own_state(client, settings.job.repo, pull.number)
         if is_same_review(state, head_sha=pull.head_sha, config_digest=setup.digest):
             rows.append(_row(pull, "skipped", "already_reviewed"))
         elif cap > 0 and state is not None and (state.total_cost_usd or 0.0) >= cap:
@@ -322,9 +316,9 @@ _ROW_ORDER = {"reviewed": 0, "failed": 1, "planned": 2, "deferred": 3, "skipped"
 
 
 def _triage(pull: PullInfo, settings: ScanSettings) -> str:
-    if settings.skip_drafts and pull.draft:
+    if settings.job.skip.drafts and pull.draft:
         return "draft"
-    if settings.skip_bots and is_bot(pull.author, pull.author_type):
+    if settings.job.skip.bots and is_bot(pull.author, pull.author_type):
         return "bot"
     if settings.labels and not set(settings.labels) & set(pull.labels):
         return "label"
@@ -384,13 +378,6 @@ def _review_one(
             return _row(pull, "deferred", early)
     client.wait_within(run.seconds_left())
     ledger = Budget(Limits.unbounded(), parent=run)  # this PR's own calls, whatever becomes of its review
-
-    def spent() -> float | None:
-        cost = ledger.spent().cost_usd
-        return None if cost is None else round(cost, 6)
-
-    renderer = Renderer(language=job.overrides.language or "en")
-    on_error = job.overrides.on_error or "warn"
     try:
         outcome = review_pull(
             client,
@@ -403,20 +390,21 @@ def _review_one(
     except Retryable as exc:
         warn(f"imreview: #{pull.number} deferred: {exc}")
         return _row(pull, "deferred", "rate_limited")
-    except GitHubError as exc:
-        outcome = dataclasses.replace(
-            unreadable(pull.number, exc, renderer, on_error=on_error), cost_usd=spent()
-        )
-        return _row(pull, "failed", "unreadable", outcome)
     except UsageError:
         raise
-    except Exception as exc:  # unexpected, in one PR: the scan goes on with the others
-        warn(f"imreview: #{pull.number} failed: {type(exc).__name__}: {exc}")
-        outcome = dataclasses.replace(
-            crashed(pull.number, exc, renderer, on_error=on_error), cost_usd=spent()
-        )
-        return _row(pull, "failed", "failed", outcome)
-    return _outcome_row(pull, outcome)
+    except Exception as exc:  # unreadable, or unexpected in one PR: the scan goes on with the others
+        if not isinstance(exc, GitHubError):
+            warn(f"imreview: #{pull.number} failed: {type(exc).__name__}: {exc}")
+        renderer = Renderer(language=job.overrides.language or "en")
+        cost = ledger.spent().cost_usd
+        outcome = failed(pull.number, exc, renderer, on_error=job.overrides.on_error or "warn")
+        outcome = dataclasses.replace(outcome, cost_usd=None if cost is None else round(cost, 6))
+        return _row(pull, "failed", outcome.reason, outcome)
+    if outcome.report is not None:
+        return _row(pull, "reviewed", "", outcome)
+    if outcome.reason in ("budget", "seconds", "rate_limited"):  # the run ran short
+        return _row(pull, "deferred", outcome.reason)
+    return _row(pull, "skipped", outcome.reason, outcome)
 
 
 def _admit(
@@ -433,18 +421,6 @@ def _admit(
     return ""
 
 
-def _outcome_row(pull: PullInfo, outcome: PrOutcome) -> ScanRow:
-    """A review that ended without a report was skipped, or deferred when the run ran short."""
-    if outcome.report is not None:
-        return _row(pull, "reviewed", "", outcome)
-    if outcome.reason in DEFER_REASONS:
-        return _row(pull, "deferred", outcome.reason)
-    return _row(pull, "skipped", outcome.reason, outcome)
-
-
-DEFER_REASONS = frozenset({"budget", "seconds", "rate_limited"})
-
-
 def _run_renderer(
     client: GitHubClient, settings: ScanSettings, config: Config, scratch: Path | None
 ) -> tuple[Renderer, Path | None]:
@@ -452,8 +428,8 @@ def _run_renderer(
     template_dir = job.templates or (Path(config.template_dir) if config.template_dir else None)
     if job.base_template_dir:
         where = (scratch or job.scratch or Path("/tmp/imreview")) / "templates-scan"
-        template_dir, _ = base_templates(
-            client, settings.repo, settings.config_ref, job.base_template_dir, where
+        template_dir = base_templates(
+            client, settings.job.repo, settings.config_ref, job.base_template_dir, where
         )
     return Renderer(language=config.language, template_dir=template_dir), template_dir
 
