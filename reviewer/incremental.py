@@ -32,21 +32,6 @@ from reviewer.diff import DiffFile, LineIndex
 from reviewer.findings import line_texts, norm, same_root_cause
 from reviewer.report import PRIORITIES, Coverage, Finding, Incremental, priority_rank
 
-REASONS = (
-    "incremental",
-    "no_prior_review",
-    "same_head",
-    "force_push",
-    "base_changed",
-    "config_changed",
-    "model_changed",
-    "prior_incomplete",
-    "compare_failed",
-    "compare_too_large",
-    "requested",
-)
-"""`incremental.reason`: `incremental` for an incremental review, else why the review was full."""
-
 COMPARE_FILES_CAP = 300
 """The compare API lists at most 300 files: a push that reached the cap may have touched more."""
 CARRY_LIMIT_CHARS = 12_000
@@ -79,15 +64,21 @@ class CarriedFinding:
 
     @classmethod
     def from_json(cls, value: Any) -> CarriedFinding | None:
-        """None for anything malformed: a state we cannot read is a full review, never a crash."""
+        """None for anything malformed (a state we cannot read is a full review, never a crash):
+        empty strings, an unknown side or priority, no full sha, no line numbers. A confidence
+        outside 0..1 reads as 0.5."""
         if not isinstance(value, Mapping):
             return None
-        strings = tuple(value.get(k) for k in ("id", "path", "side", "p", "title", "fp", "at"))
-        line, end = value.get("line"), value.get("end")
-        if not isinstance(line, int) or not _well_formed(strings, line, end):
+        fields: list[Any] = [value.get(k) for k in _JSON_KEYS]
+        ident, path, line, end, side, priority, title, fp, at, c = fields
+        if not all(isinstance(v, str) and v for v in (ident, path, side, priority, title, fp, at)):
             return None
-        ident, path, side, priority, title, fp, at = (str(v) for v in strings)
-        return cls(ident, path, line, end, side, priority, title, fp, at, _confidence(value.get("c", 0.5)))
+        if not _is_line(line) or (end is not None and not _is_line(end)):
+            return None
+        if side not in ("RIGHT", "LEFT") or priority not in PRIORITIES or not _SHA.match(at):
+            return None
+        sane = isinstance(c, (int, float)) and not isinstance(c, bool) and 0 <= c <= 1
+        return cls(ident, path, line, end, side, priority, title, fp, at, c if sane else 0.5)
 
     def finding(self, *, path: str, line: int, end_line: int | None) -> Finding:
         return Finding(
@@ -133,24 +124,6 @@ def unpack(value: Any) -> tuple[tuple[CarriedFinding, ...], bool]:
 
 def _is_line(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def _well_formed(strings: Sequence[Any], line: Any, end: Any) -> bool:
-    """Non-empty strings (id, path, side, priority, title, fingerprint, sha), a known side and
-    priority, a full sha, and line numbers."""
-    if not all(isinstance(v, str) and v for v in strings):
-        return False
-    if not _is_line(line) or (end is not None and not _is_line(end)):
-        return False
-    _, _, side, priority, _, _, at = strings
-    return side in ("RIGHT", "LEFT") and priority in PRIORITIES and bool(_SHA.match(str(at)))
-
-
-def _confidence(value: Any) -> Any:
-    """A confidence between 0 and 1 as kept; anything else the default 0.5."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
-        return 0.5
-    return value
 
 
 def fingerprint(texts: Sequence[str]) -> str:

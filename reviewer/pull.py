@@ -501,9 +501,6 @@ def _renderer(client: GitHubClient, job: PullJob, info: PullInfo, config: Config
     return Renderer(language=config.language, template_dir=template_dir)
 
 
-# --- outcomes without a review -------------------------------------------------------------------
-
-
 def run_text(renderer: Renderer, kind: str, **values: Any) -> str:
     """Run-level Markdown (templates/run.md.j2): skipped, already reviewed, unreadable, failures."""
     return renderer.render("run.md.j2", kind=kind, **values).strip("\n") + "\n"
@@ -530,18 +527,11 @@ def failed(number: int, exc: Exception, renderer: Renderer, *, on_error: str) ->
     )
 
 
-# --- config, templates and the prior review from the base branch -------------------------------
-
-
 def job_config(client: GitHubClient, job: PullJob, source: GitHubSource) -> Config:
-    """`config_at` the PR's BASE branch (never its head): one call for a reviewed PR and a comment
-    command alike."""
-
-    def base() -> tuple[str, str | None]:
-        pull = source.pull_info()
-        return pull.base_repo or source.repo, pull.base_sha
-
-    return config_at(client, job, base)
+    """`config_at` the PR's BASE branch (never its head): one call for a reviewed PR and a command alike."""
+    return config_at(
+        client, job, lambda: (source.pull_info().base_repo or source.repo, source.pull_info().base_sha)
+    )
 
 
 def config_at(client: GitHubClient, job: PullJob, where: Callable[[], tuple[str, str | None]]) -> Config:
@@ -605,9 +595,6 @@ def is_same_review(state: StickyState | None, *, head_sha: str, config_digest: s
 
 
 NO_PRIOR = PriorReview(None, None, False)
-
-
-# --- the per-PR cost cap: reserve before spending, settle after ---------------------------------
 
 
 @dataclass(frozen=True)
@@ -707,15 +694,15 @@ def release_spend(
 def find_prior(client: GitHubClient, repo: str, number: int, listed: ListedComments | None) -> PriorReview:
     """Our sticky comment and its state, found and parsed once per run, from the comments listed at
     the start (listed here when that list failed); `same` is decided once the config is known."""
-    if listed is None:
-        return NO_PRIOR
     try:
-        sticky = find_sticky(client, repo, number, login=listed.login, comments=listed.comments)
+        sticky = (
+            find_sticky(client, repo, number, login=listed.login, comments=listed.comments)
+            if listed
+            else None
+        )
     except GitHubError:
-        return NO_PRIOR
-    if sticky is None:
-        return NO_PRIOR
-    return PriorReview(StickyState.parse(sticky.body), sticky.url, False, sticky.body)
+        sticky = None
+    return PriorReview(StickyState.parse(sticky.body), sticky.url, False, sticky.body) if sticky else NO_PRIOR
 
 
 @dataclass(frozen=True)

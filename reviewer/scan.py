@@ -1,16 +1,12 @@
 """`imreview scan` and the Action's `schedule` mode: open PRs → reviews inside one run budget, or a
 fan-out matrix.
 
-Cheap triage first, then reviews (platform facts C6: `GITHUB_TOKEN` has 1,000 requests an hour):
-the open PRs are listed 100 per request, drafts, bots and unlabelled PRs are dropped from the list
-itself, and the sticky states of the rest come from one repository-wide comment listing (100 per
-request), so an unchanged PR costs no request of its own, no contents read and no model call.
-Config and templates are read once, from the default branch, for the whole run: every PR is judged
-and reviewed with the same config hash. Reviews go oldest-updated first; cost and seconds are
-shared by the run, tokens and calls stay per PR. A PR whose planned cost (`review.planned_cost`)
-no longer fits what the run has left is deferred (listed, never half-reviewed), as are PRs past
-`scan-limit`; once the run cannot pay for one call or is out of time, the rest are deferred before
-any request of their own.
+Cheap triage first (`GITHUB_TOKEN` has 1,000 requests an hour): drafts, bots and unlabelled PRs
+are dropped from the listing itself, and the sticky states of the rest come from one
+repository-wide comment listing, so an unchanged PR costs no request of its own and no model call.
+Cost and seconds are shared by the run, tokens and calls stay per PR; a PR whose planned cost no
+longer fits what the run has left is deferred (listed, never half-reviewed), as are PRs past
+`scan-limit`.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from reviewer.budget import Budget, Limits, Price, minimal_call_cost
 from reviewer.config import Config, config_hash
@@ -248,6 +244,24 @@ def _early_deferral(run: Budget, longest_pr: float, config: Config, price: Price
     return ""
 
 
+def _pulls(result: ScanResult) -> list[dict[str, Any]]:
+    """A row per open PR, as `imreview scan --json` writes it."""
+    return [
+        {
+            "number": r.number,
+            "title": r.title,
+            "url": r.url,
+            "status": r.status,
+            "reason": r.reason,
+            "verdict": r.outcome.verdict if r.outcome is not None else None,
+            "findings": r.outcome.findings if r.outcome is not None else None,
+            "cost_usd": r.outcome.cost_usd if r.outcome is not None else None,
+            "comment_url": (r.outcome.comment_url or None) if r.outcome is not None else None,
+        }
+        for r in result.rows
+    ]
+
+
 def scan_json(result: ScanResult) -> str:
     """`imreview scan --json`: the run's rows, totals and matrix (schema `imreview.scan/v1`)."""
     data = {
@@ -257,20 +271,7 @@ def scan_json(result: ScanResult) -> str:
         "seconds": result.seconds,
         "limits": {"cost_usd": result.cost_limit, "seconds": result.seconds_limit},
         "matrix": {"include": [{"pr": n} for n in result.matrix]},
-        "pulls": [
-            {
-                "number": r.number,
-                "title": r.title,
-                "url": r.url,
-                "status": r.status,
-                "reason": r.reason,
-                "verdict": r.outcome.verdict if r.outcome is not None else None,
-                "findings": r.outcome.findings if r.outcome is not None else None,
-                "cost_usd": r.outcome.cost_usd if r.outcome is not None else None,
-                "comment_url": (r.outcome.comment_url or None) if r.outcome is not None else None,
-            }
-            for r in result.rows
-        ],
+        "pulls": _pulls(result),
     }
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
@@ -279,25 +280,20 @@ def summary(result: ScanResult, renderer: Renderer) -> str:
     """The run's table (templates/run.md.j2, kind `scan`): a row per open PR, then the totals."""
     rows = [
         {
-            "number": r.number,
-            "title": r.title,
-            "url": r.url,
-            "status": r.status,
-            "reason": r.reason,
-            "verdict": r.outcome.verdict if r.outcome is not None and r.status == "reviewed" else "",
-            "findings": r.outcome.findings if r.outcome is not None else 0,
-            "cost": r.outcome.cost_usd if r.outcome is not None else None,
-            "comment_url": r.outcome.comment_url if r.outcome is not None else "",
+            **row,
+            "verdict": row["verdict"] if row["status"] == "reviewed" else "",
+            "findings": row["findings"] or 0,
+            "cost": row["cost_usd"],
+            "comment_url": row["comment_url"] or "",
         }
-        for r in result.rows
+        for row in _pulls(result)
     ]
-    totals = {status: sum(1 for r in result.rows if r.status == status) for status in _ROW_ORDER}
     return run_text(
         renderer,
         "scan",
         repo=result.repo,
         rows=rows,
-        totals=totals,
+        totals={status: sum(1 for r in result.rows if r.status == status) for status in _ROW_ORDER},
         matrix=list(result.matrix),
         cost=result.cost_usd,
         cost_limit=result.cost_limit,
