@@ -95,12 +95,7 @@ RUNNER_VARIABLES = ("GITHUB_EVENT_NAME", "GITHUB_EVENT_PATH", "GITHUB_REPOSITORY
 def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSettings:
     """Every input checked up front, in this order; a bad one exits 2 naming the input. An empty
     on/off input takes action.yml's default."""
-    missing = [name for name in RUNNER_VARIABLES if not env.get(name, "").strip()]
-    if missing:  # outside a runner the event and repository are unknown: say what to use instead
-        raise UsageError(
-            f"runner variable(s) {', '.join(missing)} not set: this entrypoint runs as a GitHub Actions"
-            " step (elsewhere use `imreview review` or `imreview pr`)"
-        )
+    _require_runner(env)
     switch = {
         name: parse_bool(inputs[name], f"input '{name}'") if inputs.get(name) else default
         for name, default in BOOL_INPUTS.items()
@@ -110,16 +105,7 @@ def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSe
     if on_error not in ("warn", "fail"):  # a typo is named now, not guessed at when a review fails
         raise UsageError(f"input 'on-error': expected 'warn' or 'fail', got {on_error!r}")
     overrides["on_error"] = on_error
-    limit = inputs.get("scan-limit") or "20"
-    if not limit.isascii() or not limit.isdigit():  # `int()` would also take ' 2', '-1' or '1_000'
-        raise UsageError(f"input 'scan-limit': expected a whole number of pull requests, got {limit!r}")
-    cap_text = inputs.get("max-pr-cost-usd") or "5.00"
-    try:
-        cap = float(cap_text)
-    except ValueError:
-        cap = -1.0
-    if not cap >= 0 or cap == float("inf"):
-        raise UsageError(f"input 'max-pr-cost-usd': expected an amount in US dollars >= 0, got {cap_text!r}")
+    limit, cap = _limit_and_cap(inputs)
     scratch = Path(env.get("RUNNER_TEMP") or "/tmp") / "imreview"
     event_name = env.get("GITHUB_EVENT_NAME", "").strip()
     job = PullJob(
@@ -146,11 +132,37 @@ def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSe
         event_name=event_name,
         on_error=on_error,
         job=job,
-        scan_limit=int(limit),
+        scan_limit=limit,
         scan_labels=tuple(s.strip() for s in re.split(r"[\n,]", inputs.get("scan-labels", "")) if s.strip()),
         scan_matrix=switch["scan-matrix"],
         head_sha=env.get("GITHUB_SHA") or None,
     )
+
+
+def _require_runner(env: Mapping[str, str]) -> None:
+    """Outside a runner the event and repository are unknown: say which command to use instead."""
+    missing = [name for name in RUNNER_VARIABLES if not env.get(name, "").strip()]
+    if missing:
+        raise UsageError(
+            f"runner variable(s) {', '.join(missing)} not set: this entrypoint runs as a GitHub Actions"
+            " step (elsewhere use `imreview review` or `imreview pr`)"
+        )
+
+
+def _limit_and_cap(inputs: Mapping[str, str]) -> tuple[int, float]:
+    """`scan-limit` in ASCII digits only (`int()` would also take ' 2', '-1' or '1_000'), and
+    `max-pr-cost-usd`, a finite amount >= 0."""
+    limit = inputs.get("scan-limit") or "20"
+    if not limit.isascii() or not limit.isdigit():
+        raise UsageError(f"input 'scan-limit': expected a whole number of pull requests, got {limit!r}")
+    cap_text = inputs.get("max-pr-cost-usd") or "5.00"
+    try:
+        cap = float(cap_text)
+    except ValueError:
+        cap = -1.0
+    if not cap >= 0 or cap == float("inf"):
+        raise UsageError(f"input 'max-pr-cost-usd': expected an amount in US dollars >= 0, got {cap_text!r}")
+    return int(limit), cap
 
 
 def _config_overrides(inputs: Mapping[str, str]) -> dict[str, object]:
@@ -197,7 +209,9 @@ def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
         _publish_failure(env, "failed", detail)
         return 0 if settings.on_error == "warn" else 3
     outcomes = result.outcomes  # the runner sinks, a warning per incomplete review, the worst exit code
-    index_path = _write_index(settings.job.reports, outcomes) if len(outcomes) > 1 and settings.job.reports else ""
+    index_path = (
+        _write_index(settings.job.reports, outcomes) if len(outcomes) > 1 and settings.job.reports else ""
+    )
     summaries = [*([result.head] if result.head else []), *(o.summary for o in outcomes)]
     publish_run(env, summaries, _outputs(outcomes, index_path=index_path, matrix=result.matrix))
     for outcome in outcomes:
@@ -347,7 +361,6 @@ def _write_index(reports: ReportDir, outcomes: Sequence[PrOutcome]) -> str:
 def _outputs(outcomes: Sequence[PrOutcome], *, index_path: str, matrix: str = "") -> dict[str, str]:
     """DESIGN 10.4: worst verdict, sums, highest priority; the cost is empty when any PR's is unknown
     (a partial sum would understate the run's spend)."""
-    costs = [o.cost_usd for o in outcomes]
     worst = max(outcomes, key=lambda o: VERDICT_RANK.get(o.verdict, 0), default=None)
     return {
         "verdict": worst.verdict if worst is not None else "skipped",
@@ -355,8 +368,12 @@ def _outputs(outcomes: Sequence[PrOutcome], *, index_path: str, matrix: str = ""
         "findings": str(sum(o.findings for o in outcomes)),
         "p1": str(sum(o.p1 for o in outcomes)),
         "max-priority": min((o.max_priority for o in outcomes if o.max_priority), default=""),  # P1 < P2
-        "cost-usd": "" if any(c is None for c in costs) else f"{sum(c or 0.0 for c in costs):.4f}",
+        "cost-usd": _total_cost([o.cost_usd for o in outcomes]),
         "report-path": index_path or (outcomes[0].report_path if len(outcomes) == 1 else ""),
         "comment-url": "\n".join(o.comment_url for o in outcomes if o.comment_url),
         "matrix": matrix,
     }
+
+
+def _total_cost(costs: Sequence[float | None]) -> str:
+    return "" if any(c is None for c in costs) else f"{sum(c or 0.0 for c in costs):.4f}"
