@@ -86,14 +86,10 @@ class SkipRules:
 @dataclass(frozen=True)
 class PullJob:
     """How to handle one PR: where its config and templates come from, which skips and sinks apply.
-
-    `base_template_dir` is a directory read from the base branch (the Action's `template-dir`);
-    otherwise `config.template_dir` names a local directory (`imreview pr --template-dir`).
-    `max_pr_cost_usd` caps what the PR may cost over all its runs (0: no cap), counted from the
-    cumulative cost our sticky comment records. `config` and `templates`, when set, were resolved
-    once for a whole scan and are used as they are. `forks_read_only`: a cross-repo PR has a
-    read-only token (the `pull_request` event), so nothing is written to it and the summary says so.
-    """
+    `base_template_dir` is read from the base branch (the Action's `template-dir`). `max_pr_cost_usd`:
+    what the PR may cost over all its runs, as our sticky comment counts it (0: no cap). `config` and
+    `templates`, when set, were resolved once for a whole scan. `forks_read_only`: a cross-repo PR has
+    a read-only token (the `pull_request` event): nothing is written to it, the summary says so."""
 
     repo: str
     number: int
@@ -149,13 +145,9 @@ def review_pull(
     parent: Budget | None = None,
     admit: Callable[[Change, Config], str] | None = None,
 ) -> PrOutcome:
-    """Review one PR and publish to it as `job` says; never half-published.
-
-    The PR's budget is `config.limits` (its cost within what `max-pr-cost-usd` has left), a child
-    of `parent` when given (a scan's run budget). `admit` may refuse the PR once its diff is known
-    (the scan's budget would not fit it): the outcome is then `skipped` with that reason code.
-    `notices` receives the workflow commands (annotations, notices) when running in Actions.
-    """
+    """Review one PR and publish to it as `job` says; never half-published. The budget is a child of
+    `parent` (a scan's run budget) when given; `admit` may refuse the PR once its diff is known (the
+    scan cannot pay for it): `skipped` with that reason code. `notices` takes the workflow commands."""
     from reviewer.run import finish
 
     pr = open_pull(client, job)  # the PR, skip rules, our sticky comment, config and templates, the diff
@@ -492,11 +484,10 @@ def _state_skip(
 def _renderer(client: GitHubClient, job: PullJob, info: PullInfo, config: Config) -> Renderer:
     template_dir: Path | str | None = job.templates or config.template_dir
     if job.base_template_dir and job.templates is None:
-        scratch = (job.scratch or Path(os.environ.get("RUNNER_TEMP") or "/tmp") / "imreview") / (
-            f"templates-{job.number}"
-        )
+        scratch = job.scratch or Path(os.environ.get("RUNNER_TEMP") or "/tmp") / "imreview"
+        where = scratch / f"templates-{job.number}"
         template_dir = base_templates(
-            client, info.base_repo or job.repo, info.base_sha, job.base_template_dir, scratch
+            client, info.base_repo or job.repo, info.base_sha, job.base_template_dir, where
         )
     return Renderer(language=config.language, template_dir=template_dir)
 
@@ -649,14 +640,13 @@ def settle_spend(
     was built from the one before the reservation); otherwise `release_spend`. The report returned
     says the comment was created when the reservation created it."""
     comment = next((p for p in report.published if p.sink == "comment"), None)
-    if comment is not None and comment.ok:
-        if not reservation.created:
-            return report
+    if comment is None or not comment.ok:
+        release_spend(client, job, reservation, report.budget.used.cost_usd, renderer, warn=warn)
+    elif reservation.created:
         created = dataclasses.replace(
             comment, detail=comment.detail.replace("updated", "created", 1), reason="created"
         )
         return report.replace(published=tuple(created if p is comment else p for p in report.published))
-    release_spend(client, job, reservation, report.budget.used.cost_usd, renderer, warn=warn)
     return report
 
 
