@@ -322,7 +322,7 @@ def _scan(
         plan_only=settings.scan_matrix,
         config_ref=settings.head_sha,
     )
-    result = scan(client, scan_settings, warn=echo(out), notices=out, scratch=settings.job.scratch)
+    result = scan(client, scan_settings, warn=echo(out), notices=out)
     renderer = Renderer(language=settings.job.overrides.language or "en")
     return RunResult(
         result.outcomes,

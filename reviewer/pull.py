@@ -221,12 +221,10 @@ def open_pull(client: GitHubClient, job: PullJob) -> PullContext | PrOutcome:
         change = source.change()
     config = job_config(client, job, source)
     renderer = _renderer(client, job, info, config)
-    if listed is not None:
-        digest = config_hash(config, renderer.templates_digest())
-        prior = dataclasses.replace(
-            prior, same=is_same_review(prior.state, head_sha=info.head_sha, config_digest=digest)
-        )
-    skipped = _state_skip(job, info, config, renderer, prior)
+    same = listed is not None and is_same_review(
+        prior.state, head_sha=info.head_sha, config_digest=config_hash(config, renderer.templates_digest())
+    )
+    skipped = _state_skip(job, info, config, renderer, prior, same)
     if skipped is not None:
         return skipped
     if config.model:
@@ -446,13 +444,13 @@ def _policy_skip(job: PullJob, info: PullInfo) -> PrOutcome | None:
 
 
 def _state_skip(
-    job: PullJob, info: PullInfo, config: Config, renderer: Renderer, prior: PriorReview
+    job: PullJob, info: PullInfo, config: Config, renderer: Renderer, prior: PriorReview, same: bool
 ) -> PrOutcome | None:
     """The rerun skip (same head, same config: outputs and the exit code come from the marker, so a
     failed step stays failed), or the per-PR cost cap spent (nothing is sent; the summary says what
     the PR cost)."""
     state, url, number = prior.state, prior.comment_url or "", job.number
-    if job.skip.reviewed and prior.same and state is not None:
+    if job.skip.reviewed and same and state is not None:
         top, fail_on = state.max_priority, config.fail_on
         failing = fail_on != "never" and top in PRIORITIES and priority_rank(top) <= priority_rank(fail_on)
         return PrOutcome(
@@ -564,12 +562,11 @@ def base_templates(
 
 @dataclass(frozen=True)
 class PriorReview:
-    """What our sticky comment says about the last review, and whether it makes this run a no-op.
-    `body`: the comment as read (its visible text is kept when only the state changes)."""
+    """What our sticky comment says about the last review. `body`: the comment as read (its visible
+    text is kept when only the state changes)."""
 
     state: StickyState | None
     comment_url: str | None
-    same: bool
     body: str | None = None
 
 
@@ -585,7 +582,7 @@ def is_same_review(state: StickyState | None, *, head_sha: str, config_digest: s
     )
 
 
-NO_PRIOR = PriorReview(None, None, False)
+NO_PRIOR = PriorReview(None, None)
 
 
 @dataclass(frozen=True)
@@ -683,7 +680,7 @@ def release_spend(
 
 def find_prior(client: GitHubClient, repo: str, number: int, listed: ListedComments | None) -> PriorReview:
     """Our sticky comment and its state, found and parsed once per run, from the comments listed at
-    the start (listed here when that list failed); `same` is decided once the config is known."""
+    the start (listed here when that list failed)."""
     try:
         sticky = (
             find_sticky(client, repo, number, login=listed.login, comments=listed.comments)
@@ -692,7 +689,7 @@ def find_prior(client: GitHubClient, repo: str, number: int, listed: ListedComme
         )
     except GitHubError:
         sticky = None
-    return PriorReview(StickyState.parse(sticky.body), sticky.url, False, sticky.body) if sticky else NO_PRIOR
+    return PriorReview(StickyState.parse(sticky.body), sticky.url, sticky.body) if sticky else NO_PRIOR
 
 
 @dataclass(frozen=True)

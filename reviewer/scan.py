@@ -104,7 +104,6 @@ def scan(
     *,
     warn: Callable[[str], None],
     notices: TextIO | None = None,
-    scratch: Path | None = None,
 ) -> ScanResult:
     """Triage every open PR, then review (or plan a matrix of) those that need it. Config and
     templates are read once, so that no PR is judged with another config than the rest."""
@@ -112,7 +111,7 @@ def scan(
     config = config_at(client, job, lambda: (job.repo, settings.config_ref))
     templates = job.templates or (Path(config.template_dir) if config.template_dir else None)
     if job.base_template_dir:
-        where = (scratch or job.scratch or Path("/tmp/imreview")) / "templates-scan"
+        where = (job.scratch or Path("/tmp/imreview")) / "templates-scan"
         templates = base_templates(client, job.repo, settings.config_ref, job.base_template_dir, where)
     renderer = Renderer(language=config.language, template_dir=templates)
     job = dataclasses.replace(job, config=config, templates=templates)
