@@ -144,21 +144,26 @@ def is_bot(author: str, author_type: str) -> bool:
     return author_type == "Bot" or author.lower().endswith("[bot]")
 
 
+@dataclass(frozen=True)
+class SkipRules:
+    """Which policy skips apply. `explicit` PRs (named by a person) are reviewed even as drafts."""
+
+    drafts: bool = False
+    bots: bool = False
+    closed: bool = False
+    reviewed: bool = False
+    explicit: bool = False
+
+
 def skip_reason(
-    *,
-    draft: bool,
-    author: str,
-    author_type: str,
-    state: str,
-    explicit: bool,
-    skip_drafts: bool,
-    skip_bots: bool,
-) -> str | None:
-    """Why a PR is not reviewed by policy (verdict `skipped`), or None to review it."""
-    if state != "open":
-        return f"the pull request is {state or 'not open'}"
-    if draft and skip_drafts and not explicit:
-        return "the pull request is a draft (skip-drafts is true; mark it ready for review)"
-    if skip_bots and is_bot(author, author_type):
-        return f"the pull request was opened by the bot {author or '(unknown)'} (skip-bots is true)"
+    rules: SkipRules, *, state: str, draft: bool, author: str, author_type: str
+) -> tuple[str, str] | None:
+    """(reason code, sentence) when a policy skip applies to the PR as it is now (verdict `skipped`),
+    or None to review it."""
+    if rules.closed and state != "open":
+        return "closed", f"the pull request is {state or 'not open'}"
+    if draft and rules.drafts and not rules.explicit:
+        return "draft", "the pull request is a draft (skip-drafts is true; mark it ready for review)"
+    if rules.bots and is_bot(author, author_type):
+        return "bot", f"the pull request was opened by the bot {author or '(unknown)'} (skip-bots is true)"
     return None

@@ -29,6 +29,7 @@ from reviewer.config import (
 )
 from reviewer.diff import LineIndex
 from reviewer.errors import ConfigError, GitHubError
+from reviewer.events import SkipRules as SkipRules
 from reviewer.events import skip_reason
 from reviewer.incremental import Increment
 from reviewer.publish import InlineReview, PullTarget, StickyComment, find_sticky, upsert_sticky
@@ -70,17 +71,8 @@ TEMPLATE_FILES = (
     "i18n/zh-CN.yml",
 )
 Warn = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class SkipRules:
-    """Which policy skips apply. `explicit` PRs (named by a person) are reviewed even as drafts."""
-
-    drafts: bool = False
-    bots: bool = False
-    closed: bool = False
-    reviewed: bool = False
-    explicit: bool = False
+NO_SKIPS = SkipRules(explicit=True)
+"""`imreview pr` by default: the PR named is reviewed whatever its state."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +90,7 @@ class PullJob:
     config_path: str = DEFAULT_CONFIG_PATH
     base_template_dir: str | None = None
     env: Mapping[str, str] | None = None
-    skip: SkipRules = SkipRules(explicit=True)  # `imreview pr`: the PR named is reviewed whatever its state
+    skip: SkipRules = NO_SKIPS
     post_comment: bool = False
     inline_comments: bool = False
     annotations: bool = False
@@ -207,9 +199,12 @@ def open_pull(client: GitHubClient, job: PullJob) -> PullContext | PrOutcome:
         client, repo, number, run_id=job.run_id, max_files=REVIEW_FILES_LIMIT, config_path=job.config_path
     )
     info = source.pull_info()
-    skipped = _policy_skip(job, info)
-    if skipped is not None:
-        return skipped
+    policy = skip_reason(
+        job.skip, state=info.state, draft=info.draft, author=info.author, author_type=info.author_type
+    )
+    if policy is not None:
+        plain = Renderer(language=job.overrides.language or "en")
+        return skipped_outcome(number, policy[1], plain, reason=policy[0], title=info.title, url=info.url)
     read_only = job.forks_read_only and info.cross_repo
     wants_write = (job.post_comment or job.inline_comments) and not read_only
     listed = list_comments(client, repo, number) if wants_write else None
@@ -421,26 +416,6 @@ def plan_increment(
         return None, incremental.full(reason or "force_push", since)
     planned = incremental.increment(prior, pushed.files, change.files)
     return planned, incremental.full(planned.reason, since)
-
-
-def _policy_skip(job: PullJob, info: PullInfo) -> PrOutcome | None:
-    """A skip rule that applies to the PR as the API shows it now (closed, draft, bot)."""
-    rules = job.skip
-    why = skip_reason(
-        draft=info.draft,
-        author=info.author,
-        author_type=info.author_type,
-        state=info.state if rules.closed else "open",
-        explicit=rules.explicit,
-        skip_drafts=rules.drafts,
-        skip_bots=rules.bots,
-    )
-    if why is None:
-        return None
-    draft = info.draft and rules.drafts and not rules.explicit
-    code = "closed" if rules.closed and info.state != "open" else "draft" if draft else "bot"
-    plain = Renderer(language=job.overrides.language or "en")
-    return skipped_outcome(job.number, why, plain, reason=code, title=info.title, url=info.url)
 
 
 def _state_skip(

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 from reviewer.budget import Budget, Limits, Price, minimal_call_cost
 from reviewer.config import Config, config_hash
 from reviewer.errors import GitHubError, Retryable, UsageError
-from reviewer.events import is_bot
+from reviewer.events import skip_reason
 from reviewer.publish import stickies_by_pull
 from reviewer.pull import (
     ListedComments,
@@ -143,14 +143,18 @@ def _row(pull: PullInfo, status: Status, reason: str = "", outcome: PrOutcome | 
 def _listed(client: GitHubClient, settings: ScanSettings, rows: dict[int, ScanRow]) -> list[PullInfo]:
     """The open PRs, with drafts, bots and unlabelled PRs skipped from the listing alone."""
     candidates: list[PullInfo] = []
-    skip, labels = settings.job.skip, set(settings.labels)
+    labels = set(settings.labels)
     for pull in client.open_pull_list(settings.job.repo):
-        if skip.drafts and pull.draft:
-            rows[pull.number] = _row(pull, "skipped", "draft")
-        elif skip.bots and is_bot(pull.author, pull.author_type):
-            rows[pull.number] = _row(pull, "skipped", "bot")
-        elif labels and not labels & set(pull.labels):
-            rows[pull.number] = _row(pull, "skipped", "label")
+        policy = skip_reason(
+            settings.job.skip,
+            state="open",
+            draft=pull.draft,
+            author=pull.author,
+            author_type=pull.author_type,
+        )
+        reason = policy[0] if policy else "label" if labels and not labels & set(pull.labels) else ""
+        if reason:
+            rows[pull.number] = _row(pull, "skipped", reason)
         else:
             candidates.append(pull)
     return candidates

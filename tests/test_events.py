@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from reviewer.errors import UsageError
-from reviewer.events import parse_pr_numbers, plan_run, read_inputs, skip_reason
+from reviewer.events import SkipRules, parse_pr_numbers, plan_run, read_inputs, skip_reason
 
 EVENTS = Path(__file__).parent / "data" / "events"
 
@@ -175,7 +175,7 @@ def test_parse_pr_numbers_rejects(bad: str) -> None:
     assert repr(bad) in str(err.value)
 
 
-def skip(**overrides: Any) -> str | None:
+def skip(**overrides: Any) -> tuple[str, str] | None:
     args: dict[str, Any] = {
         "draft": False,
         "author": "octocat",
@@ -186,7 +186,16 @@ def skip(**overrides: Any) -> str | None:
         "skip_bots": True,
     }
     args.update(overrides)
-    return skip_reason(**args)
+    rules = SkipRules(
+        drafts=args["skip_drafts"], bots=args["skip_bots"], closed=True, explicit=args["explicit"]
+    )
+    return skip_reason(
+        rules,
+        state=args["state"],
+        draft=args["draft"],
+        author=args["author"],
+        author_type=args["author_type"],
+    )
 
 
 def test_skip_reason_reviews_an_ordinary_open_pr() -> None:
@@ -195,12 +204,13 @@ def test_skip_reason_reviews_an_ordinary_open_pr() -> None:
 
 def test_skip_reason_for_closed_pr_even_when_named() -> None:
     reason = skip(state="closed", explicit=True)
-    assert reason is not None and "closed" in reason
+    assert reason is not None and reason[0] == "closed" and "closed" in reason[1]
+    assert skip_reason(SkipRules(), state="closed", draft=False, author="a", author_type="User") is None
 
 
 def test_skip_reason_for_drafts_respects_explicit_and_the_input() -> None:
     reason = skip(draft=True)
-    assert reason is not None and "draft" in reason
+    assert reason is not None and reason[0] == "draft" and "draft" in reason[1]
     assert skip(draft=True, explicit=True) is None
     assert skip(draft=True, skip_drafts=False) is None
 
@@ -208,19 +218,15 @@ def test_skip_reason_for_drafts_respects_explicit_and_the_input() -> None:
 @pytest.mark.parametrize(("author", "author_type"), [("dependabot[bot]", "Bot"), ("renovate[bot]", "User")])
 def test_skip_reason_for_bots(author: str, author_type: str) -> None:
     reason = skip(author=author, author_type=author_type)
-    assert reason is not None and author in reason
+    assert reason is not None and reason[0] == "bot" and author in reason[1]
     assert skip(author=author, author_type=author_type, skip_bots=False) is None
 
 
 def test_skip_reason_from_the_bot_fixture() -> None:
     pull = load("pull_request.opened.bot.json")["pull_request"]
+    rules = SkipRules(drafts=True, bots=True, closed=True)
+    user = pull["user"]
     reason = skip_reason(
-        draft=pull["draft"],
-        author=pull["user"]["login"],
-        author_type=pull["user"]["type"],
-        state=pull["state"],
-        explicit=False,
-        skip_drafts=True,
-        skip_bots=True,
+        rules, state=pull["state"], draft=pull["draft"], author=user["login"], author_type=user["type"]
     )
-    assert reason is not None and "dependabot[bot]" in reason
+    assert reason is not None and "dependabot[bot]" in reason[1]
