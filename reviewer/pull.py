@@ -191,7 +191,6 @@ def open_pull(client: GitHubClient, job: PullJob) -> PullContext | PrOutcome:
     (from the base branch unless given) and templates; the rerun skip and the per-PR cost cap; the
     diff. Its GraphQL query brings the base's config file too (one request fewer, issue 9), unless
     the config must be read first to decide a skip."""
-    from reviewer.llm import preload_litellm
     from reviewer.source.github import REVIEW_FILES_LIMIT, GitHubSource
 
     repo, number = job.repo, job.number
@@ -212,6 +211,8 @@ def open_pull(client: GitHubClient, job: PullJob) -> PullContext | PrOutcome:
     change = None
     if not _config_decides_a_skip(job, info, listed, prior.state):
         if _named_model(job):
+            from reviewer.llm import preload_litellm
+
             preload_litellm()  # seconds of import, overlapped with reading the diff from GitHub
         change = source.change()
     config = job_config(client, job, source)
@@ -223,6 +224,8 @@ def open_pull(client: GitHubClient, job: PullJob) -> PullContext | PrOutcome:
     if skipped is not None:
         return skipped
     if config.model:
+        from reviewer.llm import preload_litellm
+
         preload_litellm()  # (started already when an input named the model: it runs once)
     change = change if change is not None else source.change()
     return PullContext(source, info, read_only, change, config, renderer, prior, listed)
