@@ -168,9 +168,8 @@ def review_pull(
 
 @dataclass(frozen=True)
 class PullContext:
-    """What every stage after the first reads: the PR, its diff, config and renderer, what our sticky
-    comment says, and who we write as with the PR's comments as listed at the start (`listed` None:
-    nothing is written to the PR; its `comments` None: the sinks list them afresh)."""
+    """What every stage after the first reads. `listed`: who we write as and the PR's comments as
+    listed at the start (None: nothing is written to the PR)."""
 
     source: GitHubSource
     info: PullInfo
@@ -187,10 +186,9 @@ class PullContext:
 
 
 def open_pull(client: GitHubClient, job: PullJob) -> PullContext | PrOutcome:
-    """The PR and its policy skips (draft, bot, closed); our sticky comment, found once; the config
-    (from the base branch unless given) and templates; the rerun skip and the per-PR cost cap; the
-    diff. Its GraphQL query brings the base's config file too (one request fewer, issue 9), unless
-    the config must be read first to decide a skip."""
+    """The PR, its policy skips, our sticky comment (found once), config and templates from the base,
+    the rerun and cap skips, then the diff: its GraphQL query brings the base's config file too (one
+    request fewer, issue 9) unless the config must be read first to decide a skip."""
     from reviewer.source.github import REVIEW_FILES_LIMIT, GitHubSource
 
     repo, number = job.repo, job.number
@@ -306,9 +304,8 @@ def review_units(
 def sinks_for(
     client: GitHubClient, job: PullJob, pr: PullContext, index: LineIndex, *, notices: TextIO | None
 ) -> list[Sink]:
-    """Every sink of one PR's review, in the order they run: the sticky comment, then the inline
-    review (or, for a fork PR's read-only token, a notice that nothing is written), the read-only
-    notice, the annotations. The job summary and the outputs are written by the caller, per run."""
+    """Every sink of one PR's review, in the order they run (a fork PR's read-only token: a notice that
+    nothing is written). The job summary and the outputs are written by the caller, per run."""
     sinks: list[Sink] = []
     if pr.read_only and (job.post_comment or job.inline_comments):
         text = pr.renderer.translate(
@@ -424,9 +421,8 @@ def plan_increment(
 def _state_skip(
     job: PullJob, info: PullInfo, config: Config, renderer: Renderer, prior: PriorReview, same: bool
 ) -> PrOutcome | None:
-    """The rerun skip (same head, same config: outputs and the exit code come from the marker, so a
-    failed step stays failed), or the per-PR cost cap spent (nothing is sent; the summary says what
-    the PR cost)."""
+    """The rerun skip (outputs and exit code from the marker, so a failed step stays failed), or the
+    per-PR cost cap spent (nothing is sent; the summary says what the PR cost)."""
     state, url, number = prior.state, prior.comment_url or "", job.number
     if job.skip.reviewed and same and state is not None:
         top, fail_on = state.max_priority, config.fail_on
@@ -481,9 +477,8 @@ def skipped_outcome(
 
 
 def failed(number: int, exc: Exception, renderer: Renderer, *, on_error: str) -> PrOutcome:
-    """A PR that could not be read (a `GitHubError`) or whose review broke on something unexpected:
-    `incomplete`, named, and the run goes on to the other PRs (one hostile PR must not cost a scan
-    every other review)."""
+    """A PR unreadable (a `GitHubError`) or whose review broke: `incomplete`, named, and the run goes on
+    to the other PRs (one hostile PR must not cost a scan every other review)."""
     if isinstance(exc, GitHubError):
         reason, summary = "unreadable", run_text(renderer, "unreadable", number=number, error=str(exc))
     else:
@@ -611,9 +606,8 @@ def settle_spend(
     *,
     warn: Warn,
 ) -> Report:
-    """After the run: a sticky comment this run wrote already holds what it really cost (its state
-    was built from the one before the reservation); otherwise `release_spend`. The report returned
-    says the comment was created when the reservation created it."""
+    """After the run: a sticky comment this run wrote already holds what it really cost (its state was
+    built from the one before the reservation, and the comment is reported created); else release."""
     comment = next((p for p in report.published if p.sink == "comment"), None)
     if comment is None or not comment.ok:
         release_spend(client, job, reservation, report.budget.used.cost_usd, renderer, warn=warn)
@@ -634,9 +628,8 @@ def release_spend(
     *,
     warn: Warn,
 ) -> None:
-    """The reservation replaced by what the run spent (the comment's text kept, or on a comment this
-    run created, a line saying the review was not published): after an unpublished run, and after a
-    run that failed once it had reserved."""
+    """The reservation replaced by what the run spent, after an unpublished or failed run (on a comment
+    this run created, a line says the review was not published)."""
     settled = reservation.state  # a cost that cannot be priced is not counted (docs/state-and-caps.md)
     if spent is not None:
         settled = settled.with_total(round(settled.spent() + spent, 6))

@@ -233,9 +233,8 @@ def _reviewed(
 
 
 def _early_deferral(run: Budget, longest_pr: float, config: Config, price: Price | None) -> str:
-    """Why the next PR is deferred before any request for it (its file list, its comments), or "":
-    the run is out of time (none left, or less than the longest PR of this run took), or its money
-    cannot pay for even one call's prompt."""
+    """Why the next PR is deferred before any request for it, or "": the run has less time left than
+    its longest PR took, or cannot pay for even one call's prompt."""
     seconds_left = run.seconds_left()
     if seconds_left <= 0 or seconds_left < longest_pr:
         return "seconds"
@@ -311,9 +310,8 @@ _ROW_ORDER = {"reviewed": 0, "failed": 1, "planned": 2, "deferred": 3, "skipped"
 def _sticky_states(
     client: GitHubClient, repo: str, pulls: Sequence[PullInfo]
 ) -> tuple[dict[int, StickyState], bool]:
-    """The sticky state of each PR from one repository-wide listing, and whether that listing was
-    complete; a sticky is never older than its PR, so comments last updated before the oldest PR
-    was opened are not read."""
+    """The sticky state of each PR from one repository-wide listing, and whether it was complete; a
+    sticky is never older than its PR, so older comments are not read."""
     login = client.viewer_login()
     opened = [when for when in (_when(p.created_at) for p in pulls) if when is not None]
     since = min(opened) if len(opened) == len(pulls) and opened else None
