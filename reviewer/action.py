@@ -178,18 +178,6 @@ def _config_overrides(inputs: Mapping[str, str]) -> dict[str, object]:
     return overrides
 
 
-def load_event(path: str | None) -> Mapping[str, Any]:
-    if not path:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"GITHUB_EVENT_PATH {path!r} is not readable JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise UsageError(f"GITHUB_EVENT_PATH {path!r} does not hold a JSON object")
-    return data
-
-
 def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
     """The container's entry: never leaves the PR half-published, exits per DESIGN section 2."""
     out = stdout or sys.stdout
@@ -230,14 +218,26 @@ def _prepare(env: Mapping[str, str], out: TextIO) -> tuple[ActionSettings, RunRe
         mask(out, inputs["github-token"])
     settings = settings_from(env, inputs)
     check_state_key(env)
-    payload = load_event(env.get("GITHUB_EVENT_PATH"))
-    command = comment_command(settings, payload, inputs)
+    payload = _load_event(env.get("GITHUB_EVENT_PATH"))
+    command = None  # a comment event with `mode: auto` is a possible command (docs/commands.md)
+    if settings.event_name in COMMAND_EVENTS and (inputs.get("mode") or "auto") == "auto":
+        command = read_comment_event(settings.event_name, payload, repository=settings.repository)
     routed = inputs if command is None else {**inputs, "mode": "auto"}
     return (
         settings,
         plan_run(settings.event_name, payload, repository=settings.repository, inputs=routed),
         command,
     )
+
+
+def _load_event(path: str | None) -> Mapping[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8")) if path else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"GITHUB_EVENT_PATH {path!r} is not readable JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise UsageError(f"GITHUB_EVENT_PATH {path!r} does not hold a JSON object")
+    return data
 
 
 def _usage_error(exc: UsageError, out: TextIO, env: Mapping[str, str]) -> int:
@@ -272,8 +272,19 @@ def _dispatch(
     if request.kind == "skip":
         return RunResult([skipped_outcome(0, request.reason, renderer)])
     client = _client(settings, env)
-    if request.kind == "scan":
-        return _scan(client, request, settings, env, out)
+    if request.kind == "scan":  # one table for the run, then each reviewed PR's summary; or the matrix
+        from reviewer.scan import ScanSettings, scan, summary
+
+        scanned = ScanSettings(
+            job=_job(request, 0, settings),
+            limit=settings.scan_limit,
+            labels=settings.scan_labels,
+            plan_only=settings.scan_matrix,
+            config_ref=settings.head_sha,
+        )
+        result = scan(client, scanned, warn=echo(out), notices=out)
+        matrix = result.matrix_json() if settings.scan_matrix else ""
+        return RunResult(result.outcomes, head=summary(result, renderer), matrix=matrix)
     outcomes = []
     for number in request.numbers:
         try:
@@ -292,43 +303,12 @@ def _dispatch(
     return RunResult(outcomes)
 
 
-def comment_command(
-    settings: ActionSettings, payload: Mapping[str, Any], inputs: Mapping[str, str]
-) -> CommentEvent | None:
-    """A comment event with `mode: auto` is a possible command (docs/commands.md)."""
-    if settings.event_name not in COMMAND_EVENTS or (inputs.get("mode") or "auto") != "auto":
-        return None
-    return read_comment_event(settings.event_name, payload, repository=settings.repository)
-
-
 def _client(settings: ActionSettings, env: Mapping[str, str]) -> GitHubClient:
     if not settings.token:
         raise UsageError("input 'github-token' is empty and GITHUB_TOKEN is not set")
     from reviewer.source.github import GitHubClient, github_timeout
 
     return GitHubClient(settings.token, settings.api_url, timeout=github_timeout(env))
-
-
-def _scan(
-    client: GitHubClient, request: RunRequest, settings: ActionSettings, env: Mapping[str, str], out: TextIO
-) -> RunResult:
-    """Schedule mode: one table for the run, then each reviewed PR's summary; or the fan-out matrix."""
-    from reviewer.scan import ScanSettings, scan, summary
-
-    scan_settings = ScanSettings(
-        job=_job(request, 0, settings),
-        limit=settings.scan_limit,
-        labels=settings.scan_labels,
-        plan_only=settings.scan_matrix,
-        config_ref=settings.head_sha,
-    )
-    result = scan(client, scan_settings, warn=echo(out), notices=out)
-    renderer = Renderer(language=settings.job.overrides.language or "en")
-    return RunResult(
-        result.outcomes,
-        head=summary(result, renderer),
-        matrix=result.matrix_json() if settings.scan_matrix else "",
-    )
 
 
 def _job(request: RunRequest, number: int, settings: ActionSettings) -> PullJob:
