@@ -335,7 +335,7 @@ def reviewed_outcome(
     config = pr.config
     annotating = any(isinstance(sink, Annotations) for sink in sinks)
     dropped = annotations_dropped(report.findings, config.max_findings) if annotating else 0
-    reports = job.reports or (ReportDir(job.scratch) if job.scratch is not None else None)
+    reports = job.reports
     report_path = (
         reports.save(f"report-{job.number}.json", report_json(report)) if reports is not None else ""
     )
