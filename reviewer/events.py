@@ -68,14 +68,6 @@ def _repo_name(repo: Any) -> str | None:
     return None
 
 
-def _pull_number(pull: Mapping[str, Any]) -> int:
-    """The webhook `pull_request`'s number; a payload without the fields GitHub always sends is named."""
-    _field(pull, "base.repo.full_name", str)
-    number: int = _field(pull, "number", int)
-    _field(pull, "head.sha", str)
-    return number
-
-
 def _dispatch_numbers(inputs: Mapping[str, str], payload: Mapping[str, Any]) -> tuple[int, ...]:
     """The `pr-number` input, else the dispatch event's own `pr-number` input (same string)."""
     raw = inputs.get("pr-number", "")
@@ -116,7 +108,11 @@ def _pull_request(
 ) -> RunRequest:
     """`mode: pr` or `auto` on anything but a schedule: the named PRs, the dispatch's, or the event's."""
     pull = payload.get("pull_request") if event_name in PR_EVENTS else None
-    number = _pull_number(pull) if isinstance(pull, Mapping) else None
+    number: int | None = None
+    if isinstance(pull, Mapping):  # a payload without the fields GitHub always sends is named
+        _field(pull, "base.repo.full_name", str)
+        number = _field(pull, "number", int)
+        _field(pull, "head.sha", str)
     named = parse_pr_numbers(inputs.get("pr-number", "")) if mode == "pr" else ()
     if named or event_name == "workflow_dispatch":
         return RunRequest("pr", repo, named or _dispatch_numbers(inputs, payload), explicit=True)
