@@ -80,12 +80,7 @@ def render_bodies(
 
 
 def finish(
-    analysis: Analysis,
-    source: Source,
-    config: Config,
-    renderer: Renderer,
-    *,
-    prior: StickyState | None = None,
+    analysis: Analysis, source: Source, config: Config, renderer: Renderer, prior: StickyState | None = None
 ) -> tuple[Report, Rendered]:
     """Gate → render: the verdict and the completion gate (the head re-read once), then the bodies,
     rendered once; the gate's output check then measures the comment as it will be written."""
