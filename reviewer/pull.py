@@ -180,10 +180,6 @@ class PullContext:
     prior: PriorReview
     listed: ListedComments | None
 
-    @property
-    def login(self) -> str:
-        return self.listed.login if self.listed is not None else ""
-
 
 def open_pull(client: GitHubClient, job: PullJob) -> PullContext | PrOutcome:
     """The PR, its policy skips, our sticky comment (found once), config and templates from the base,
@@ -293,7 +289,7 @@ def review_units(
         analysis,
         pr.change.files,
         prior,
-        ours=pr.login,
+        ours=pr.listed.login if pr.listed is not None else "",
         allowed=pr.config.maintainer_associations,
         read_threads_too=job.inline_comments and pr.listed is not None,
         warn=warn,
