@@ -89,9 +89,6 @@ class RunResult:
     matrix: str = ""
 
 
-RUNNER_VARIABLES = ("GITHUB_EVENT_NAME", "GITHUB_EVENT_PATH", "GITHUB_REPOSITORY")
-
-
 def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSettings:
     """Every input checked up front, in this order; a bad one exits 2 naming the input. An empty
     on/off input takes action.yml's default."""
@@ -141,7 +138,8 @@ def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSe
 
 def _require_runner(env: Mapping[str, str]) -> None:
     """Outside a runner the event and repository are unknown: say which command to use instead."""
-    missing = [name for name in RUNNER_VARIABLES if not env.get(name, "").strip()]
+    runner = ("GITHUB_EVENT_NAME", "GITHUB_EVENT_PATH", "GITHUB_REPOSITORY")
+    missing = [name for name in runner if not env.get(name, "").strip()]
     if missing:
         raise UsageError(
             f"runner variable(s) {', '.join(missing)} not set: this entrypoint runs as a GitHub Actions"

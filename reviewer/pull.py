@@ -551,9 +551,6 @@ def is_same_review(state: StickyState | None, *, head_sha: str, config_digest: s
     )
 
 
-NO_PRIOR = PriorReview(None, None)
-
-
 @dataclass(frozen=True)
 class Reservation:
     """What the sticky state said before this run reserved its allowance, and how the reservation
@@ -656,7 +653,11 @@ def find_prior(client: GitHubClient, repo: str, number: int, listed: ListedComme
         )
     except GitHubError:
         sticky = None
-    return PriorReview(StickyState.parse(sticky.body), sticky.url, sticky.body) if sticky else NO_PRIOR
+    return (
+        PriorReview(StickyState.parse(sticky.body), sticky.url, sticky.body)
+        if sticky
+        else PriorReview(None, None)
+    )
 
 
 @dataclass(frozen=True)
