@@ -265,15 +265,8 @@ def scan(
     client = _github_client("`imreview scan` lists the PRs through the GitHub API")
     drafts, bots = not opts["include_drafts"], not opts["include_bots"]
     job = _pull_job(repository, 0, opts, SkipRules(drafts=drafts, bots=bots, closed=True, reviewed=True))
-    settings = ScanSettings(
-        repo=repository,
-        job=job,
-        limit=limit,
-        labels=tuple(part.strip() for raw in labels for part in raw.split(",") if part.strip()),
-        skip_drafts=drafts,
-        skip_bots=bots,
-        plan_only=not do_review,
-    )
+    labels_given = tuple(part.strip() for raw in labels for part in raw.split(",") if part.strip())
+    settings = ScanSettings(job=job, limit=limit, labels=labels_given, plan_only=not do_review)
     result = run_scan(client, settings, warn=_note)
     renderer = Renderer(language=job.overrides.language or "en")
     write_text(opts["json_path"], scan_json(result))

@@ -1,19 +1,12 @@
 """Incremental re-review: after a push, send the model only the PR hunks the push changed.
 
-Our signed sticky state records the head a review covered, its base, config hash and model, and
-its model findings in a compact form (`CarriedFinding`). When the new head descends from that head
-(the compare API says `ahead`) and nothing else that shapes a review moved, the review is
-incremental:
-
-- a hunk of the PR diff is re-sent when the push touched a line inside it; every other hunk keeps
-  the earlier review's coverage (`coverage.files[].reviewed_at` names that head);
-- an earlier finding is re-anchored through the push's diff. It is dropped when its lines changed;
-  when its hunk was re-sent and answered, the model's new answer decides (a finding it reports
-  again keeps the earlier id, so no inline comment repeats it); otherwise it is carried, marked
-  with `carried_from`, and never posted inline again.
-
-Anything else (force-push, rebase, another base, config or model; an earlier review that did not
-cover the whole PR) is a full review, and `reason` says why. Pure: the compare read is the caller's.
+Our signed sticky state keeps the head a review covered, its base, config hash and model, and its
+model findings (`CarriedFinding`). When the new head descends from that head and nothing else that
+shapes a review moved, a hunk is re-sent when the push touched a line inside it, and an earlier
+finding is re-anchored through the push's diff: dropped when its lines changed or its re-sent hunk
+was answered without it, else carried (`carried_from`), never posted inline again. Anything else is
+a full review, and `reason` says why (docs/incremental-review.md). Pure: the compare read is the
+caller's.
 """
 
 from __future__ import annotations
@@ -21,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -31,21 +25,6 @@ from typing import Any
 from reviewer.diff import DiffFile, LineIndex
 from reviewer.findings import line_texts, norm, same_root_cause
 from reviewer.report import PRIORITIES, Coverage, Finding, Incremental, priority_rank
-
-REASONS = (
-    "incremental",
-    "no_prior_review",
-    "same_head",
-    "force_push",
-    "base_changed",
-    "config_changed",
-    "model_changed",
-    "prior_incomplete",
-    "compare_failed",
-    "compare_too_large",
-    "requested",
-)
-"""`incremental.reason`: `incremental` for an incremental review, else why the review was full."""
 
 COMPARE_FILES_CAP = 300
 """The compare API lists at most 300 files: a push that reached the cap may have touched more."""
@@ -79,15 +58,21 @@ class CarriedFinding:
 
     @classmethod
     def from_json(cls, value: Any) -> CarriedFinding | None:
-        """None for anything malformed: a state we cannot read is a full review, never a crash."""
+        """None for anything malformed (a state we cannot read is a full review, never a crash):
+        empty strings, an unknown side or priority, no full sha, no line numbers. A confidence
+        outside 0..1 reads as 0.5."""
         if not isinstance(value, Mapping):
             return None
-        strings = tuple(value.get(k) for k in ("id", "path", "side", "p", "title", "fp", "at"))
-        line, end = value.get("line"), value.get("end")
-        if not isinstance(line, int) or not _well_formed(strings, line, end):
+        fields: list[Any] = [value.get(k) for k in _JSON_KEYS]
+        ident, path, line, end, side, priority, title, fp, at, c = fields
+        if not all(isinstance(v, str) and v for v in (ident, path, side, priority, title, fp, at)):
             return None
-        ident, path, side, priority, title, fp, at = (str(v) for v in strings)
-        return cls(ident, path, line, end, side, priority, title, fp, at, _confidence(value.get("c", 0.5)))
+        if not _is_line(line) or (end is not None and not _is_line(end)):
+            return None
+        if side not in ("RIGHT", "LEFT") or priority not in PRIORITIES or not _SHA.match(at):
+            return None
+        sane = isinstance(c, (int, float)) and not isinstance(c, bool) and 0 <= c <= 1
+        return cls(ident, path, line, end, side, priority, title, fp, at, c if sane else 0.5)
 
     def finding(self, *, path: str, line: int, end_line: int | None) -> Finding:
         return Finding(
@@ -135,24 +120,6 @@ def _is_line(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def _well_formed(strings: Sequence[Any], line: Any, end: Any) -> bool:
-    """Non-empty strings (id, path, side, priority, title, fingerprint, sha), a known side and
-    priority, a full sha, and line numbers."""
-    if not all(isinstance(v, str) and v for v in strings):
-        return False
-    if not _is_line(line) or (end is not None and not _is_line(end)):
-        return False
-    _, _, side, priority, _, _, at = strings
-    return side in ("RIGHT", "LEFT") and priority in PRIORITIES and bool(_SHA.match(str(at)))
-
-
-def _confidence(value: Any) -> Any:
-    """A confidence between 0 and 1 as kept; anything else the default 0.5."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
-        return 0.5
-    return value
-
-
 def fingerprint(texts: Sequence[str]) -> str:
     """Whitespace-insensitive hash of the lines a finding sits on (10 hex)."""
     return hashlib.sha256("\n".join(map(norm, texts)).encode("utf-8")).hexdigest()[:10]
@@ -164,34 +131,26 @@ def _span_texts(texts: Mapping[int, str], line: int, end_line: int | None) -> li
     return None if any(t is None for t in wanted) else [t for t in wanted if t is not None]
 
 
-# --- what the state keeps ----------------------------------------------------------------------
-
-
 def to_carry(
     findings: Sequence[Finding], files: Sequence[DiffFile], *, head: str, limit_chars: int = CARRY_LIMIT_CHARS
 ) -> tuple[tuple[CarriedFinding, ...], bool]:
-    """The model findings to keep in the state, most severe first, and whether all of them fit.
-
-    Only anchored model findings are kept (rule findings are re-run for free); one that cannot be
-    fingerprinted, or that does not fit `limit_chars`, makes the carry incomplete, and the next
-    run then reviews everything rather than lose it.
-    """
+    """The anchored model findings to keep in the state (rule findings re-run for free), most severe
+    first, and whether all fit: one that cannot be fingerprinted or does not fit `limit_chars` makes
+    the next run review everything rather than lose it."""
     by_path = {f.path: f for f in files}
-    texts: dict[tuple[str, str], Mapping[int, str]] = {}
+    texts = functools.cache(lambda path, side: line_texts(by_path[path], side))  # a file side read once
     kept: list[CarriedFinding] = []
     used = 0
     complete = True
-    ranked = sorted(
+    for f in sorted(
         (f for f in findings if f.source == "llm"),
         key=lambda f: (priority_rank(f.priority), f.path, f.line or 0),
-    )
-    for f in ranked:
-        item = _carried(f, by_path.get(f.path), texts, head=head)
-        if item is None:
-            complete = False
-            continue
-        size = len(json.dumps(item.to_json(), ensure_ascii=False).encode("utf-8")) + 1
-        if (used + size) * 4 / 3 + 4 > limit_chars:
+    ):
+        anchored = f.anchored and f.line is not None and f.path in by_path
+        span = _span_texts(texts(f.path, f.side), f.line, f.end_line) if anchored and f.line else None
+        item = _carried(f, span, head=head) if span is not None else None
+        size = len(json.dumps(item.to_json(), ensure_ascii=False).encode("utf-8")) + 1 if item else 0
+        if item is None or (used + size) * 4 / 3 + 4 > limit_chars:
             complete = False
             continue
         used += size
@@ -199,24 +158,14 @@ def to_carry(
     return tuple(kept), complete
 
 
-def _carried(
-    f: Finding, diff: DiffFile | None, texts: dict[tuple[str, str], Mapping[int, str]], *, head: str
-) -> CarriedFinding | None:
-    """The finding as the state keeps it, or None when it is not anchored on lines of `diff` (the
-    texts of a file's side are read once into `texts`)."""
-    if not f.anchored or f.line is None or diff is None:
-        return None
-    key = (f.path, f.side)
-    if key not in texts:
-        texts[key] = line_texts(diff, f.side)
-    span = _span_texts(texts[key], f.line, f.end_line)
-    if span is None:
-        return None
+def _carried(f: Finding, span: Sequence[str], *, head: str) -> CarriedFinding:
+    """The finding as the state keeps it: one line of title, and a fingerprint of its lines' `span`."""
+    line = f.line or 0
     return CarriedFinding(
         id=f.id,
         path=f.path,
-        line=f.line,
-        end_line=f.end_line if f.end_line is not None and f.end_line > f.line else None,
+        line=line,
+        end_line=f.end_line if f.end_line is not None and f.end_line > line else None,
         side=f.side,
         priority=f.priority,
         title=norm(f.title)[:TITLE_CHARS] or f.id,
@@ -234,9 +183,6 @@ def coverage_complete(coverage: Coverage, gap_whys: Collection[str]) -> bool:
         c.status in ("reviewed", "skipped") or (c.status == "listed" and c.reason == "no_patch")
         for c in coverage.files
     )
-
-
-# --- deciding ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -335,15 +281,13 @@ def _pushed_hunks(by_new: Mapping[str, DiffFile], files: Sequence[DiffFile]) -> 
     resend: set[tuple[str, int]] = set()
     for f in files:
         delta = by_new.get(f.path)
-        if delta is None:
-            continue
-        if not delta.has_patch:
-            resend.update((f.path, h.index) for h in f.hunks)
-            continue
-        touched = _touched(delta)
-        resend.update(
-            (f.path, h.index) for h in f.hunks if any(h.new_start <= t <= h.new_end for t in touched)
-        )
+        touched = _touched(delta) if delta is not None and delta.has_patch else None
+        if delta is not None:
+            resend.update(
+                (f.path, h.index)
+                for h in f.hunks
+                if touched is None or any(h.new_start <= t <= h.new_end for t in touched)
+            )
     return resend
 
 
@@ -355,15 +299,8 @@ def _carried_over(
     renamed = {d.old_path: d.path for d in pushed if d.old_path and d.status == "renamed"}
     index = LineIndex.build(files)
     by_path = {f.path: f for f in files}
-    carried: list[Finding] = []
-    dropped: list[str] = []
-    for c in earlier:
-        moved = _reanchor(c, by_new, renamed, by_path, index)
-        if moved is None:
-            dropped.append(c.id)
-        else:
-            carried.append(moved)
-    return tuple(carried), tuple(dropped)
+    moved = [(c.id, _reanchor(c, by_new, renamed, by_path, index)) for c in earlier]
+    return tuple(m for _, m in moved if m is not None), tuple(ident for ident, m in moved if m is None)
 
 
 def _touched(delta: DiffFile) -> set[int]:
@@ -437,9 +374,6 @@ def _after_push(c: CarriedFinding, delta: DiffFile) -> tuple[int, int | None] | 
     if any(m is None for m in mapped):
         return None
     return mapped[0] or c.line, mapped[-1] if end is not None else None
-
-
-# --- after the review --------------------------------------------------------------------------
 
 
 def merge(

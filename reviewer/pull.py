@@ -1,19 +1,16 @@
 """One GitHub pull request end to end: read → configure → allot → review → gate → render → publish.
 
-`review_pull` names those stages in one screen; it is the only place that reviews a GitHub PR.
-The Action (a PR event, a dispatch, a scheduled scan), `imreview pr` and `imreview scan` all call
-it and differ only in the `PullJob` they pass: which skip rules apply, which sinks are on, where
-config and templates come from, and the budget. Config and templates are read from the PR's BASE
+`review_pull` is the only place that reviews a GitHub PR: the Action, `imreview pr` and `imreview
+scan` differ only in the `PullJob` they pass. Config and templates are read from the PR's BASE
 branch (never its head); PyGithub stays inside `source.github`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -32,6 +29,7 @@ from reviewer.config import (
 )
 from reviewer.diff import LineIndex
 from reviewer.errors import ConfigError, GitHubError
+from reviewer.events import SkipRules as SkipRules
 from reviewer.events import skip_reason
 from reviewer.incremental import Increment
 from reviewer.publish import InlineReview, PullTarget, StickyComment, find_sticky, upsert_sticky
@@ -73,19 +71,6 @@ TEMPLATE_FILES = (
     "i18n/zh-CN.yml",
 )
 Warn = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class SkipRules:
-    """Which policy skips apply. `explicit` PRs (named by a person) are reviewed even as drafts."""
-
-    drafts: bool = False
-    bots: bool = False
-    closed: bool = False
-    reviewed: bool = False
-    explicit: bool = False
-
-
 NO_SKIPS = SkipRules(explicit=True)
 """`imreview pr` by default: the PR named is reviewed whatever its state."""
 
@@ -93,15 +78,10 @@ NO_SKIPS = SkipRules(explicit=True)
 @dataclass(frozen=True)
 class PullJob:
     """How to handle one PR: where its config and templates come from, which skips and sinks apply.
-
-    `base_template_dir` is a directory read from the base branch (the Action's `template-dir`);
-    otherwise `config.template_dir` names a local directory (`imreview pr --template-dir`).
-    `max_pr_cost_usd` caps what the PR may cost over all its runs (0: no cap), counted from the
-    cumulative cost our sticky comment records. `config` and `templates`, when set, were
-    resolved once for a whole scan (from the default branch) and are used as they are.
-    `forks_read_only`: a cross-repo PR has a read-only token (the `pull_request` event), so nothing
-    is written to it and the summary says so.
-    """
+    `base_template_dir` is read from the base branch (the Action's `template-dir`). `max_pr_cost_usd`:
+    what the PR may cost over all its runs, as our sticky comment counts it (0: no cap). `config` and
+    `templates`, when set, were resolved once for a whole scan. `forks_read_only`: a cross-repo PR has
+    a read-only token (the `pull_request` event): nothing is written to it, the summary says so."""
 
     repo: str
     number: int
@@ -127,11 +107,8 @@ class PullJob:
 @dataclass(frozen=True)
 class PrOutcome:
     """One PR's result: enough for the job summary, the aggregated outputs (DESIGN 10.4) and scan.
-
-    `report` and `rendered` are None when nothing was reviewed (skipped, already reviewed,
-    unreadable); `reason` is then a machine code: `draft`, `bot`, `closed`, `already_reviewed`,
-    `unreadable`, `policy`.
-    """
+    `report` and `rendered` are None when nothing was reviewed; `reason` is then a machine code
+    (`draft`, `bot`, `closed`, `already_reviewed`, `unreadable`, `policy`, ...)."""
 
     number: int
     verdict: str
@@ -160,54 +137,39 @@ def review_pull(
     parent: Budget | None = None,
     admit: Callable[[Change, Config], str] | None = None,
 ) -> PrOutcome:
-    """Review one PR and publish to it as `job` says; never half-published.
+    """Review one PR and publish to it as `job` says; never half-published. The budget is a child of
+    `parent` (a scan's run budget) when given; `admit` may refuse the PR once its diff is known (the
+    scan cannot pay for it): `skipped` with that reason code. `notices` takes the workflow commands."""
+    from reviewer.run import finish
 
-    The PR's budget is `config.limits` (its cost within what `max-pr-cost-usd` has left), a child
-    of `parent` when given (a scan's run budget: no more than the run has left, charged to it).
-    `admit` may refuse the PR once its diff is known (a scan's run budget
-    would not fit it): the outcome is then `skipped` with that reason code, and nothing was sent.
-    `notices` receives the workflow commands (annotations, notices) when running in Actions.
-    """
-    opened = read_pull(client, job)  # read: the PR, the skip rules, our sticky comment (once)
-    if isinstance(opened, PrOutcome):
-        return opened
-    pr = configure(client, job, opened)  # config and templates from the base; rerun and cap skips; the diff
+    pr = open_pull(client, job)  # the PR, skip rules, our sticky comment, config and templates, the diff
     if isinstance(pr, PrOutcome):
         return pr
     allotted = allot(client, job, pr, parent=parent, admit=admit)  # the budget and the per-PR cap
     if isinstance(allotted, PrOutcome):
         return allotted
     budget, reservation, pr = allotted
-    with _released_on_failure(client, job, pr, reservation, budget, warn=warn):
+    try:
         analysis = review_units(client, job, pr, budget, warn=warn)  # rules → plan → review units → verify
-        report, rendered = gate_and_render(analysis, pr)  # gate (the head re-read) → render
+        report, rendered = finish(analysis, pr.source, pr.config, pr.renderer, prior=pr.prior.state)
         sinks = sinks_for(client, job, pr, analysis.index, notices=notices)
         report = publish_all(sinks, report, rendered, gate_closed=gate_closed(pr.renderer), warn=warn)
+    except Exception:
+        if reservation is not None:  # the state counts what was really spent, not the whole allowance
+            try:
+                release_spend(client, job, reservation, budget.spent().cost_usd, pr.renderer, warn=warn)
+            except Exception as lost:  # the first failure is the one the run reports
+                warn(f"imreview: comment: this run's cost stays counted at its allowance: {lost}")
+        raise
     if reservation is not None:
-        report = settle_spend(client, job, pr.writing, reservation, report, pr.renderer, warn=warn)
+        report = settle_spend(client, job, reservation, report, pr.renderer, warn=warn)
     return reviewed_outcome(job, pr, report, rendered, sinks)
-
-
-# --- the stages ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OpenedPull:
-    """Stage 1, read: the PR as the API shows it now, and our sticky comment (found and parsed once;
-    `same` is decided once the config is known). `listed` is None when nothing is written to the PR;
-    `change` is read here unless the config must be read first."""
-
-    source: GitHubSource
-    info: PullInfo
-    read_only: bool
-    listed: ListedComments | None
-    found: PriorReview
-    change: Change | None
 
 
 @dataclass(frozen=True)
 class PullContext:
-    """What every later stage reads: the PR, its diff, its config and renderer, and the writing."""
+    """What every stage after the first reads. `listed`: who we write as and the PR's comments as
+    listed at the start (None: nothing is written to the PR)."""
 
     source: GitHubSource
     info: PullInfo
@@ -215,66 +177,52 @@ class PullContext:
     change: Change
     config: Config
     renderer: Renderer
-    writing: PrWriting
+    prior: PriorReview
+    listed: ListedComments | None
 
 
-def read_pull(client: GitHubClient, job: PullJob) -> OpenedPull | PrOutcome:
-    """The PR and its policy skips (draft, bot, closed), then our sticky comment, then the diff
-    unless the config must be read before it (it decides a rerun or cap skip)."""
+def open_pull(client: GitHubClient, job: PullJob) -> PullContext | PrOutcome:
+    """The PR, its policy skips, our sticky comment (found once), config and templates from the base,
+    the rerun and cap skips, then the diff: its GraphQL query brings the base's config file too (one
+    request fewer, issue 9) unless the config must be read first to decide a skip."""
     from reviewer.source.github import REVIEW_FILES_LIMIT, GitHubSource
 
+    repo, number = job.repo, job.number
     source = GitHubSource(
-        client,
-        job.repo,
-        job.number,
-        run_id=job.run_id,
-        max_files=REVIEW_FILES_LIMIT,
-        config_path=job.config_path,
+        client, repo, number, run_id=job.run_id, max_files=REVIEW_FILES_LIMIT, config_path=job.config_path
     )
     info = source.pull_info()
-    skipped = _policy_skip(info, job.skip)
-    if skipped is not None:
+    policy = skip_reason(
+        job.skip, state=info.state, draft=info.draft, author=info.author, author_type=info.author_type
+    )
+    if policy is not None:
         plain = Renderer(language=job.overrides.language or "en")
-        skip_code, why = skipped
-        return skipped_outcome(job.number, why, plain, reason=skip_code, title=info.title, url=info.url)
+        return skipped_outcome(number, policy[1], plain, reason=policy[0], title=info.title, url=info.url)
     read_only = job.forks_read_only and info.cross_repo
     wants_write = (job.post_comment or job.inline_comments) and not read_only
-    listed = list_comments(client, job.repo, job.number) if wants_write else None
-    found = find_prior(client, job.repo, job.number, listed)
-    change: Change | None = None
-    if not _config_decides_a_skip(job, info, listed, found.state):
+    listed = list_comments(client, repo, number) if wants_write else None
+    prior = find_prior(client, repo, number, listed)
+    change = None
+    if not _config_decides_a_skip(job, info, listed, prior.state):
         if _named_model(job):
             from reviewer.llm import preload_litellm
 
             preload_litellm()  # seconds of import, overlapped with reading the diff from GitHub
-        change = source.change()  # its GraphQL query brings the base's config file too
-    return OpenedPull(source, info, read_only, listed, found, change)
-
-
-def configure(client: GitHubClient, job: PullJob, opened: OpenedPull) -> PullContext | PrOutcome:
-    """The config (from the base branch unless given) and templates; then the rerun skip (same head,
-    same config) and the per-PR cost cap, before the diff is read when it was not yet."""
-    source, info = opened.source, opened.info
+        change = source.change()
     config = job_config(client, job, source)
     renderer = _renderer(client, job, info, config)
-    writing = NO_WRITING
-    if opened.listed is not None:
-        writing = prepare_writing(
-            config, renderer, head_sha=info.head_sha, found=opened.found, listed=opened.listed
-        )
-    prior = writing.prior
-    if job.skip.reviewed and prior.same and prior.state is not None:
-        url = prior.comment_url or ""
-        return already_reviewed(job.number, prior.state, url, renderer, fail_on=config.fail_on, info=info)
-    spent = prior.state.spent() if prior.state is not None else 0.0
-    if job.max_pr_cost_usd > 0 and job.max_pr_cost_usd - spent <= 0:
-        return capped_outcome(job, info, renderer, spent=spent, comment_url=prior.comment_url or "")
+    same = listed is not None and is_same_review(
+        prior.state, head_sha=info.head_sha, config_digest=config_hash(config, renderer.templates_digest())
+    )
+    skipped = _state_skip(job, info, config, renderer, prior, same)
+    if skipped is not None:
+        return skipped
     if config.model:
         from reviewer.llm import preload_litellm
 
         preload_litellm()  # (started already when an input named the model: it runs once)
-    change = opened.change if opened.change is not None else source.change()
-    return PullContext(source, info, opened.read_only, change, config, renderer, writing)
+    change = change if change is not None else source.change()
+    return PullContext(source, info, read_only, change, config, renderer, prior, listed)
 
 
 def allot(
@@ -289,25 +237,21 @@ def allot(
     the per-PR cap leaves; with a model and the cap, that allowance reserved in the sticky state."""
     refused = admit(pr.change, pr.config) if admit is not None else ""
     if refused:
-        info = pr.info
-        return PrOutcome(
-            number=job.number, verdict="skipped", summary="", reason=refused, title=info.title, url=info.url
-        )
+        return PrOutcome(job.number, "skipped", "", reason=refused, title=pr.info.title, url=pr.info.url)
     limits = pr.config.limits
     capped = job.max_pr_cost_usd > 0
     if capped:
-        state = pr.writing.prior.state
+        state = pr.prior.state
         cap_left = job.max_pr_cost_usd - (state.spent() if state is not None else 0.0)
         if cap_left < limits.cost_usd:
             limits = dataclasses.replace(limits, cost_usd=cap_left)
     budget = Budget(limits, parent=parent)
     if not (capped and pr.config.model and budget.limits.cost_usd > 0 and job.post_comment):
         return budget, None, pr
-    reservation = reserve_spend(
-        client, job, pr.writing, pr.renderer, head_sha=pr.info.head_sha, allowance=budget.limits.cost_usd
-    )
-    if reservation is not None and reservation.created:  # list again: the PR now holds this run's comment
-        pr = dataclasses.replace(pr, writing=dataclasses.replace(pr.writing, comments=None))
+    reservation = reserve_spend(client, job, pr, allowance=budget.limits.cost_usd)
+    if reservation is not None and reservation.created and pr.listed is not None:
+        # list again: the PR now holds this run's comment
+        pr = dataclasses.replace(pr, listed=dataclasses.replace(pr.listed, comments=None))
     return budget, reservation, pr
 
 
@@ -320,7 +264,7 @@ def review_units(
     from reviewer.memory import remember
 
     client.wait_within(budget.limits.seconds)
-    prior = pr.writing.prior.state
+    prior = pr.prior.state
     increment, increment_info = (
         (None, incremental.full("requested", prior.head if prior else None))
         if job.full_review
@@ -338,27 +282,19 @@ def review_units(
         analysis,
         pr.change.files,
         prior,
-        ours=pr.writing.login,
+        ours=pr.listed.login if pr.listed is not None else "",
         allowed=pr.config.maintainer_associations,
-        read_threads_too=job.inline_comments and pr.writing.on,
+        read_threads_too=job.inline_comments and pr.listed is not None,
         warn=warn,
         ignore=pr.config.ignore,
     )
 
 
-def gate_and_render(analysis: Analysis, pr: PullContext) -> tuple[Report, Rendered]:
-    """The completion gate (the head re-read, the bodies' sizes) and the verdict, then the bodies."""
-    from reviewer.run import finish
-
-    return finish(analysis, pr.source, pr.config, pr.renderer, prior=pr.writing.prior.state)
-
-
 def sinks_for(
     client: GitHubClient, job: PullJob, pr: PullContext, index: LineIndex, *, notices: TextIO | None
 ) -> list[Sink]:
-    """Every sink of one PR's review, in the order they run: the sticky comment, then the inline
-    review (or, for a fork PR's read-only token, a notice that nothing is written), the read-only
-    notice, the annotations. The job summary and the outputs are written by the caller, per run."""
+    """Every sink of one PR's review, in the order they run (a fork PR's read-only token: a notice that
+    nothing is written). The job summary and the outputs are written by the caller, per run."""
     sinks: list[Sink] = []
     if pr.read_only and (job.post_comment or job.inline_comments):
         text = pr.renderer.translate(
@@ -367,11 +303,11 @@ def sinks_for(
         )
         sinks.append(ReadOnlyPull(notices, text))
     else:
-        writing = pr.writing
-        target = PullTarget(client, job.repo, job.number, writing.login, writing.comments)
-        if writing.on and job.post_comment:
+        listed = pr.listed or ListedComments("", None)
+        target = PullTarget(client, job.repo, job.number, listed.login, listed.comments)
+        if pr.listed is not None and job.post_comment:
             sinks.append(StickyComment(target))
-        if writing.on and job.inline_comments:
+        if pr.listed is not None and job.inline_comments:
             sinks.append(InlineReview(target, pr.renderer, pr.config.max_findings, index))
         sinks.append(Notice(notices, READ_ONLY_DETAIL, on_read_only=True))
     if job.annotations and notices is not None:
@@ -388,18 +324,15 @@ def reviewed_outcome(
     config = pr.config
     annotating = any(isinstance(sink, Annotations) for sink in sinks)
     dropped = annotations_dropped(report.findings, config.max_findings) if annotating else 0
-    reports = job.reports or (ReportDir(job.scratch) if job.scratch is not None else None)
+    reports = job.reports
     report_path = (
         reports.save(f"report-{job.number}.json", report_json(report)) if reports is not None else ""
     )
-    code = gate.exit_code(
-        verdict_=report.verdict, findings=report.findings, fail_on=config.fail_on, on_error=config.on_error
-    )
     url = next((p.url for p in report.published if p.sink == "comment" and p.ok and p.url), "")
     return PrOutcome(
-        number=job.number,
-        verdict=report.verdict,
-        summary=summary_text(report, pr.renderer, annotations_dropped=dropped),
+        job.number,
+        report.verdict,
+        summary_text(report, pr.renderer, annotations_dropped=dropped),
         publish_ready=report.gate.publish_ready,
         findings=len(report.findings),
         p1=gate.counts(report.findings)["P1"],
@@ -407,7 +340,12 @@ def reviewed_outcome(
         cost_usd=report.budget.used.cost_usd,
         report_path=report_path,
         comment_url=url or "",
-        exit_code=code,
+        exit_code=gate.exit_code(
+            verdict_=report.verdict,
+            findings=report.findings,
+            fail_on=config.fail_on,
+            on_error=config.on_error,
+        ),
         title=pr.info.title,
         url=pr.info.url,
         report=report,
@@ -415,37 +353,11 @@ def reviewed_outcome(
     )
 
 
-@contextlib.contextmanager
-def _released_on_failure(
-    client: GitHubClient,
-    job: PullJob,
-    pr: PullContext,
-    reservation: Reservation | None,
-    budget: Budget,
-    *,
-    warn: Warn,
-) -> Iterator[None]:
-    """A failure after the reservation: the sticky state counts what was really spent, not the
-    whole allowance; the first failure is the one the run reports."""
-    try:
-        yield
-    except Exception:
-        if reservation is not None:
-            try:
-                release_spend(
-                    client, job, pr.writing, reservation, budget.spent().cost_usd, pr.renderer, warn=warn
-                )
-            except Exception as lost:
-                warn(f"imreview: comment: this run's cost stays counted at its allowance: {lost}")
-        raise
-
-
 def _config_decides_a_skip(
     job: PullJob, info: PullInfo, listed: ListedComments | None, state: StickyState | None
 ) -> bool:
     """Whether the config must be read before the diff: it is free (given, or a local file), or our
-    sticky state names the current head (a rerun that the config hash may skip) or a spent per-PR
-    cap. Otherwise it comes in the diff's first GraphQL query, one request fewer (issue 9)."""
+    sticky state names the current head (a rerun that the config hash may skip) or a spent per-PR cap."""
     if job.config is not None or job.config_file:
         return True
     if listed is None or state is None or not (job.skip.reviewed or job.max_pr_cost_usd > 0):
@@ -472,22 +384,20 @@ def plan_increment(
     """An incremental review when our signed state allows one and the push descends from the head
     it reviewed (one compare request); otherwise None and why the review is full. After an
     incomplete review the whole PR is sent, what the push changed first."""
-    snapshot = change.snapshot
+    head = change.snapshot.head.sha
     prior = state.prior() if state is not None else None
     since = prior.head if prior is not None else None
+    digest = config_hash(config, renderer.templates_digest())
+    model = config.model or ""
     reason = incremental.full_reason(
-        prior,
-        head=snapshot.head.sha,
-        merge_base=snapshot.merge_base,
-        config_digest=config_hash(config, renderer.templates_digest()),
-        model=config.model or "",
+        prior, head=head, merge_base=change.snapshot.merge_base, config_digest=digest, model=model
     )
-    if reason is not None or prior is None:
+    if prior is None or reason is not None:
         return None, incremental.full(reason or "no_prior_review", since)
     if not prior.complete and not config.model:
         return None, incremental.full("prior_incomplete", since)  # nothing to send first: no compare
     try:
-        pushed = client.pushed_since(repo, prior.head, snapshot.head.sha)
+        pushed = client.pushed_since(repo, prior.head, head)
     except GitHubError:
         return None, incremental.full("compare_failed", since)
     reason = "force_push" if pushed is None else incremental.compare_reason(pushed.status, len(pushed.files))
@@ -497,43 +407,50 @@ def plan_increment(
     return planned, incremental.full(planned.reason, since)
 
 
-def _policy_skip(info: PullInfo, rules: SkipRules) -> tuple[str, str] | None:
-    """(reason code, sentence) when a skip rule applies to the PR as the API shows it now."""
-    if rules.closed and info.state != "open":
-        return "closed", _why(info, rules, state=info.state) or info.state
-    if not (rules.drafts or rules.bots):
-        return None
-    why = _why(info, rules, state="open")
-    if not why:
-        return None
-    return ("draft" if info.draft and rules.drafts and not rules.explicit else "bot"), why
-
-
-def _why(info: PullInfo, rules: SkipRules, *, state: str) -> str | None:
-    return skip_reason(
-        draft=info.draft,
-        author=info.author,
-        author_type=info.author_type,
-        state=state,
-        explicit=rules.explicit,
-        skip_drafts=rules.drafts,
-        skip_bots=rules.bots,
-    )
+def _state_skip(
+    job: PullJob, info: PullInfo, config: Config, renderer: Renderer, prior: PriorReview, same: bool
+) -> PrOutcome | None:
+    """The rerun skip (outputs and exit code from the marker, so a failed step stays failed), or the
+    per-PR cost cap spent (nothing is sent; the summary says what the PR cost)."""
+    state, url, number = prior.state, prior.comment_url or "", job.number
+    if job.skip.reviewed and same and state is not None:
+        top, fail_on = state.max_priority, config.fail_on
+        failing = fail_on != "never" and top in PRIORITIES and priority_rank(top) <= priority_rank(fail_on)
+        return PrOutcome(
+            number,
+            state.verdict,
+            run_text(
+                renderer, "already_reviewed", number=number, head=state.head, verdict=state.verdict, url=url
+            ),
+            publish_ready=True,
+            findings=state.findings,
+            p1=state.p1,
+            max_priority=state.max_priority,
+            cost_usd=0.0 if state.cost_usd is not None else None,
+            comment_url=url,
+            exit_code=1 if failing else 0,
+            reason="already_reviewed",
+            title=info.title,
+            url=info.url,
+        )
+    spent = state.spent() if state is not None else 0.0
+    if job.max_pr_cost_usd > 0 and job.max_pr_cost_usd - spent <= 0:
+        summary = run_text(renderer, "pr_cost_cap", number=number, spent=spent, cap=job.max_pr_cost_usd)
+        return PrOutcome(
+            number, "skipped", summary, comment_url=url, reason="pr_cost_cap", title=info.title, url=info.url
+        )
+    return None
 
 
 def _renderer(client: GitHubClient, job: PullJob, info: PullInfo, config: Config) -> Renderer:
     template_dir: Path | str | None = job.templates or config.template_dir
     if job.base_template_dir and job.templates is None:
-        scratch = (job.scratch or Path(os.environ.get("RUNNER_TEMP") or "/tmp") / "imreview") / (
-            f"templates-{job.number}"
-        )
-        template_dir, _ = base_templates(
-            client, info.base_repo or job.repo, info.base_sha, job.base_template_dir, scratch
+        scratch = job.scratch or Path(os.environ.get("RUNNER_TEMP") or "/tmp") / "imreview"
+        where = scratch / f"templates-{job.number}"
+        template_dir = base_templates(
+            client, info.base_repo or job.repo, info.base_sha, job.base_template_dir, where
         )
     return Renderer(language=config.language, template_dir=template_dir)
-
-
-# --- outcomes without a review -------------------------------------------------------------------
 
 
 def run_text(renderer: Renderer, kind: str, **values: Any) -> str:
@@ -544,99 +461,28 @@ def run_text(renderer: Renderer, kind: str, **values: Any) -> str:
 def skipped_outcome(
     number: int, why: str, renderer: Renderer, *, reason: str = "policy", title: str = "", url: str = ""
 ) -> PrOutcome:
-    return PrOutcome(
-        number=number,
-        verdict="skipped",
-        summary=run_text(renderer, "skipped", number=number, reason=why),
-        reason=reason,
-        title=title,
-        url=url,
-    )
+    summary = run_text(renderer, "skipped", number=number, reason=why)
+    return PrOutcome(number, "skipped", summary, reason=reason, title=title, url=url)
 
 
-def capped_outcome(
-    job: PullJob, info: PullInfo, renderer: Renderer, *, spent: float, comment_url: str
-) -> PrOutcome:
-    """The per-PR cost cap is spent: nothing is sent, and the summary says what the PR cost."""
-    summary = run_text(renderer, "pr_cost_cap", number=job.number, spent=spent, cap=job.max_pr_cost_usd)
-    return PrOutcome(
-        number=job.number,
-        verdict="skipped",
-        summary=summary,
-        reason="pr_cost_cap",
-        title=info.title,
-        url=info.url,
-        comment_url=comment_url,
-    )
-
-
-def already_reviewed(
-    number: int,
-    state: StickyState,
-    url: str,
-    renderer: Renderer,
-    *,
-    fail_on: str,
-    info: PullInfo | None = None,
-) -> PrOutcome:
-    """The rerun skip: outputs and the exit code come from the marker, so a failed step stays failed."""
-    top = state.max_priority
-    failing = fail_on != "never" and top in PRIORITIES and priority_rank(top) <= priority_rank(fail_on)
-    return PrOutcome(
-        number=number,
-        verdict=state.verdict,
-        summary=run_text(
-            renderer, "already_reviewed", number=number, head=state.head, verdict=state.verdict, url=url
-        ),
-        publish_ready=True,
-        findings=state.findings,
-        p1=state.p1,
-        max_priority=state.max_priority,
-        cost_usd=0.0 if state.cost_usd is not None else None,
-        comment_url=url,
-        exit_code=1 if failing else 0,
-        reason="already_reviewed",
-        title=info.title if info else "",
-        url=info.url if info else "",
-    )
-
-
-def crashed(number: int, exc: Exception, renderer: Renderer, *, on_error: str) -> PrOutcome:
-    """A PR whose review broke on something unexpected: `incomplete`, named, and the run goes on
+def failed(number: int, exc: Exception, renderer: Renderer, *, on_error: str) -> PrOutcome:
+    """A PR unreadable (a `GitHubError`) or whose review broke: `incomplete`, named, and the run goes on
     to the other PRs (one hostile PR must not cost a scan every other review)."""
+    if isinstance(exc, GitHubError):
+        reason, summary = "unreadable", run_text(renderer, "unreadable", number=number, error=str(exc))
+    else:
+        reason = "failed"
+        summary = run_text(renderer, "failed", detail=f"#{number}: {type(exc).__name__}: {exc}")
     return PrOutcome(
-        number=number,
-        verdict="incomplete",
-        summary=run_text(renderer, "failed", detail=f"#{number}: {type(exc).__name__}: {exc}"),
-        cost_usd=None,
-        exit_code=3 if on_error == "fail" else 0,
-        reason="failed",
+        number, "incomplete", summary, cost_usd=None, exit_code=3 if on_error == "fail" else 0, reason=reason
     )
-
-
-def unreadable(number: int, exc: GitHubError, renderer: Renderer, *, on_error: str) -> PrOutcome:
-    return PrOutcome(
-        number=number,
-        verdict="incomplete",
-        summary=run_text(renderer, "unreadable", number=number, error=str(exc)),
-        cost_usd=None,
-        exit_code=3 if on_error == "fail" else 0,
-        reason="unreadable",
-    )
-
-
-# --- config, templates and the prior review from the base branch -------------------------------
 
 
 def job_config(client: GitHubClient, job: PullJob, source: GitHubSource) -> Config:
-    """`config_at` the PR's BASE branch (never its head): one call for a reviewed PR and a comment
-    command alike."""
-
-    def base() -> tuple[str, str | None]:
-        pull = source.pull_info()
-        return pull.base_repo or source.repo, pull.base_sha
-
-    return config_at(client, job, base)
+    """`config_at` the PR's BASE branch (never its head): one call for a reviewed PR and a command alike."""
+    return config_at(
+        client, job, lambda: (source.pull_info().base_repo or source.repo, source.pull_info().base_sha)
+    )
 
 
 def config_at(client: GitHubClient, job: PullJob, where: Callable[[], tuple[str, str | None]]) -> Config:
@@ -656,7 +502,7 @@ def config_at(client: GitHubClient, job: PullJob, where: Callable[[], tuple[str,
 
 def base_templates(
     client: GitHubClient, repo: str, base_sha: str | None, template_dir: str, scratch: Path
-) -> tuple[Path, int]:
+) -> Path:
     """Copy the template overrides found under `template_dir` at the base sha into `scratch`."""
     found = 0
     for name in TEMPLATE_FILES:
@@ -673,17 +519,16 @@ def base_templates(
             f" (looked for {', '.join(TEMPLATE_FILES)})",
             "input 'template-dir'",
         )
-    return scratch, found
+    return scratch
 
 
 @dataclass(frozen=True)
 class PriorReview:
-    """What our sticky comment says about the last review, and whether it makes this run a no-op.
-    `body`: the comment as read (its visible text is kept when only the state changes)."""
+    """What our sticky comment says about the last review. `body`: the comment as read (its visible
+    text is kept when only the state changes)."""
 
     state: StickyState | None
     comment_url: str | None
-    same: bool
     body: str | None = None
 
 
@@ -700,110 +545,77 @@ def is_same_review(state: StickyState | None, *, head_sha: str, config_digest: s
 
 
 @dataclass(frozen=True)
-class PrWriting:
-    """What writing to one PR needs: the last review our sticky comment recorded, who we write as,
-    and the PR's comments as listed at the start (None: the sinks list them afresh). `on`: a PR sink
-    (sticky comment, inline review) is on."""
-
-    prior: PriorReview
-    on: bool = False
-    login: str = ""
-    comments: Sequence[CommentInfo] | None = None
-
-
-NO_PRIOR = PriorReview(None, None, False)
-NO_WRITING = PrWriting(NO_PRIOR)
-
-
-# --- the per-PR cost cap: reserve before spending, settle after ---------------------------------
-
-
-@dataclass(frozen=True)
 class Reservation:
     """What the sticky state said before this run reserved its allowance, and how the reservation
-    was written: `created` when this run created the sticky comment to hold it."""
+    was written: `created` when this run created the sticky comment to hold it, as `login`."""
 
     state: StickyState
     visible: str
     created: bool
     head_sha: str
+    login: str
 
 
 def reserve_spend(
-    client: GitHubClient,
-    job: PullJob,
-    writing: PrWriting,
-    renderer: Renderer,
-    *,
-    head_sha: str,
-    allowance: float,
+    client: GitHubClient, job: PullJob, pr: PullContext, *, allowance: float
 ) -> Reservation | None:
     """Before the first model call, add `allowance` to the PR's total in the sticky state: a run
     that ends unpublished or never ends (cancelled, killed) is then counted at its most, so
     `max-pr-cost-usd` holds under any pattern of pushes (`settle_spend` counts what it really cost).
     None when there is no key to sign with, no sticky sink, or the write failed: the run goes on."""
-    if not writing.on or state_key() is None:
+    if pr.listed is None or state_key() is None:
         return None
-    prior = writing.prior
+    prior, head_sha = pr.prior, pr.info.head_sha
     if prior.state is not None and prior.body is not None:
         before, visible = prior.state, visible_text(prior.body)
     else:
         before = StickyState(head="", base="", config="", total_cost_usd=0.0)
         visible = run_text(
-            renderer, "spend_reserved", head=head_sha, allowance=allowance, cap=job.max_pr_cost_usd
+            pr.renderer, "spend_reserved", head=head_sha, allowance=allowance, cap=job.max_pr_cost_usd
         )
-    reserved = before.with_total(_usd_up(before.spent() + allowance))
-    written = upsert_sticky(
-        client,
-        job.repo,
-        job.number,
-        body=reserved.body(visible),
-        login=writing.login,
-        comments=writing.comments,
-    )
+    # rounded up to the state's 6 decimals: a reservation never records less than it holds
+    reserved = before.with_total(math.ceil(round((before.spent() + allowance) * 1_000_000, 3)) / 1_000_000)
+    login = pr.listed.login
+    body = reserved.body(visible)
+    written = upsert_sticky(client, job.repo, job.number, body=body, login=login, comments=pr.listed.comments)
     if not written.ok:
         return None
-    return Reservation(before, visible, created=written.reason == "created", head_sha=head_sha)
+    return Reservation(before, visible, written.reason == "created", head_sha, login)
 
 
 def settle_spend(
     client: GitHubClient,
     job: PullJob,
-    writing: PrWriting,
     reservation: Reservation,
     report: Report,
     renderer: Renderer,
     *,
     warn: Warn,
 ) -> Report:
-    """After the run: a sticky comment this run wrote already holds what it really cost (its state
-    was built from the one before the reservation); otherwise `release_spend`. The report returned
-    says the comment was created when the reservation created it."""
+    """After the run: a sticky comment this run wrote already holds what it really cost (its state was
+    built from the one before the reservation, and the comment is reported created); else release."""
     comment = next((p for p in report.published if p.sink == "comment"), None)
-    if comment is not None and comment.ok:
-        if not reservation.created:
-            return report
+    if comment is None or not comment.ok:
+        release_spend(client, job, reservation, report.budget.used.cost_usd, renderer, warn=warn)
+    elif reservation.created:
         created = dataclasses.replace(
             comment, detail=comment.detail.replace("updated", "created", 1), reason="created"
         )
         return report.replace(published=tuple(created if p is comment else p for p in report.published))
-    release_spend(client, job, writing, reservation, report.budget.used.cost_usd, renderer, warn=warn)
     return report
 
 
 def release_spend(
     client: GitHubClient,
     job: PullJob,
-    writing: PrWriting,
     reservation: Reservation,
     spent: float | None,
     renderer: Renderer,
     *,
     warn: Warn,
 ) -> None:
-    """The reservation replaced by what the run spent (the comment's text kept, or on a comment this
-    run created, a line saying the review was not published): after an unpublished run, and after a
-    run that failed once it had reserved."""
+    """The reservation replaced by what the run spent, after an unpublished or failed run (on a comment
+    this run created, a line says the review was not published)."""
     settled = reservation.state  # a cost that cannot be priced is not counted (docs/state-and-caps.md)
     if spent is not None:
         settled = settled.with_total(round(settled.spent() + spent, 6))
@@ -818,40 +630,27 @@ def release_spend(
             cap=job.max_pr_cost_usd,
         )
     body = settled.body(visible)
-    written = upsert_sticky(client, job.repo, job.number, body=body, login=writing.login)
+    written = upsert_sticky(client, job.repo, job.number, body=body, login=reservation.login)
     if not written.ok:
         warn(f"imreview: comment: this run's cost stays counted at its allowance: {written.detail}")
 
 
-def _usd_up(value: float) -> float:
-    """`value` rounded up to the state's 6 decimals: a reservation never records less than it holds."""
-    return math.ceil(round(value * 1_000_000, 3)) / 1_000_000
-
-
 def find_prior(client: GitHubClient, repo: str, number: int, listed: ListedComments | None) -> PriorReview:
     """Our sticky comment and its state, found and parsed once per run, from the comments listed at
-    the start (listed here when that list failed); `same` is decided once the config is known."""
-    if listed is None:
-        return NO_PRIOR
+    the start (listed here when that list failed)."""
     try:
-        sticky = find_sticky(client, repo, number, login=listed.login, comments=listed.comments)
+        sticky = (
+            find_sticky(client, repo, number, login=listed.login, comments=listed.comments)
+            if listed
+            else None
+        )
     except GitHubError:
-        return NO_PRIOR
-    if sticky is None:
-        return NO_PRIOR
-    return PriorReview(StickyState.parse(sticky.body), sticky.url, False, sticky.body)
-
-
-def prepare_writing(
-    config: Config, renderer: Renderer, *, head_sha: str, found: PriorReview, listed: ListedComments
-) -> PrWriting:
-    """Our identity, the prior review our sticky comment recorded (`same`: a rerun may skip the
-    model), and the PR's comments as listed at the start (the sinks need not list them again)."""
-    digest = config_hash(config, renderer.templates_digest())
-    prior = dataclasses.replace(
-        found, same=is_same_review(found.state, head_sha=head_sha, config_digest=digest)
+        sticky = None
+    return (
+        PriorReview(StickyState.parse(sticky.body), sticky.url, sticky.body)
+        if sticky
+        else PriorReview(None, None)
     )
-    return PrWriting(prior, True, listed.login, listed.comments)
 
 
 @dataclass(frozen=True)

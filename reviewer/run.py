@@ -1,8 +1,6 @@
-"""The end stages shared by `review`, `pr` and `action` (DESIGN 10.1).
-
-Order: gate (re-read the head) → render the PR bodies once (the gate then records their sizes) →
-publish to the PR (the flow's sinks) → render the job summary (it shows what was published) →
-write the summary, report and outputs.
+"""The end stages shared by `review`, `pr` and `action` (DESIGN 10.1): gate (the head re-read) →
+render the PR bodies once (the gate then records their sizes) → publish → the job summary, report
+and outputs.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from reviewer import gate
 from reviewer.config import Config, config_hash
 from reviewer.dismissals import merged
 from reviewer.errors import UsageError
-from reviewer.incremental import CarriedFinding
 from reviewer.publish import COMMENT_LIMIT, utf16_len
 from reviewer.render import Renderer, fit
 from reviewer.report import Report
@@ -32,15 +29,10 @@ Warn = Callable[[str], None]
 
 
 def state_for(
-    report: Report,
-    config: Config,
-    renderer: Renderer,
-    *,
-    prior: StickyState | None,
-    carry: tuple[CarriedFinding, ...] = (),
-    complete: bool = False,
+    report: Report, analysis: Analysis, config: Config, renderer: Renderer, prior: StickyState | None
 ) -> StickyState:
-    """The sticky marker's state (DESIGN 6): full shas, config hash, cumulative cost."""
+    """The sticky marker's state (DESIGN 6): full shas, config hash, cumulative cost, and what an
+    incremental review after a push needs (the findings to carry; whether the review was complete)."""
     counts = gate.counts(report.findings)
     cost = report.budget.used.cost_usd
     prior_total = prior.total_cost_usd if prior is not None else None
@@ -62,8 +54,8 @@ def state_for(
         p1=counts["P1"],
         max_priority=report.findings[0].priority if report.findings else "",
         merge_base=report.snapshot.merge_base,
-        complete=complete and report.verdict != "incomplete",
-        carried=carry,
+        complete=analysis.complete and report.verdict != "incomplete",
+        carried=analysis.carry,
         dismissed=merged(
             prior.dismissed if prior is not None else (), (d for d in report.dismissed if d.how != "config")
         ),
@@ -71,15 +63,9 @@ def state_for(
 
 
 def render_bodies(
-    report: Report,
-    config: Config,
-    renderer: Renderer,
-    *,
-    prior: StickyState | None = None,
-    carry: tuple[CarriedFinding, ...] = (),
-    complete: bool = False,
+    report: Report, analysis: Analysis, config: Config, renderer: Renderer, prior: StickyState | None
 ) -> Rendered:
-    state = state_for(report, config, renderer, prior=prior, carry=carry, complete=complete)
+    state = state_for(report, analysis, config, renderer, prior)
     marker = state.marker()
     body = renderer.comment(report.to_dict(), max_findings=config.max_findings)
     if report.snapshot.source == "github" and state.cost_usd is not None:
@@ -94,25 +80,19 @@ def render_bodies(
 
 
 def finish(
-    analysis: Analysis,
-    source: Source,
-    config: Config,
-    renderer: Renderer,
-    *,
-    prior: StickyState | None = None,
+    analysis: Analysis, source: Source, config: Config, renderer: Renderer, prior: StickyState | None = None
 ) -> tuple[Report, Rendered]:
     """Gate → render: the verdict and the completion gate (the head re-read once), then the bodies,
     rendered once; the gate's output check then measures the comment as it will be written."""
-    carry, complete = analysis.carry, analysis.complete
     head = source.head_sha()
     report = conclude(analysis, current_head=head, outputs=(), renderer=renderer)
-    rendered = render_bodies(report, config, renderer, prior=prior, carry=carry, complete=complete)
+    rendered = render_bodies(report, analysis, config, renderer, prior)
     comment = gate.OutputSize(
         "comment", utf16_len(rendered.comment), COMMENT_LIMIT + 5_000, rendered.comment_truncated
     )
     sized = conclude(analysis, current_head=head, outputs=[comment], renderer=renderer)
     if sized.gate.publish_ready != report.gate.publish_ready:  # the comment fits by construction
-        rendered = render_bodies(sized, config, renderer, prior=prior, carry=carry, complete=complete)
+        rendered = render_bodies(sized, analysis, config, renderer, prior)
     return sized, rendered
 
 
@@ -123,11 +103,8 @@ def summary_text(report: Report, renderer: Renderer, *, annotations_dropped: int
 
 
 def write_text(path: str | None, text: str) -> None:
-    """`-` is stdout; a file path is created with its parent directories.
-
-    Inside GitHub Actions, stdout is parsed for workflow commands and the text carries PR and model
-    content, so it is printed between `::stop-commands::` markers.
-    """
+    """`-` is stdout (inside Actions between `::stop-commands::` markers: the text carries PR and
+    model content); a file path is created with its parent directories."""
     if not path:
         return
     if path == "-":

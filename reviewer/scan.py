@@ -1,16 +1,12 @@
 """`imreview scan` and the Action's `schedule` mode: open PRs → reviews inside one run budget, or a
 fan-out matrix.
 
-Cheap triage first, then reviews (platform facts C6: `GITHUB_TOKEN` has 1,000 requests an hour):
-the open PRs are listed 100 per request, drafts, bots and unlabelled PRs are dropped from the list
-itself, and the sticky states of the rest come from one repository-wide comment listing (100 per
-request), so an unchanged PR costs no request of its own, no contents read and no model call.
-Config and templates are read once, from the default branch, for the whole run: every PR is judged
-and reviewed with the same config hash. Reviews go oldest-updated first; cost and seconds are
-shared by the run, tokens and calls stay per PR. A PR whose planned cost (`review.planned_cost`)
-no longer fits what the run has left is deferred (listed, never half-reviewed), as are PRs past
-`scan-limit`; once the run cannot pay for one call or is out of time, the rest are deferred before
-any request of their own.
+Cheap triage first (`GITHUB_TOKEN` has 1,000 requests an hour): drafts, bots and unlabelled PRs
+are dropped from the listing itself, and the sticky states of the rest come from one
+repository-wide comment listing, so an unchanged PR costs no request of its own and no model call.
+Cost and seconds are shared by the run, tokens and calls stay per PR; a PR whose planned cost no
+longer fits what the run has left is deferred (listed, never half-reviewed), as are PRs past
+`scan-limit`.
 """
 
 from __future__ import annotations
@@ -22,23 +18,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from reviewer.budget import Budget, Limits, Price, minimal_call_cost
 from reviewer.config import Config, config_hash
 from reviewer.errors import GitHubError, Retryable, UsageError
-from reviewer.events import is_bot
-from reviewer.publish import find_sticky, stickies_by_pull
+from reviewer.events import skip_reason
+from reviewer.publish import stickies_by_pull
 from reviewer.pull import (
+    ListedComments,
     PrOutcome,
     PullJob,
     base_templates,
     config_at,
-    crashed,
+    failed,
+    find_prior,
     is_same_review,
     review_pull,
     run_text,
-    unreadable,
 )
 from reviewer.render import Renderer
 from reviewer.review import planned_cost
@@ -58,19 +55,14 @@ Status = Literal["reviewed", "skipped", "deferred", "failed", "planned"]
 
 @dataclass(frozen=True)
 class ScanSettings:
-    """What to scan. `job` is the template every PR's `PullJob` is made from (its number is replaced).
+    """What to scan: `job.repo`, skipping drafts and bots as `job.skip` says. `job` is the template
+    every PR's `PullJob` is made from (its number is replaced). `plan_only`: review nothing; the PRs
+    that need a review become the matrix (a fan-out job, or the list `imreview scan` prints without
+    `--review`). `config_ref` is where config and templates are read (None: the default branch)."""
 
-    `plan_only`: review nothing; the PRs that need a review become the matrix (a fan-out job, or
-    the list `imreview scan` prints without `--review`). `config_ref` is where config and templates
-    are read (the run's commit; None: the default branch).
-    """
-
-    repo: str
     job: PullJob
     limit: int = 20
     labels: tuple[str, ...] = ()
-    skip_drafts: bool = True
-    skip_bots: bool = True
     plan_only: bool = False
     config_ref: str | None = None
 
@@ -106,10 +98,143 @@ class ScanResult:
         return json.dumps({"include": [{"pr": n} for n in self.matrix]}, separators=(",", ":"))
 
 
+def scan(
+    client: GitHubClient,
+    settings: ScanSettings,
+    *,
+    warn: Callable[[str], None],
+    notices: TextIO | None = None,
+) -> ScanResult:
+    """Triage every open PR, then review (or plan a matrix of) those that need it. Config and
+    templates are read once, so that no PR is judged with another config than the rest."""
+    job = settings.job
+    config = config_at(client, job, lambda: (job.repo, settings.config_ref))
+    templates = job.templates or (Path(config.template_dir) if config.template_dir else None)
+    if job.base_template_dir:
+        where = (job.scratch or Path("/tmp/imreview")) / "templates-scan"
+        templates = base_templates(client, job.repo, settings.config_ref, job.base_template_dir, where)
+    renderer = Renderer(language=config.language, template_dir=templates)
+    job = dataclasses.replace(job, config=config, templates=templates)
+    rows: dict[int, ScanRow] = {}  # the PRs settled so far, stage by stage
+    pulls = _listed(client, settings, rows)
+    pulls = _stale(client, settings, config_hash(config, renderer.templates_digest()), pulls, rows)
+    run = Budget(Limits.shared_by_run(config.limits))  # the parent of every PR's budget
+    matrix: list[int] = []
+    if settings.plan_only:
+        matrix = _planned(pulls, settings.limit, rows)
+    else:
+        _reviewed(client, settings.limit, job, config, renderer, pulls, run, rows, warn, notices)
+    spent = run.spent().cost_usd
+    return ScanResult(
+        repo=job.repo,
+        rows=tuple(sorted(rows.values(), key=lambda r: _ROW_ORDER[r.status])),
+        matrix=tuple(matrix),
+        cost_usd=round(spent, 6) if spent is not None else None,
+        seconds=round(run.elapsed(), 1),
+        cost_limit=config.limits.cost_usd,
+        seconds_limit=config.limits.seconds,
+    )
+
+
+def _row(pull: PullInfo, status: Status, reason: str = "", outcome: PrOutcome | None = None) -> ScanRow:
+    return ScanRow(pull.number, pull.title, pull.url, status, reason, outcome)
+
+
+def _listed(client: GitHubClient, settings: ScanSettings, rows: dict[int, ScanRow]) -> list[PullInfo]:
+    """The open PRs, with drafts, bots and unlabelled PRs skipped from the listing alone."""
+    candidates: list[PullInfo] = []
+    labels = set(settings.labels)
+    for pull in client.open_pull_list(settings.job.repo):
+        policy = skip_reason(
+            settings.job.skip,
+            state="open",
+            draft=pull.draft,
+            author=pull.author,
+            author_type=pull.author_type,
+        )
+        reason = policy[0] if policy else "label" if labels and not labels & set(pull.labels) else ""
+        if reason:
+            rows[pull.number] = _row(pull, "skipped", reason)
+        else:
+            candidates.append(pull)
+    return candidates
+
+
+def _stale(
+    client: GitHubClient, settings: ScanSettings, digest: str, pulls: list[PullInfo], rows: dict[int, ScanRow]
+) -> list[PullInfo]:
+    """The PRs whose sticky state says they need a review: not this head with this config already,
+    and not past the per-PR cost cap."""
+    repo, cap = settings.job.repo, settings.job.max_pr_cost_usd
+    states, listed_all = _sticky_states(client, repo, pulls) if pulls else ({}, True)
+    to_review: list[PullInfo] = []
+    for pull in pulls:
+        state = states.get(pull.number)
+        if state is None and not listed_all and settings.plan_only and len(to_review) < settings.limit:
+            # the listing was cut: anyone can push our stickies past its pages with newer comments, and a
+            # reviewed PR read as new would take a matrix job and a `scan-limit` slot from one that needs
+            # a review. Its own comments, while the matrix has room (unread: the review job decides).
+            state = find_prior(client, repo, pull.number, ListedComments(client.viewer_login(), None)).state
+        if is_same_review(state, head_sha=pull.head_sha, config_digest=digest):
+            rows[pull.number] = _row(pull, "skipped", "already_reviewed")
+        elif cap > 0 and state is not None and (state.total_cost_usd or 0.0) >= cap:
+            rows[pull.number] = _row(pull, "skipped", "pr_cost_cap")
+        else:
+            to_review.append(pull)
+    return to_review
+
+
+def _planned(pulls: Sequence[PullInfo], limit: int, rows: dict[int, ScanRow]) -> list[int]:
+    """The fan-out: the first `limit` PRs (at most `MATRIX_MAX`) are the matrix."""
+    cap = min(max(limit, 0), MATRIX_MAX)
+    matrix: list[int] = []
+    for pull in pulls:
+        if len(matrix) < cap:
+            matrix.append(pull.number)
+            rows[pull.number] = _row(pull, "planned", "matrix")
+        else:
+            rows[pull.number] = _row(
+                pull, "deferred", "matrix_cap" if len(matrix) >= MATRIX_MAX else "over_limit"
+            )
+    return matrix
+
+
+def _reviewed(
+    client: GitHubClient,
+    limit: int,
+    job: PullJob,
+    config: Config,
+    renderer: Renderer,
+    pulls: Sequence[PullInfo],
+    run: Budget,
+    rows: dict[int, ScanRow],
+    warn: Callable[[str], None],
+    notices: TextIO | None,
+) -> None:
+    """Each PR reviewed in turn inside the run's budget; only reviews done count towards `limit`.
+    The longest PR so far is how much time the next one is assumed to need."""
+    price = None
+    if config.model:
+        from reviewer.llm import ModelClient
+
+        price = ModelClient(config, Budget(config.limits), warn=warn).price(config.model)
+    reviewed = 0
+    longest_pr = 0.0
+    for pull in pulls:
+        if reviewed >= limit:
+            rows[pull.number] = _row(pull, "deferred", "over_limit")
+            continue
+        started = run.elapsed()
+        row = _review_one(client, job, pull, run, longest_pr, price, renderer, warn, notices)
+        longest_pr = max(longest_pr, run.elapsed() - started)
+        if row.status == "reviewed":
+            reviewed += 1
+        rows[pull.number] = row
+
+
 def _early_deferral(run: Budget, longest_pr: float, config: Config, price: Price | None) -> str:
-    """Why the next PR is deferred before any request for it (its file list, its comments), or "":
-    the run is out of time (none left, or less than the longest PR of this run took), or its money
-    cannot pay for even one call's prompt."""
+    """Why the next PR is deferred before any request for it, or "": the run has less time left than
+    its longest PR took, or cannot pay for even one call's prompt."""
     seconds_left = run.seconds_left()
     if seconds_left <= 0 or seconds_left < longest_pr:
         return "seconds"
@@ -121,143 +246,22 @@ def _early_deferral(run: Budget, longest_pr: float, config: Config, price: Price
     return ""
 
 
-def scan(
-    client: GitHubClient,
-    settings: ScanSettings,
-    *,
-    warn: Callable[[str], None],
-    notices: TextIO | None = None,
-    scratch: Path | None = None,
-) -> ScanResult:
-    """Triage every open PR, then review (or plan a matrix of) those that need it."""
-    setup = _setup(client, settings, scratch)
-    listed = _listed(client, settings)
-    stale = _stale(client, settings, setup, listed.passed)
-    run = Budget(Limits.shared_by_run(setup.config.limits))  # the parent of every PR's budget
-    if settings.plan_only:
-        last = _planned(stale.passed, settings.limit)
-    else:
-        last = _reviewed(client, settings, setup, stale.passed, run, warn=warn, notices=notices)
-    rows = {r.number: r for r in (*listed.rows, *stale.rows, *last.rows)}
-    spent = run.spent().cost_usd
-    return ScanResult(
-        repo=settings.repo,
-        rows=tuple(sorted(rows.values(), key=lambda r: _ROW_ORDER[r.status])),
-        matrix=tuple(p.number for p in last.passed),
-        cost_usd=round(spent, 6) if spent is not None else None,
-        seconds=round(run.elapsed(), 1),
-        cost_limit=setup.config.limits.cost_usd,
-        seconds_limit=setup.config.limits.seconds,
-    )
-
-
-@dataclass(frozen=True)
-class _Setup:
-    """What every PR of the run is judged and reviewed with: one config and one set of templates,
-    hence one config digest."""
-
-    job: PullJob
-    config: Config
-    renderer: Renderer
-    digest: str
-
-
-@dataclass(frozen=True)
-class _Stage:
-    """One stage of the run: the rows of the PRs it settled, and the PRs it passes on (to the next
-    stage; from the plan stage, the matrix)."""
-
-    rows: tuple[ScanRow, ...]
-    passed: tuple[PullInfo, ...]
-
-
-def _row(pull: PullInfo, status: Status, reason: str = "", outcome: PrOutcome | None = None) -> ScanRow:
-    return ScanRow(pull.number, pull.title, pull.url, status, reason, outcome)
-
-
-def _setup(client: GitHubClient, settings: ScanSettings, scratch: Path | None) -> _Setup:
-    """Config and templates read once, so that no PR is judged with another config than the rest."""
-    config = config_at(client, settings.job, lambda: (settings.repo, settings.config_ref))
-    renderer, templates = _run_renderer(client, settings, config, scratch)
-    job = dataclasses.replace(settings.job, config=config, templates=templates)
-    return _Setup(job, config, renderer, config_hash(config, renderer.templates_digest()))
-
-
-def _listed(client: GitHubClient, settings: ScanSettings) -> _Stage:
-    """The open PRs, with drafts, bots and unlabelled PRs skipped from the listing alone."""
-    rows: list[ScanRow] = []
-    candidates: list[PullInfo] = []
-    for pull in client.open_pull_list(settings.repo):
-        reason = _triage(pull, settings)
-        if reason:
-            rows.append(_row(pull, "skipped", reason))
-        else:
-            candidates.append(pull)
-    return _Stage(tuple(rows), tuple(candidates))
-
-
-def _stale(client: GitHubClient, settings: ScanSettings, setup: _Setup, pulls: Sequence[PullInfo]) -> _Stage:
-    """The PRs whose sticky state says they need a review: not this head with this config already,
-    and not past the per-PR cost cap."""
-    states, listed_all = _sticky_states(client, settings.repo, pulls) if pulls else ({}, True)
-    rows: list[ScanRow] = []
-    to_review: list[PullInfo] = []
-    cap = setup.job.max_pr_cost_usd
-    for pull in pulls:
-        state = states.get(pull.number)
-        if state is None and not listed_all and settings.plan_only and len(to_review) < settings.limit:
-            state = _own_state(client, settings.repo, pull.number)
-        if is_same_review(state, head_sha=pull.head_sha, config_digest=setup.digest):
-            rows.append(_row(pull, "skipped", "already_reviewed"))
-        elif cap > 0 and state is not None and (state.total_cost_usd or 0.0) >= cap:
-            rows.append(_row(pull, "skipped", "pr_cost_cap"))
-        else:
-            to_review.append(pull)
-    return _Stage(tuple(rows), tuple(to_review))
-
-
-def _planned(pulls: Sequence[PullInfo], limit: int) -> _Stage:
-    """The fan-out: the first `limit` PRs (at most `MATRIX_MAX`) pass on as the matrix."""
-    cap = min(max(limit, 0), MATRIX_MAX)
-    rows: list[ScanRow] = []
-    matrix: list[PullInfo] = []
-    for pull in pulls:
-        if len(matrix) < cap:
-            matrix.append(pull)
-            rows.append(_row(pull, "planned", "matrix"))
-        else:
-            over = "matrix_cap" if len(matrix) >= MATRIX_MAX else "over_limit"
-            rows.append(_row(pull, "deferred", over))
-    return _Stage(tuple(rows), tuple(matrix))
-
-
-def _reviewed(
-    client: GitHubClient,
-    settings: ScanSettings,
-    setup: _Setup,
-    pulls: Sequence[PullInfo],
-    run: Budget,
-    *,
-    warn: Callable[[str], None],
-    notices: TextIO | None,
-) -> _Stage:
-    """Each PR reviewed in turn inside the run's budget; only reviews done count towards `limit`.
-    The longest PR so far is how much time the next one is assumed to need."""
-    price = _price(setup.config, warn)
-    rows: list[ScanRow] = []
-    reviewed = 0
-    longest_pr = 0.0
-    for pull in pulls:
-        if reviewed >= settings.limit:
-            rows.append(_row(pull, "deferred", "over_limit"))
-            continue
-        started = run.elapsed()
-        row = _review_one(client, setup.job, pull, run, longest_pr, price, setup.renderer, warn, notices)
-        longest_pr = max(longest_pr, run.elapsed() - started)
-        if row.status == "reviewed":
-            reviewed += 1
-        rows.append(row)
-    return _Stage(tuple(rows), ())
+def _pulls(result: ScanResult) -> list[dict[str, Any]]:
+    """A row per open PR, as `imreview scan --json` writes it."""
+    return [
+        {
+            "number": r.number,
+            "title": r.title,
+            "url": r.url,
+            "status": r.status,
+            "reason": r.reason,
+            "verdict": r.outcome.verdict if r.outcome is not None else None,
+            "findings": r.outcome.findings if r.outcome is not None else None,
+            "cost_usd": r.outcome.cost_usd if r.outcome is not None else None,
+            "comment_url": (r.outcome.comment_url or None) if r.outcome is not None else None,
+        }
+        for r in result.rows
+    ]
 
 
 def scan_json(result: ScanResult) -> str:
@@ -269,20 +273,7 @@ def scan_json(result: ScanResult) -> str:
         "seconds": result.seconds,
         "limits": {"cost_usd": result.cost_limit, "seconds": result.seconds_limit},
         "matrix": {"include": [{"pr": n} for n in result.matrix]},
-        "pulls": [
-            {
-                "number": r.number,
-                "title": r.title,
-                "url": r.url,
-                "status": r.status,
-                "reason": r.reason,
-                "verdict": r.outcome.verdict if r.outcome is not None else None,
-                "findings": r.outcome.findings if r.outcome is not None else None,
-                "cost_usd": r.outcome.cost_usd if r.outcome is not None else None,
-                "comment_url": (r.outcome.comment_url or None) if r.outcome is not None else None,
-            }
-            for r in result.rows
-        ],
+        "pulls": _pulls(result),
     }
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
@@ -291,25 +282,20 @@ def summary(result: ScanResult, renderer: Renderer) -> str:
     """The run's table (templates/run.md.j2, kind `scan`): a row per open PR, then the totals."""
     rows = [
         {
-            "number": r.number,
-            "title": r.title,
-            "url": r.url,
-            "status": r.status,
-            "reason": r.reason,
-            "verdict": r.outcome.verdict if r.outcome is not None and r.status == "reviewed" else "",
-            "findings": r.outcome.findings if r.outcome is not None else 0,
-            "cost": r.outcome.cost_usd if r.outcome is not None else None,
-            "comment_url": r.outcome.comment_url if r.outcome is not None else "",
+            **row,
+            "verdict": row["verdict"] if row["status"] == "reviewed" else "",
+            "findings": row["findings"] or 0,
+            "cost": row["cost_usd"],
+            "comment_url": row["comment_url"] or "",
         }
-        for r in result.rows
+        for row in _pulls(result)
     ]
-    totals = {status: sum(1 for r in result.rows if r.status == status) for status in _ROW_ORDER}
     return run_text(
         renderer,
         "scan",
         repo=result.repo,
         rows=rows,
-        totals=totals,
+        totals={status: sum(1 for r in result.rows if r.status == status) for status in _ROW_ORDER},
         matrix=list(result.matrix),
         cost=result.cost_usd,
         cost_limit=result.cost_limit,
@@ -321,22 +307,11 @@ def summary(result: ScanResult, renderer: Renderer) -> str:
 _ROW_ORDER = {"reviewed": 0, "failed": 1, "planned": 2, "deferred": 3, "skipped": 4}
 
 
-def _triage(pull: PullInfo, settings: ScanSettings) -> str:
-    if settings.skip_drafts and pull.draft:
-        return "draft"
-    if settings.skip_bots and is_bot(pull.author, pull.author_type):
-        return "bot"
-    if settings.labels and not set(settings.labels) & set(pull.labels):
-        return "label"
-    return ""
-
-
 def _sticky_states(
     client: GitHubClient, repo: str, pulls: Sequence[PullInfo]
 ) -> tuple[dict[int, StickyState], bool]:
-    """The sticky state of each PR from one repository-wide listing, and whether that listing was
-    complete; a sticky is never older than its PR, so comments last updated before the oldest PR
-    was opened are not read."""
+    """The sticky state of each PR from one repository-wide listing, and whether it was complete; a
+    sticky is never older than its PR, so older comments are not read."""
     login = client.viewer_login()
     opened = [when for when in (_when(p.created_at) for p in pulls) if when is not None]
     since = min(opened) if len(opened) == len(pulls) and opened else None
@@ -345,18 +320,6 @@ def _sticky_states(
     found = stickies_by_pull(((n, c) for n, c in comments if n in wanted), login, repo=repo)
     states = {n: StickyState.parse(c.body) for n, c in found.items()}
     return {n: s for n, s in states.items() if s is not None}, complete
-
-
-def _own_state(client: GitHubClient, repo: str, number: int) -> StickyState | None:
-    """A PR's state from its own comments, for the plan job when the repository-wide listing was cut:
-    anyone can push our stickies past its pages with newer comments (on any issue), and a reviewed
-    PR read as new would take a matrix job and a `scan-limit` slot from one that needs a review.
-    Read only while the matrix has room; None when the read fails (the review job decides then)."""
-    try:
-        found = find_sticky(client, repo, number, login=client.viewer_login())
-    except GitHubError:
-        return None
-    return StickyState.parse(found.body) if found is not None else None
 
 
 def _when(stamp: str) -> datetime | None:
@@ -384,13 +347,6 @@ def _review_one(
             return _row(pull, "deferred", early)
     client.wait_within(run.seconds_left())
     ledger = Budget(Limits.unbounded(), parent=run)  # this PR's own calls, whatever becomes of its review
-
-    def spent() -> float | None:
-        cost = ledger.spent().cost_usd
-        return None if cost is None else round(cost, 6)
-
-    renderer = Renderer(language=job.overrides.language or "en")
-    on_error = job.overrides.on_error or "warn"
     try:
         outcome = review_pull(
             client,
@@ -403,20 +359,21 @@ def _review_one(
     except Retryable as exc:
         warn(f"imreview: #{pull.number} deferred: {exc}")
         return _row(pull, "deferred", "rate_limited")
-    except GitHubError as exc:
-        outcome = dataclasses.replace(
-            unreadable(pull.number, exc, renderer, on_error=on_error), cost_usd=spent()
-        )
-        return _row(pull, "failed", "unreadable", outcome)
     except UsageError:
         raise
-    except Exception as exc:  # unexpected, in one PR: the scan goes on with the others
-        warn(f"imreview: #{pull.number} failed: {type(exc).__name__}: {exc}")
-        outcome = dataclasses.replace(
-            crashed(pull.number, exc, renderer, on_error=on_error), cost_usd=spent()
-        )
-        return _row(pull, "failed", "failed", outcome)
-    return _outcome_row(pull, outcome)
+    except Exception as exc:  # unreadable, or unexpected in one PR: the scan goes on with the others
+        if not isinstance(exc, GitHubError):
+            warn(f"imreview: #{pull.number} failed: {type(exc).__name__}: {exc}")
+        renderer = Renderer(language=job.overrides.language or "en")
+        cost = ledger.spent().cost_usd
+        outcome = failed(pull.number, exc, renderer, on_error=job.overrides.on_error or "warn")
+        outcome = dataclasses.replace(outcome, cost_usd=None if cost is None else round(cost, 6))
+        return _row(pull, "failed", outcome.reason, outcome)
+    if outcome.report is not None:
+        return _row(pull, "reviewed", "", outcome)
+    if outcome.reason in ("budget", "seconds", "rate_limited"):  # the run ran short
+        return _row(pull, "deferred", outcome.reason)
+    return _row(pull, "skipped", outcome.reason, outcome)
 
 
 def _admit(
@@ -431,36 +388,3 @@ def _admit(
     if needed is not None and needed > run.left().cost_usd:
         return "budget"
     return ""
-
-
-def _outcome_row(pull: PullInfo, outcome: PrOutcome) -> ScanRow:
-    """A review that ended without a report was skipped, or deferred when the run ran short."""
-    if outcome.report is not None:
-        return _row(pull, "reviewed", "", outcome)
-    if outcome.reason in DEFER_REASONS:
-        return _row(pull, "deferred", outcome.reason)
-    return _row(pull, "skipped", outcome.reason, outcome)
-
-
-DEFER_REASONS = frozenset({"budget", "seconds", "rate_limited"})
-
-
-def _run_renderer(
-    client: GitHubClient, settings: ScanSettings, config: Config, scratch: Path | None
-) -> tuple[Renderer, Path | None]:
-    job = settings.job
-    template_dir = job.templates or (Path(config.template_dir) if config.template_dir else None)
-    if job.base_template_dir:
-        where = (scratch or job.scratch or Path("/tmp/imreview")) / "templates-scan"
-        template_dir, _ = base_templates(
-            client, settings.repo, settings.config_ref, job.base_template_dir, where
-        )
-    return Renderer(language=config.language, template_dir=template_dir), template_dir
-
-
-def _price(config: Config, warn: Callable[[str], None]) -> Price | None:
-    if not config.model:
-        return None
-    from reviewer.llm import ModelClient
-
-    return ModelClient(config, Budget(config.limits), warn=warn).price(config.model)

@@ -230,8 +230,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     _m(
         "scan-limit-one-over",
         "reviewer/scan.py",
-        "if reviewed >= settings.limit:",
-        "if reviewed > settings.limit:",
+        "if reviewed >= limit:",
+        "if reviewed > limit:",
         "a scan reviews one PR more than scan-limit",
         "test_scan.py::test_scan_limit_labels_and_oldest_updated_first",
     ),

@@ -344,7 +344,7 @@ def test_the_answer_reservation_and_timeout_come_from_flags_and_inputs(
         },
         {"max-output-tokens-per-call": "300", "request-timeout": "900", "max-concurrency": "4"},
     )
-    config = build_config(overrides=settings.overrides)
+    config = build_config(overrides=settings.job.overrides)
     assert (config.max_output_tokens_per_call, config.request_timeout) == (300, 900.0)
     with FakeModelServer() as server:
         server.handler = lambda body: text(model_answer())
