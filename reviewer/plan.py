@@ -11,7 +11,6 @@ import dataclasses
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from reviewer import context as ctx
 from reviewer.budget import (
@@ -575,18 +574,20 @@ class _Packer:
 
 
 def make_plan(
-    files: Sequence[DiffFile], *, include: Sequence[str] = (), exclude: Sequence[str] = (), **options: Any
+    files: Sequence[DiffFile],
+    options: PlanOptions,
+    *,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> Plan:
     """Filter, rank, and decide for the whole allowance at once which hunks go into which call.
 
     Hunks go in `pack_keys` order, each into the earliest unit with room; a hunk too big for one
     call is cut into overlapping slices; context back to the enclosing definition shrinks before a
     hunk is left out; a hunk the budget cannot take whole fills what is left with its first lines.
-    `options` are `PlanOptions`' fields. Every step is linear."""
-    options["allowance"] = options.get("allowance") or Allowance()
-    args = PlanOptions(**options)
+    Every step is linear."""
     skeleton, reviewable, risks = _triage(files, include, exclude)
-    return _plan(args, skeleton, _count(args, reviewable, risks))
+    return _plan(options, skeleton, _count(options, reviewable, risks))
 
 
 _Ranked = tuple[float, DiffFile, Hunk]
@@ -609,7 +610,7 @@ class PlanOptions:
 
     unit_tokens: int
     count_tokens: Callable[[str], int]
-    allowance: Allowance
+    allowance: Allowance = field(default_factory=Allowance)
     read_file: Callable[[str], str | None] | None = None
     redact: Callable[[str], str] = lambda s: s
     nonce: Callable[[int], str] = lambda i: ""

@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reviewer import context as ctx
@@ -27,7 +27,7 @@ from reviewer.config import Config
 from reviewer.diff import DiffFile, Hunk, LineIndex
 from reviewer.errors import AnswerUnparsed, BudgetExhausted, ContextExceeded, ImreviewError, ModelError
 from reviewer.llm import Continuation, failure_kind, human_error
-from reviewer.plan import LEGEND, REQUEST_SLACK_TOKENS, Plan, TextFree, Unit, coverage, make_plan
+from reviewer.plan import LEGEND, REQUEST_SLACK_TOKENS, Plan, PlanOptions, TextFree, Unit, coverage, make_plan
 from reviewer.policy import matches_any
 from reviewer.report import AnswerStats, Coverage, Gap, Gate, ModelInfo, PlanSummary, Report, Settings
 from reviewer.source import Change, Source
@@ -616,11 +616,9 @@ class _Planner:
         """The whole plan for what `budget` has left, less what the `held` units (planned, not sent
         yet) will reserve; without a model, only coverage matters."""
         client, config = self.client, self.config
-        pack = functools.partial(
-            make_plan,
-            self.change.files,
-            include=config.include,
-            exclude=config.exclude,
+        scope = PlanOptions(
+            unit_tokens=self.window,
+            count_tokens=lambda text: NO_MODEL_SIZING.tokens(len(text)),
             read_file=self.read_file,
             redact=rules.redact,
             only=only,
@@ -628,12 +626,7 @@ class _Planner:
             first_id=first_id,
         )
         if client is None:
-            return pack(
-                unit_tokens=self.window,
-                count_tokens=lambda text: NO_MODEL_SIZING.tokens(len(text)),
-                text_free=NO_MODEL_SIZING,
-                deadline=budget.deadline(1.0),
-            )
+            return self._pack(replace(scope, text_free=NO_MODEL_SIZING, deadline=budget.deadline(1.0)))
         self.window, self.window_source = client.window()
         price, margin = client.price(client.models[0]), client.margin_percent()
         allowance = budget.allowance(
@@ -644,7 +637,8 @@ class _Planner:
             answer_tokens=self.answer_tokens,
             held=_held_limits(held, client, price, margin) if held else None,
         )
-        return pack(
+        options = replace(
+            scope,
             unit_tokens=self.window,
             count_tokens=client.count_tokens_calibrated,
             allowance=allowance,
@@ -655,6 +649,10 @@ class _Planner:
             context_share=config.context_share,
             deadline=budget.deadline(PLAN_SECONDS_SHARE),
         )
+        return self._pack(options)
+
+    def _pack(self, options: PlanOptions) -> Plan:
+        return make_plan(self.change.files, options, include=self.config.include, exclude=self.config.exclude)
 
 
 def _held_limits(held: Sequence[Unit], client: ModelClient, price: Price | None, margin: int) -> Limits:

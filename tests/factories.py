@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from reviewer.diff import DiffFile, LineIndex, parse_github_file, parse_patch
-from reviewer.plan import WHOLE_HUNK, Plan, make_plan
+from reviewer.plan import WHOLE_HUNK, Plan, PlanOptions, make_plan
 from reviewer.report import Finding, finding_id
 from reviewer.source.github import GitHubClient
 from tests.conftest import Repo, cli_env, run_cli
@@ -195,10 +195,12 @@ def quarter_plan(files: Sequence[DiffFile], *, overhead: int, **options: Any) ->
     `options` are its other arguments (unit_tokens, allowance, context, context_share...)."""
     return make_plan(
         files,
-        count_tokens=quarter,
-        overhead=lambda nonce: overhead,
-        measure=lambda nonce, text, context: overhead + quarter(text) + quarter(context),
-        **options,
+        PlanOptions(
+            count_tokens=quarter,
+            overhead=lambda nonce: overhead,
+            measure=lambda nonce, text, context: overhead + quarter(text) + quarter(context),
+            **options,
+        ),
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from reviewer import context as ctx
 from reviewer.diff import parse_patch
-from reviewer.plan import Allowance, make_plan
+from reviewer.plan import Allowance, PlanOptions, make_plan
 from reviewer.render import Renderer, new_nonce
 from reviewer.source.github import CONTENTS_BATCH, GitHubSource
 from tests.conftest import Repo, cli_env, run_cli
@@ -79,7 +79,7 @@ def _plan_with_context(snippets: list[ctx.Snippet], *, share: float, allowance: 
         files,
         overhead=50,
         unit_tokens=1000,
-        allowance=allowance,
+        allowance=allowance or Allowance(),
         context=lambda f, h: snippets,
         context_share=share,
     )
@@ -325,12 +325,14 @@ def test_context_is_delimited_sanitized_and_redacted_like_the_diff() -> None:
     )
     (unit,) = make_plan(
         parse_patch(PATCH),
-        unit_tokens=4000,
-        count_tokens=quarter,
-        redact=rules.redact,
-        measure=lambda nonce, text, context: 50 + quarter(text) + quarter(context),
-        context=lambda f, h: [snippet],
-        context_share=0.3,
+        PlanOptions(
+            unit_tokens=4000,
+            count_tokens=quarter,
+            redact=rules.redact,
+            measure=lambda nonce, text, context: 50 + quarter(text) + quarter(context),
+            context=lambda f, h: [snippet],
+            context_share=0.3,
+        ),
     ).units
     assert key not in unit.context_text and "AWS_KEY" in unit.context_text, "secrets are cut as in the diff"
     shown = {"units": unit.text, "context": unit.context_text}

@@ -89,13 +89,13 @@ def test_every_slice_range_is_on_one_side_and_never_starts_after_it_ends(
     """A hunk cut into slices (one token per line, `room` lines a call): each slice's range is in
     new-file numbers of its added and unchanged lines (RIGHT), or old-file numbers when it holds
     only removed lines (LEFT), and start <= end."""
-    from reviewer.plan import coverage, make_plan
+    from reviewer.plan import PlanOptions, coverage, make_plan
 
     old_len, new_len = kinds.count("-") + kinds.count(" "), kinds.count("+") + kinds.count(" ")
     body = "\n".join(f"{kind}line {i}" for i, kind in enumerate(kinds))
     patch = f"@@ -{old_start},{old_len} +{new_start},{new_len} @@\n{body}"
     file = parse_github_file(filename="src/a.py", status="modified", patch=patch)
-    plan = make_plan([file], unit_tokens=room, count_tokens=lambda text: len(text.splitlines()))
+    plan = make_plan([file], PlanOptions(unit_tokens=room, count_tokens=lambda text: len(text.splitlines())))
     reviewed = {u.id for u in plan.units if u.id % 2 == 0}
     (entry,) = coverage(plan, [file], reviewed_units=reviewed).files
     hunk = file.hunks[0]

@@ -8,7 +8,7 @@ import pytest
 
 from reviewer.budget import held_tokens
 from reviewer.diff import DiffFile, parse_github_file, parse_patch
-from reviewer.plan import SEPARATOR_TOKENS, Allowance, Plan, coverage, make_plan
+from reviewer.plan import SEPARATOR_TOKENS, Allowance, Plan, PlanOptions, coverage, make_plan
 from reviewer.rules import redact
 from tests.factories import added_file
 
@@ -32,7 +32,8 @@ def plan_of(patch: str, **kwargs) -> tuple[Plan, tuple[DiffFile, ...]]:
     files = parse_patch(patch)
     kwargs.setdefault("unit_tokens", 10_000)
     kwargs.setdefault("count_tokens", quarter)
-    return make_plan(files, **kwargs), files
+    include, exclude = kwargs.pop("include", ()), kwargs.pop("exclude", ())
+    return make_plan(files, PlanOptions(**kwargs), include=include, exclude=exclude), files
 
 
 def status_of(plan: Plan, files, **kwargs) -> dict[str, tuple[str, str | None, int, int]]:
@@ -124,7 +125,7 @@ def test_secret_file_wins_over_include() -> None:
 
 def test_file_without_patch_is_listed_no_patch() -> None:
     big = parse_github_file(filename="src/huge.py", status="modified", patch=None)
-    plan = make_plan([big], unit_tokens=100, count_tokens=quarter)
+    plan = make_plan([big], PlanOptions(unit_tokens=100, count_tokens=quarter))
     assert plan.no_patch == ("src/huge.py",) and plan.reviewable == ()
     cov = coverage(plan, [big], reviewed_units=())
     assert [(f.status, f.reason) for f in cov.files] == [("listed", "no_patch")]

@@ -17,7 +17,7 @@ from reviewer import gate
 from reviewer.budget import Budget, Deadline, Limits
 from reviewer.config import Config
 from reviewer.diff import DiffFile, parse_patch
-from reviewer.plan import Plan, coverage, make_plan
+from reviewer.plan import Plan, PlanOptions, coverage, make_plan
 from reviewer.render import Renderer
 from reviewer.review import analyse, conclude
 from reviewer.source.local import LocalSource
@@ -55,7 +55,10 @@ def test_planning_past_its_deadline_leaves_time_gaps_and_keeps_what_it_packed() 
     files = many_hunks(20, 30)
     clock = Ticks()
     plan = make_plan(
-        files, unit_tokens=2_000, count_tokens=lambda s: len(s) // 4, deadline=Deadline(clock, 0.0, 400.0)
+        files,
+        PlanOptions(
+            unit_tokens=2_000, count_tokens=lambda s: len(s) // 4, deadline=Deadline(clock, 0.0, 400.0)
+        ),
     )
     timed = [x for x in plan.unplaced if x.reason == "time"]
     packed = {(p.path, p.hunk_index) for u in plan.units for p in u.parts}
@@ -71,7 +74,10 @@ def test_planning_past_its_deadline_leaves_time_gaps_and_keeps_what_it_packed() 
 def test_counting_stops_at_half_the_deadline_and_packing_at_all_of_it() -> None:
     files = many_hunks(10, 20)
     counted = make_plan(
-        files, unit_tokens=2_000, count_tokens=lambda s: len(s) // 4, deadline=Deadline(Ticks(), 0.0, 60.0)
+        files,
+        PlanOptions(
+            unit_tokens=2_000, count_tokens=lambda s: len(s) // 4, deadline=Deadline(Ticks(), 0.0, 60.0)
+        ),
     )
     # at most half of the span is spent counting (one read per hunk), then packing gets the rest
     packed = sum(len(u.parts) for u in counted.units)
@@ -81,12 +87,12 @@ def test_counting_stops_at_half_the_deadline_and_packing_at_all_of_it() -> None:
 
 def test_a_deadline_never_reached_changes_nothing() -> None:
     files = many_hunks(10, 20)
-    free = make_plan(files, unit_tokens=2_000, count_tokens=lambda s: len(s) // 4)
+    free = make_plan(files, PlanOptions(unit_tokens=2_000, count_tokens=lambda s: len(s) // 4))
     far = make_plan(
         files,
-        unit_tokens=2_000,
-        count_tokens=lambda s: len(s) // 4,
-        deadline=Deadline(Ticks(), 0.0, 1e9),
+        PlanOptions(
+            unit_tokens=2_000, count_tokens=lambda s: len(s) // 4, deadline=Deadline(Ticks(), 0.0, 1e9)
+        ),
     )
     assert _shape(free) == _shape(far) and not far.unplaced
 
@@ -94,7 +100,10 @@ def test_a_deadline_never_reached_changes_nothing() -> None:
 def test_a_deadline_already_passed_still_plans_one_hunk() -> None:
     files = many_hunks(5, 5)
     plan = make_plan(
-        files, unit_tokens=2_000, count_tokens=lambda s: len(s) // 4, deadline=Deadline(Ticks(), 0.0, 0.0)
+        files,
+        PlanOptions(
+            unit_tokens=2_000, count_tokens=lambda s: len(s) // 4, deadline=Deadline(Ticks(), 0.0, 0.0)
+        ),
     )
     assert sum(len(u.parts) for u in plan.units) == 1
     assert sum(1 for x in plan.unplaced if x.reason == "time") == 24

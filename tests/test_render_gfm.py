@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from reviewer.render import Renderer, code, code_span, untrusted, untrusted_line
-from reviewer.rules import redact
 from reviewer.report import Exclusion, Gap, Signal
+from reviewer.rules import redact
 from tests.gfm import parse, pings
 from tests.test_render import build, finding
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from reviewer import context as ctx
 from reviewer.budget import held_tokens
 from reviewer.diff import parse_patch
-from reviewer.plan import Allowance, make_plan
+from reviewer.plan import Allowance, PlanOptions, make_plan
 from tests.factories import assert_every_line_placed, quarter, quarter_plan
 
 line_text = st.text(alphabet="abcdefgh =()+_.,xyz0123456789", min_size=0, max_size=80)
@@ -152,7 +152,9 @@ def test_a_typechange_reports_reviewed_only_the_lines_it_sent() -> None:
     from reviewer.plan import coverage
 
     files = parse_patch(TYPECHANGE)
-    plan = make_plan(files, unit_tokens=10_000, count_tokens=quarter, measure=lambda n, t, c: quarter(t))
+    plan = make_plan(
+        files, PlanOptions(unit_tokens=10_000, count_tokens=quarter, measure=lambda n, t, c: quarter(t))
+    )
     sent = "\n".join(u.text for u in plan.units)
     cov = coverage(plan, files, reviewed_units={u.id for u in plan.units})
     assert cov.lines_reviewed <= sum(1 for line in ("old one", "old two", "target") if line in sent)
