@@ -1,11 +1,7 @@
-"""A PR's dismissal memory in a review run: what maintainers dismissed, read and applied.
-
-Before a review is rendered, `remember` takes the dismissals our signed state already holds, adds
-those the PR's review threads show (one GraphQL query, `reviewer.source.threads`), and removes the
-dismissed findings from the analysis, so neither an incremental nor a full review raises them
-again. Who counts is `config.maintainer_associations` (from the base branch): a reply's
-`authorAssociation` as GitHub gives it; for who resolved a thread or reacted 👎, GraphQL gives no
-association, so their permission on the repository decides (`trusted_logins`, bounded).
+"""A PR's dismissal memory in a review run: the dismissals our signed state holds plus those the PR's
+review threads show (one GraphQL query), removed from the analysis before it is rendered. A reply's
+`authorAssociation` says whether it counts; GraphQL gives none for who resolved a thread or reacted
+👎, so their permission on the repository decides (`trusted_logins`, bounded).
 """
 
 from __future__ import annotations
@@ -36,15 +32,12 @@ FINDING_MARKER = re.compile(r"<!-- imreview:finding ([0-9a-f]{12}) -->\s*$")
 
 def finding_of(thread: Thread, *, ours: str) -> str | None:
     """The finding id a thread is about: its first comment is ours and ends with our marker."""
-    if not ours or _actor(thread.first_author) != _actor(ours):
+    # GraphQL names a bot without REST's `[bot]` suffix (`github-actions` for `github-actions[bot]`)
+    first, us = (login.casefold().removesuffix("[bot]") for login in (thread.first_author, ours))
+    if not ours or first != us:
         return None
     found = FINDING_MARKER.search(thread.first_body)
     return found.group(1) if found else None
-
-
-def _actor(login: str) -> str:
-    """GraphQL names a bot without REST's `[bot]` suffix (`github-actions` for `github-actions[bot]`)."""
-    return login.casefold().removesuffix("[bot]")
 
 
 @dataclass(frozen=True)
@@ -113,13 +106,12 @@ def thread_dismissals(
     except GitHubError as exc:
         warn(f"imreview: dismissals: could not read the review threads: {exc}")
         return ()
-    out: list[Dismissal] = []
-    for c in found:
-        if c.checked or c.by in trusted:
-            made = dismissals.dismiss(state.carried, c.finding_id, by=c.by, how=c.how)
-            if made is not None:
-                out.append(made)
-    return tuple(out)
+    made = (
+        dismissals.dismiss(state.carried, c.finding_id, by=c.by, how=c.how)
+        for c in found
+        if c.checked or c.by in trusted
+    )
+    return tuple(d for d in made if d is not None)
 
 
 def _dropped(analysis: Analysis, filtered: dismissals.Filtered, listed: tuple[Dismissal, ...]) -> Analysis:
@@ -154,7 +146,9 @@ def remember(
     """The review's analysis without what maintainers dismissed (the state's and the threads'),
     verdict recomputed, every dismissal listed."""
     if ignore:
-        analysis = _without_ignored(analysis, ignore, files)
+        filtered = dismissals.ignored_by_config(analysis.report.findings, ignore, files)
+        if filtered.listed:
+            analysis = _dropped(analysis, filtered, (*analysis.report.dismissed, *filtered.listed))
     if state is None:
         return analysis
     new = (
@@ -167,14 +161,6 @@ def remember(
         return analysis
     filtered = dismissals.apply(analysis.report.findings, dismissed, files)
     return _dropped(analysis, filtered, dismissals.merged(analysis.report.dismissed, dismissed))
-
-
-def _without_ignored(analysis: Analysis, ignore: Sequence[IgnoreRule], files: Sequence[DiffFile]) -> Analysis:
-    """The analysis without what the base branch's `ignore:` list matches, listed as `config`."""
-    filtered, listed = dismissals.ignored_by_config(analysis.report.findings, ignore, files)
-    if not listed:
-        return analysis
-    return _dropped(analysis, filtered, (*analysis.report.dismissed, *listed))
 
 
 def ignore_lines(state: StickyState, where: str) -> str:
