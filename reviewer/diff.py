@@ -120,40 +120,26 @@ def _strip_prefix(name: str) -> str:
 
 
 def _file_from_unidiff(patched: unidiff.PatchedFile) -> DiffFile:
-    hunks = tuple(
-        Hunk(
-            index=i,
-            old_start=h.source_start,
-            old_len=h.source_length,
-            new_start=h.target_start,
-            new_len=h.target_length,
-            header=(h.section_header or "").strip(),
-            lines=tuple(
-                DiffLine(
-                    line.line_type,
-                    line.source_line_no,
-                    line.target_line_no,
-                    line.value.rstrip("\n").rstrip("\r"),
-                )
-                for line in h
-                if line.line_type in ("+", "-", " ")
-            ),
-        )
-        for i, h in enumerate(patched)
-    )
+    hunks: list[Hunk] = []
+    for h in patched:
+        lines = [
+            DiffLine(x.line_type, x.source_line_no, x.target_line_no, x.value.rstrip("\n").rstrip("\r"))
+            for x in h
+            if x.line_type in ("+", "-", " ")
+        ]
+        counts = (h.source_start, h.source_length, h.target_start, h.target_length)
+        hunks.append(Hunk(len(hunks), *counts, (h.section_header or "").strip(), tuple(lines)))
     info = [str(line).rstrip("\n") for line in (patched.patch_info or [])]
-    return _diff_file(info, patched.source_file, patched.target_file, hunks, bool(patched.is_binary_file))
+    return _diff_file(
+        info, patched.source_file, patched.target_file, tuple(hunks), bool(patched.is_binary_file)
+    )
 
 
 def _diff_file(
-    info: Sequence[str],
-    source_file: str | None,
-    target_file: str | None,
-    hunks: tuple[Hunk, ...],
-    binary: bool,
+    info: Sequence[str], source: str | None, target: str | None, hunks: tuple[Hunk, ...], binary: bool
 ) -> DiffFile:
-    """A file from its header lines (`diff --git`, modes, renames), its ---/+++ names and its hunks,
-    decided as unidiff's PatchedFile decides added / removed / renamed."""
+    """A file from its header lines (`diff --git`, modes, renames), its ---/+++ names and its hunks;
+    added / removed / copied / renamed decided as unidiff's PatchedFile decides them."""
     old_mode = new_mode = None
     submodule = False
     for line in info:
@@ -167,27 +153,27 @@ def _diff_file(
         elif m := _INDEX_MODE.match(line):
             old_mode = new_mode = m.group(1)
             submodule = submodule or m.group(1) == _SUBMODULE_MODE
-    copied = any(line.startswith("copy from ") for line in info)
-    status, path, old_path = _status(source_file, target_file, hunks, copied=copied)
+    path, status, old_path = _status(
+        source, target, hunks, copied=any(x.startswith("copy from ") for x in info)
+    )
     return DiffFile(path, status, hunks, old_path, binary, True, old_mode, new_mode, submodule)
 
 
 def _status(
-    source_file: str | None, target_file: str | None, hunks: tuple[Hunk, ...], *, copied: bool
-) -> tuple[FileStatus, str, str | None]:
-    """(status, path, old path), as unidiff's PatchedFile decides them."""
-    source = _strip_prefix(source_file or "")
-    target = _strip_prefix(target_file or "")
-    one_hunk = hunks[0] if len(hunks) == 1 else None
-    if source_file == _DEV_NULL or (one_hunk is not None and one_hunk.old_start == one_hunk.old_len == 0):
-        return "added", target, None
-    if target_file == _DEV_NULL or (one_hunk is not None and one_hunk.new_start == one_hunk.new_len == 0):
-        return "removed", source, None
+    source: str | None, target: str | None, hunks: tuple[Hunk, ...], *, copied: bool
+) -> tuple[str, FileStatus, str | None]:
+    """(path, status, old path), as unidiff's PatchedFile decides them."""
+    old, new = _strip_prefix(source or ""), _strip_prefix(target or "")
+    one = hunks[0] if len(hunks) == 1 else None
+    if source == _DEV_NULL or (one is not None and one.old_start == one.old_len == 0):
+        return new, "added", None
+    if target == _DEV_NULL or (one is not None and one.new_start == one.new_len == 0):
+        return old, "removed", None
     if copied:
-        return "copied", target, source
-    if (source_file or "")[2:] != (target_file or "")[2:]:
-        return "renamed", target, source
-    return "modified", target or source, None
+        return new, "copied", old
+    if (source or "")[2:] != (target or "")[2:]:
+        return new, "renamed", old
+    return new or old, "modified", None
 
 
 def decode(raw: bytes | str) -> str:
@@ -361,13 +347,8 @@ def _lines_of(text: str) -> Iterator[str]:
 def _read_hunk(lines: Iterator[str], h: re.Match[str], index: int, strip_cr: bool) -> Hunk:
     """The hunk whose header `h` matched, its body read from `lines` (left just after it).
     Numbered and cut where unidiff cuts: it ends once both sides hold the header's counts (a side
-    that overshoots never comes back, so the counts are checked once, at the end). A length left out
-    of the header is 1."""
-    old_len = 1 if h.group(2) is None else int(h.group(2))
-    new_len = 1 if h.group(4) is None else int(h.group(4))
-    if old_len == new_len == 0:
-        raise _Unusual("an empty hunk")
-    old_start, new_start = int(h.group(1)), int(h.group(3))
+    that overshoots never comes back, so the counts are checked once, at the end)."""
+    old_start, old_len, new_start, new_len = _counts(h)
     old_end, new_end = old_start + old_len, new_start + new_len
     old, new = old_start, new_start
     body: list[DiffLine] = []
@@ -395,14 +376,20 @@ def _read_hunk(lines: Iterator[str], h: re.Match[str], index: int, strip_cr: boo
     if new != new_end or old != old_end:
         raise _Unusual("hunk longer than its header says")
     if strip_cr:
-        body = [
-            DiffLine(ln.kind, ln.old, ln.new, ln.text.rstrip("\r")) if ln.text.endswith("\r") else ln
-            for ln in body
-        ]
+        body = [DiffLine(ln.kind, ln.old, ln.new, ln.text.rstrip("\r")) for ln in body]
     hunk = Hunk(index, old_start, old_len, new_start, new_len, header=h.group(5).strip(), lines=tuple(body))
     # every line is + (new side), - (old side) or context (both), and both sides hold their counts:
     hunk.__dict__["added"], hunk.__dict__["removed"] = len(body) - old_len, len(body) - new_len
     return hunk
+
+
+def _counts(h: re.Match[str]) -> tuple[int, int, int, int]:
+    """(old start, old length, new start, new length) of a hunk header; a length left out is 1."""
+    old_len = 1 if h.group(2) is None else int(h.group(2))
+    new_len = 1 if h.group(4) is None else int(h.group(4))
+    if old_len == new_len == 0:
+        raise _Unusual("an empty hunk")
+    return int(h.group(1)), old_len, int(h.group(3)), new_len
 
 
 def parse_github_file(
