@@ -62,7 +62,6 @@ class Hunk:
         return self.new_start + max(self.new_len, 1) - 1
 
     def text(self) -> str:
-        """The hunk as a unified-diff fragment, header included."""
         head = f"@@ -{self.old_start},{self.old_len} +{self.new_start},{self.new_len} @@"
         if self.header:
             head += f" {self.header}"
@@ -253,11 +252,8 @@ _BINARY = re.compile(
 
 
 def _parse_fast(text: str) -> tuple[DiffFile, ...]:
-    """`git diff` output read in one pass, one object per line (unidiff's header pass plus a hunk
-    reader took twice as long on 3,000 files, unidiff's full parse far longer). It takes only the
-    shapes git writes (a `diff --git` header, its mode / rename / index lines, ---/+++, hunks,
-    `\\ No newline` markers) and reads them exactly as unidiff's full parse does; anything else
-    raises `_Unusual` and unidiff decides."""
+    """`git diff` output read in one pass (unidiff's full parse takes over twice as long): only the
+    shapes git writes, read exactly as unidiff reads them; anything else raises `_Unusual`."""
     strip_cr = "\r" in text
     out: list[DiffFile] = []
     current: _FileReader | None = None
@@ -400,12 +396,9 @@ def parse_github_file(
     previous_filename: str | None = None,
     changes: int | None = None,
 ) -> DiffFile:
-    """One entry of GitHub's PR files list; its `patch` has no ---/+++ headers, so add them.
-
-    GitHub omits `patch` for binaries and huge diffs (listed, not guessed) but also for a rename
-    with no edits (`changes: 0`), which is complete with zero hunks. A `patch` that holds no hunk
-    (text that is not a diff, binary junk) is not guessed at either: `unusable="not_a_diff"`.
-    """
+    """One entry of GitHub's PR files list. GitHub omits `patch` for binaries and huge diffs (listed,
+    not guessed) but also for a rename with no edits (`changes: 0`, complete with zero hunks); a
+    `patch` that holds no hunk (not a diff, binary junk) is not guessed at: `unusable="not_a_diff"`."""
     mapped = _GITHUB_STATUS.get(status, "modified")
     if patch is None:
         pure_move = mapped in ("renamed", "copied") and changes == 0 and previous_filename is not None
@@ -423,10 +416,8 @@ def parse_github_file(
 
 
 def _github_text(mapped: FileStatus, patch: str, *, renamed_from: str | None) -> str:
-    """The `git diff` text of one GitHub patch, under made-up names.
-
-    The names come from GitHub's entry, not from the text: headers with the real names would let
-    a name holding a newline or a tab (git allows both) rewrite the diff that is parsed."""
+    """The `git diff` text of one GitHub patch under made-up names: the real ones, holding a newline
+    or a tab (git allows both), would rewrite the diff that is parsed."""
     src = "/dev/null" if mapped == "added" else "a/old"
     dst = "/dev/null" if mapped == "removed" else "b/new"
     header = "diff --git a/old b/new\n"
