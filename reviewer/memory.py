@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reviewer import dismissals, gate
@@ -40,30 +39,24 @@ def finding_of(thread: Thread, *, ours: str) -> str | None:
     return found.group(1) if found else None
 
 
-@dataclass(frozen=True)
-class Claim:
-    """Someone dismissing a finding; `checked` False: their association is unknown (a resolver or
-    reactor), so their permission must be read before it counts."""
-
-    finding_id: str
-    by: str
-    how: DismissalHow
-    checked: bool
+Claim = tuple[str, str, DismissalHow]
+"""(finding id, who, how) of someone dismissing a finding."""
 
 
 def claims(threads: Sequence[Thread], *, ours: str, allowed: Collection[str]) -> list[Claim]:
     """What the threads say, oldest form first: a maintainer's `/imreview ignore` reply (its
-    association is GitHub's), then a resolved thread, then 👎 reactions (to be checked)."""
+    association is GitHub's), then a resolved thread, then 👎 reactions (whose association is
+    unknown: their permission must be read before they count)."""
     wanted = {a.upper() for a in allowed}
     out: list[Claim] = []
     for thread in threads:
         fid = finding_of(thread, ours=ours)
         if fid is None:
             continue
-        out += [Claim(fid, r.author, "command", True) for r in thread.replies if _ignores(r, fid, wanted)]
+        out += [(fid, r.author, "command") for r in thread.replies if _ignores(r, fid, wanted)]
         if thread.resolved and _human(thread.resolved_by):
-            out.append(Claim(fid, thread.resolved_by, "resolved", False))
-        out += [Claim(fid, login, "reaction", False) for login in thread.thumbs_down if _human(login)]
+            out.append((fid, thread.resolved_by, "resolved"))
+        out += [(fid, login, "reaction") for login in thread.thumbs_down if _human(login)]
     return out
 
 
@@ -101,15 +94,15 @@ def thread_dismissals(
     try:
         threads = read_threads(client, repo, number)
         found = claims(threads, ours=ours, allowed=allowed)
-        unknown = [c.by for c in found if not c.checked]
+        unknown = [by for _, by, how in found if how != "command"]
         trusted = trusted_logins(client, repo, unknown, sorted(allowed)) if unknown else frozenset()
     except GitHubError as exc:
         warn(f"imreview: dismissals: could not read the review threads: {exc}")
         return ()
     made = (
-        dismissals.dismiss(state.carried, c.finding_id, by=c.by, how=c.how)
-        for c in found
-        if c.checked or c.by in trusted
+        dismissals.dismiss(state.carried, fid, by=by, how=how)
+        for fid, by, how in found
+        if how == "command" or by in trusted
     )
     return tuple(d for d in made if d is not None)
 
