@@ -47,11 +47,8 @@ class Command:
 
 
 def parse_command(body: str) -> Command | None:
-    """The command in a comment's first non-blank line, or None when it is not one.
-
-    `/imreview` must start that line (so a quote of a command mid-comment, or one in a code block,
-    is not a command), followed by a verb and, for `ignore`, optionally a 12-hex finding id (any
-    other words are the maintainer's reason)."""
+    """The command starting a comment's first non-blank line (a quote mid-comment, or one in a code
+    block, is none); after `ignore`, a 12-hex finding id, or else the maintainer's reason."""
     for raw in body[:MAX_BODY_CHARS].replace("\r\n", "\n").split("\n"):
         line = raw.strip()
         if not line:

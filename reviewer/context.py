@@ -245,10 +245,9 @@ STAND_IN_DEFINITION_LINES = 10
 
 
 def stand_in(file: DiffFile, hunk: Hunk) -> tuple[Snippet, ...]:
-    """Context as large as this hunk can expect, without reading the repository: one definition of
-    STAND_IN_DEFINITION_LINES lines for every name its added lines use (found in another file or
-    not) and MAX_CALL_SITES call sites for every function it changes, each its own place, lines as
-    wide as STAND_IN_LINE. What a review is priced with before its context is read."""
+    """Context as large as this hunk can expect, what a review is priced with before its context is
+    read: a STAND_IN_DEFINITION_LINES definition per name it uses, MAX_CALL_SITES call sites per
+    function it changes, each its own place, of STAND_IN_LINE lines."""
     wants = _wants(hunk)
     sizes = [STAND_IN_DEFINITION_LINES] * min(len(wants.uses), MAX_NAMES)
     sizes += [2 * CALL_RADIUS + 1] * (len(wants.changes) * MAX_CALL_SITES)
@@ -339,9 +338,8 @@ class Finder:
         return hits
 
     def for_hunk(self, file: DiffFile, hunk: Hunk) -> tuple[Snippet, ...]:
-        """Snippets for one hunk, best first: the definitions of the names it uses (when a name has
-        few enough of them), then up to MAX_CALL_SITES call sites outside the hunk of each function
-        it changes."""
+        """Snippets for one hunk, best first: definitions of the names it uses (of a name with few
+        enough), and up to MAX_CALL_SITES call sites outside the hunk of each function it changes."""
         wants = self._wants_of(file.path, hunk)
         package = _package(file.path)
         family = _family(file.path)
