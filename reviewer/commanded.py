@@ -103,22 +103,11 @@ def _ignore(
     if made is None:
         why = renderer.translate("command.not_found", id=finding_id, number=event.number)
         return _refuse(client, event, renderer, why, "not_found", warn)
-    upsert_sticky(
-        client,
-        event.repo,
-        event.number,
-        body=state.with_dismissed([made]).body(visible_text(sticky.body)),
-        login=listed.login,
-        comments=listed.comments,
-    )
+    body = state.with_dismissed([made]).body(visible_text(sticky.body))
+    upsert_sticky(client, event.repo, event.number, body=body, login=listed.login, comments=listed.comments)
     _react(client, event, "eyes", warn)
-    text = renderer.translate(
-        "command.dismissed",
-        title=untrusted_line(made.title, 160),
-        id=made.id,
-        path=code_span(made.path, 200),
-        number=event.number,
-    )
+    title, path = untrusted_line(made.title, 160), code_span(made.path, 200)
+    text = renderer.translate("command.dismissed", title=title, id=made.id, path=path, number=event.number)
     return _outcome(event, renderer, text, reason="dismissed")
 
 
@@ -143,9 +132,4 @@ def _react(client: GitHubClient, event: CommentEvent, content: Reaction, warn: W
 
 
 def _outcome(event: CommentEvent, renderer: Renderer, text: str, *, reason: str) -> PrOutcome:
-    return PrOutcome(
-        number=event.number,
-        verdict="skipped",
-        summary=run_text(renderer, "command", text=text),
-        reason=reason,
-    )
+    return PrOutcome(event.number, "skipped", run_text(renderer, "command", text=text), reason=reason)
