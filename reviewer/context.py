@@ -379,8 +379,7 @@ class Finder:
 def rank(snippets: Iterable[Snippet]) -> list[Snippet]:
     """Same package first, then the most referred to, definitions before call sites."""
     return sorted(
-        snippets,
-        key=lambda s: (not s.same_package, -s.references, s.kind != "definition", s.path, s.start),
+        snippets, key=lambda s: (not s.same_package, -s.references, s.kind != "definition", s.path, s.start)
     )
 
 

@@ -43,9 +43,7 @@ def key_of(finding: Finding, texts: Mapping[int, str]) -> str | None:
     when it is not anchored on lines of the diff."""
     if finding.line is None or not finding.anchored:
         return None
-    last = (
-        finding.end_line if finding.end_line is not None and finding.end_line > finding.line else finding.line
-    )
+    last = max(finding.line, finding.line if finding.end_line is None else finding.end_line)
     span = [texts.get(n) for n in range(finding.line, last + 1)]
     if any(t is None for t in span):
         return None
