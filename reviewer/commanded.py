@@ -1,12 +1,7 @@
-"""A comment command, run: `/imreview review|full|ignore|help` on `issue_comment` and
-`pull_request_review_comment` events (docs/commands.md).
-
-Order of checks, cheapest first: a comment that is not a command (an edit, a bot's, one on an
-issue, any other text) costs no request at all. Then the base branch's config says whose commands
-count (`maintainer_associations`); a refused command gets one 👎 and its reason in the job summary,
-nothing else. An accepted one gets one 👀 and runs: a review goes through `review_pull` with the
-same budgets, reservation and `max-pr-cost-usd` as any run; `ignore` writes the dismissal into our
-signed sticky state (no model call).
+"""A comment command, run (docs/commands.md). A comment that is not a command costs no request; the
+base branch's config says whose commands count; a refused one gets one 👎 and its reason in the job
+summary; an accepted one one 👀, then a review through `review_pull` (same budgets and caps as any
+run) or, for `ignore`, the dismissal written into our signed sticky state (no model call).
 """
 
 from __future__ import annotations
@@ -87,11 +82,9 @@ def _ignore(
 ) -> PrOutcome:
     """Write the dismissal into our signed state; refuse (👎) what names no finding we hold."""
     listed = list_comments(client, event.repo, event.number)
-    sticky = (
-        find_sticky(client, event.repo, event.number, login=listed.login, comments=listed.comments)
-        if listed.comments is not None
-        else None
-    )
+    sticky = None
+    if listed.comments is not None:
+        sticky = find_sticky(client, event.repo, event.number, login=listed.login, comments=listed.comments)
     state = StickyState.parse(sticky.body) if sticky is not None else None
     if sticky is None or state is None:
         why = renderer.translate("command.no_state", number=event.number)
@@ -110,22 +103,11 @@ def _ignore(
     if made is None:
         why = renderer.translate("command.not_found", id=finding_id, number=event.number)
         return _refuse(client, event, renderer, why, "not_found", warn)
-    upsert_sticky(
-        client,
-        event.repo,
-        event.number,
-        body=state.with_dismissed([made]).body(visible_text(sticky.body)),
-        login=listed.login,
-        comments=listed.comments,
-    )
+    body = state.with_dismissed([made]).body(visible_text(sticky.body))
+    upsert_sticky(client, event.repo, event.number, body=body, login=listed.login, comments=listed.comments)
     _react(client, event, "eyes", warn)
-    text = renderer.translate(
-        "command.dismissed",
-        title=untrusted_line(made.title, 160),
-        id=made.id,
-        path=code_span(made.path, 200),
-        number=event.number,
-    )
+    title, path = untrusted_line(made.title, 160), code_span(made.path, 200)
+    text = renderer.translate("command.dismissed", title=title, id=made.id, path=path, number=event.number)
     return _outcome(event, renderer, text, reason="dismissed")
 
 
@@ -150,9 +132,4 @@ def _react(client: GitHubClient, event: CommentEvent, content: Reaction, warn: W
 
 
 def _outcome(event: CommentEvent, renderer: Renderer, text: str, *, reason: str) -> PrOutcome:
-    return PrOutcome(
-        number=event.number,
-        verdict="skipped",
-        summary=run_text(renderer, "command", text=text),
-        reason=reason,
-    )
+    return PrOutcome(event.number, "skipped", run_text(renderer, "command", text=text), reason=reason)

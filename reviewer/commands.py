@@ -1,10 +1,6 @@
-"""Comment commands (`/imreview review|full|ignore [id]|help`): read, parse and judged here, pure.
-
-A command is a comment on a pull request (`issue_comment`) or a reply in one of its review threads
-(`pull_request_review_comment`) whose first non-blank line starts with `/imreview`. Who may give
-one is the commenter's `author_association` as GitHub puts it in the payload (the commenter cannot
-set it), against a set that comes from the workflow's input or the base branch's config, never from
-the PR. Bots (ourselves included) never give commands. docs/commands.md is the user's page.
+"""Comment commands (`/imreview review|full|ignore [id]|help`, docs/commands.md): read, parsed and
+judged here, pure. Who may give one is the commenter's `author_association` as GitHub puts it in the
+payload, against a set from the workflow or the base branch's config, never from the PR; bots never.
 """
 
 from __future__ import annotations
@@ -30,7 +26,6 @@ ASSOCIATIONS: tuple[str, ...] = (
     "NONE",
 )
 """GitHub's `author_association` values (webhooks schema `author-association`)."""
-DEFAULT_ASSOCIATIONS: tuple[str, ...] = ("OWNER", "MEMBER", "COLLABORATOR")
 PREFIX = "/imreview"
 MAX_BODY_CHARS = 2_000
 """Only a comment's beginning is read: a command is one short line."""
@@ -52,38 +47,26 @@ class Command:
 
 
 def parse_command(body: str) -> Command | None:
-    """The command in a comment's first non-blank line, or None when it is not one.
-
-    `/imreview` must start that line (so a quote of a command mid-comment, or one in a code block,
-    is not a command), followed by a verb and, for `ignore`, optionally a 12-hex finding id (any
-    other words are the maintainer's reason)."""
+    """The command starting a comment's first non-blank line (a quote mid-comment, or one in a code
+    block, is none); after `ignore`, a 12-hex finding id, or else the maintainer's reason."""
     for raw in body[:MAX_BODY_CHARS].replace("\r\n", "\n").split("\n"):
         line = raw.strip()
         if not line:
             continue
         if _FENCE.match(raw):
             return None
-        words = line.split()
-        if words[0].lower() != PREFIX:
+        words = [w.lower() for w in line.split()]
+        if words[0] != PREFIX:
             return None
-        return _command(words[1:])
+        verb = words[1] if len(words) > 1 else "help"
+        if verb not in VERBS:
+            return Command(None, problem=f"unknown command {verb[:40]!r} (use {', '.join(VERBS)})")
+        if verb != "ignore" or len(words) < 3:
+            return Command(verb)  # type: ignore[arg-type]  # checked against VERBS
+        ident = words[2].lstrip("#`").rstrip("`")
+        # anything else after `ignore` is the maintainer's reason, not an id
+        return Command("ignore", finding_id=ident if _FINDING_ID.fullmatch(ident) else "")
     return None
-
-
-def _command(words: list[str]) -> Command:
-    if not words:
-        return Command("help")
-    verb = words[0].lower()
-    if verb not in VERBS:
-        return Command(None, problem=f"unknown command {verb[:40]!r} (use {', '.join(VERBS)})")
-    args = words[1:]
-    if verb != "ignore":
-        return Command(verb)  # type: ignore[arg-type]  # checked against VERBS
-    if not args:
-        return Command("ignore")
-    ident = args[0].lower().lstrip("#`").rstrip("`")
-    # anything else after `ignore` is the maintainer's reason, not an id
-    return Command("ignore", finding_id=ident if _FINDING_ID.fullmatch(ident) else "")
 
 
 @dataclass(frozen=True)
@@ -120,32 +103,23 @@ def read_comment_event(event_name: str, payload: Mapping[str, Any], *, repositor
     comment = _mapping(payload.get("comment"))
     user = _mapping(comment.get("user"))
     repo = _mapping(payload.get("repository")).get("full_name")
-    if event_name == "issue_comment":
-        issue = _mapping(payload.get("issue"))
-        number = _int(issue, "number", "issue")
-        on_pull = isinstance(issue.get("pull_request"), Mapping)
-        kind: Kind = "issue"
-        reply = None
-    else:
-        pull = _mapping(payload.get("pull_request"))
-        number = _int(pull, "number", "pull_request")
-        on_pull = True
-        kind = "review"
-        in_reply = comment.get("in_reply_to_id")
-        reply = in_reply if isinstance(in_reply, int) and not isinstance(in_reply, bool) else None
+    on_issue = event_name == "issue_comment"
+    where = "issue" if on_issue else "pull_request"
+    parent = _mapping(payload.get(where))
+    reply = comment.get("in_reply_to_id")
     body = comment.get("body")
     return CommentEvent(
-        kind=kind,
+        kind="issue" if on_issue else "review",
         action=str(payload.get("action") or ""),
         repo=repo if isinstance(repo, str) and repo else repository,
-        number=number,
-        on_pull=on_pull,
+        number=_int(parent, "number", where),
+        on_pull=not on_issue or isinstance(parent.get("pull_request"), Mapping),
         comment_id=_int(comment, "id", "comment"),
         author=str(user.get("login") or ""),
         author_type=str(user.get("type") or ""),
         association=str(comment.get("author_association") or "NONE").upper(),
         body=body if isinstance(body, str) else "",
-        reply_to=reply,
+        reply_to=reply if not on_issue and isinstance(reply, int) and not isinstance(reply, bool) else None,
     )
 
 

@@ -1,16 +1,7 @@
-"""Repository context for a unit: what the changed lines use from other files, and who calls what
-the change touches.
-
-For every hunk: the head definitions (functions, classes, constants) of the identifiers its added
-lines use, found in files other than the hunk's own; and the call sites of the functions whose
-signature or body the hunk changes. The search is by identifier, language-agnostic (no parser):
-a definition is a line that introduces the name with a definition keyword (`def`, `class`, `fn`,
-`func`, `const`, ...) or assigns it at column 0; a call site is `name(` on a line that is not a
-definition. Snippets are ranked (same package first, then how often the change refers to them) and
-the planner cuts them to `context_share` of a unit.
-
-Pure: the repository comes in through `Corpus` (git objects locally, a GraphQL batch in the
-Action); this module does no I/O.
+"""Repository context for a hunk (docs/context.md): the head definitions of the identifiers its added
+lines use, in other files, and the call sites of the functions it changes. The search is by
+identifier, no parser (`reviewer.policy` says what a definition line is). Pure: the repository comes
+in through `Corpus` (git objects locally, a GraphQL batch in the Action).
 """
 
 from __future__ import annotations
@@ -41,22 +32,13 @@ MAX_CALL_SITES = 6
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _STRING = re.compile(r"\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'|`[^`]*`")
-_SOURCE_FAMILIES: tuple[frozenset[str], ...] = (
-    frozenset({".py", ".pyi"}),
-    frozenset({".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts", ".vue", ".svelte"}),
-    frozenset({".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".hxx", ".m", ".mm"}),
-    frozenset({".java", ".kt", ".kts", ".scala", ".groovy"}),
-    frozenset({".cs", ".fs", ".vb"}),
-    frozenset({".rb", ".rake"}),
-    frozenset({".go"}),
-    frozenset({".rs"}),
-    frozenset({".php"}),
-    frozenset({".swift"}),
-    frozenset({".ex", ".exs"}),
-    frozenset({".sh", ".bash"}),
-    frozenset({".lua"}),
-    frozenset({".dart"}),
+_CALLED = re.compile(r"\.([A-Za-z_]\w*)|\b([A-Za-z_]\w*)\s*\(")
+_FAMILIES = (
+    ".py .pyi | .js .jsx .mjs .cjs .ts .tsx .mts .cts .vue .svelte | .c .h .cc .cpp .cxx .hpp .hh .hxx .m"
+    " .mm | .java .kt .kts .scala .groovy | .cs .fs .vb | .rb .rake | .go | .rs | .php | .swift | .ex .exs"
+    " | .sh .bash | .lua | .dart"
 )
+_SOURCE_FAMILIES = tuple(frozenset(family.split()) for family in _FAMILIES.split("|"))
 
 
 @dataclass(frozen=True)
@@ -82,8 +64,8 @@ class Corpus(Protocol):
 
 @dataclass(frozen=True)
 class Snippet:
-    """Head lines of another file shown to the model: a definition the change uses, or a call site
-    of a function it changes. `references` counts how often the change refers to `symbol`."""
+    """Head lines of another file shown to the model. `references` counts how often the change
+    refers to `symbol`."""
 
     path: str
     start: int
@@ -111,6 +93,10 @@ class Snippet:
         return "\n".join([head, *body])
 
 
+def _word_pattern(names: Iterable[str]) -> re.Pattern[str]:
+    return re.compile(r"\b(?:" + "|".join(re.escape(n) for n in sorted(names)) + r")\b")
+
+
 @dataclass(frozen=True)
 class MemoryCorpus:
     """A corpus over texts already read (the Action's GraphQL batch; tests)."""
@@ -121,7 +107,7 @@ class MemoryCorpus:
     def grep(self, names: Collection[str]) -> Sequence[Occurrence]:
         if not names:
             return []
-        pattern = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in sorted(names)) + r")\b")
+        pattern = _word_pattern(names)
         out: list[Occurrence] = []
         for path in sorted(self.texts):
             text = self.texts[path]
@@ -157,8 +143,7 @@ def candidate_paths(
     """Head files worth reading when they cannot be searched where they are (the Action): those in
     the changed files' languages, a file named like an identifier of the change (`money.py` for
     `billing.money`) first, then nearest directory first; at most `limit`."""
-    families = [_family(p) for p in changed]
-    suffixes = frozenset().union(*families) if families else frozenset()
+    suffixes = frozenset().union(*(_family(p) for p in changed))
     dirs = [PurePosixPath(p).parent.parts for p in changed]
 
     def distance(path: str) -> int:
@@ -194,10 +179,6 @@ def _names(text: str) -> list[str]:
     ]
 
 
-def _is_definition(name: str, occ: Occurrence) -> bool:
-    return name in defined_names(occ.path, occ.text)
-
-
 def _indent(text: str) -> int:
     expanded = text.expandtabs(4)
     return len(expanded) - len(expanded.lstrip())
@@ -227,23 +208,14 @@ def _package(path: str) -> str:
 def changed_functions(hunk: Hunk) -> list[str]:
     """Names of the definitions a hunk changes: a definition line added or removed (its signature
     changed), else the nearest definition above the first changed line (its body changed)."""
-    out: list[str] = []
-    for line in hunk.lines:
-        if line.kind != " ":
-            out += definition_names(line.text)
+    out = [name for line in hunk.lines if line.kind != " " for name in definition_names(line.text)]
     if out:
         return list(dict.fromkeys(out))
     first = next((i for i, line in enumerate(hunk.lines) if line.kind != " "), None)
     if first is None:
         return []
-    for text in [*(line.text for line in reversed(hunk.lines[:first])), hunk.header]:
-        names = definition_names(text)
-        if names:
-            return names[:1]
-    return []
-
-
-_CALLED = re.compile(r"\.([A-Za-z_]\w*)|\b([A-Za-z_]\w*)\s*\(")
+    texts = [*(line.text for line in reversed(hunk.lines[:first])), hunk.header]
+    return next((names[:1] for text in texts if (names := definition_names(text))), [])
 
 
 @dataclass(frozen=True)
@@ -258,19 +230,11 @@ class _Wants:
 
 
 def _wants(hunk: Hunk) -> _Wants:
-    uses: Counter[str] = Counter()
+    added = [line.text for line in hunk.lines if line.kind == "+"]
     changes = tuple(changed_functions(hunk))
-    own = set(changes)
-    for line in hunk.lines:
-        if line.kind == "+":
-            uses.update(_names(line.text))
-            own.update(definition_names(line.text))
-    called = frozenset(
-        m.group(1) or m.group(2)
-        for line in hunk.lines
-        if line.kind == "+"
-        for m in _CALLED.finditer(_code(line.text))
-    )
+    own = {*changes, *(n for text in added for n in definition_names(text))}
+    uses = Counter(n for text in added for n in _names(text))
+    called = frozenset(m.group(1) or m.group(2) for text in added for m in _CALLED.finditer(_code(text)))
     return _Wants({n: c for n, c in uses.items() if n not in own}, changes, called)
 
 
@@ -281,10 +245,9 @@ STAND_IN_DEFINITION_LINES = 10
 
 
 def stand_in(file: DiffFile, hunk: Hunk) -> tuple[Snippet, ...]:
-    """Context as large as this hunk can expect, without reading the repository: one definition of
-    STAND_IN_DEFINITION_LINES lines for every name its added lines use (found in another file or
-    not) and MAX_CALL_SITES call sites for every function it changes, each its own place, lines as
-    wide as STAND_IN_LINE. What a review is priced with before its context is read."""
+    """Context as large as this hunk can expect, what a review is priced with before its context is
+    read: a STAND_IN_DEFINITION_LINES definition per name it uses, MAX_CALL_SITES call sites per
+    function it changes, each its own place, of STAND_IN_LINE lines."""
     wants = _wants(hunk)
     sizes = [STAND_IN_DEFINITION_LINES] * min(len(wants.uses), MAX_NAMES)
     sizes += [2 * CALL_RADIUS + 1] * (len(wants.changes) * MAX_CALL_SITES)
@@ -308,40 +271,52 @@ def _shows(occ: Occurrence, name: str, file: DiffFile, wants: _Wants) -> bool:
 
 
 class Finder:
-    """Context for every hunk of a change from one search of the corpus, made on first use."""
+    """Context for every hunk of a change from one search of the corpus (the MAX_NAMES names the
+    hunks use or change most often)."""
 
     def __init__(self, files: Sequence[DiffFile], corpus: Corpus) -> None:
-        self.files = files
         self.corpus = corpus
         self._wants: dict[tuple[str, int], _Wants] = {}
-        self._searched = False
-        self._definitions: dict[str, list[Occurrence]] = {}
-        self._calls: dict[str, list[Occurrence]] = {}
-        self._texts: dict[str, list[str] | None] = {}
-        self._related: dict[tuple[str, str, frozenset[str]], list[Occurrence]] = {}
-        self._sites: dict[tuple[str, frozenset[str], str], list[Occurrence]] = {}
-        self._by_path: dict[tuple[str, frozenset[str]], dict[str, list[Occurrence]]] = {}
+        counts: Counter[str] = Counter()
+        for f in files:
+            for h in f.hunks:
+                w = self._wants_of(f.path, h)
+                counts.update(w.uses)
+                counts.update(w.changes)
+        hits = self._grep(sorted(counts, key=lambda n: (-counts[n], n))[:MAX_NAMES])
+        changed = {n for w in self._wants.values() for n in w.changes}
+        self._found: dict[SnippetKind, dict[str, list[Occurrence]]] = {
+            "definition": {
+                n: [o for o in found if n in defined_names(o.path, o.text)] for n, found in hits.items()
+            },
+            "call_site": {
+                n: [
+                    o
+                    for o in hits[n]
+                    if re.search(rf"\b{re.escape(n)}\s*\(", _code(o.text))
+                    and n not in defined_names(o.path, o.text)
+                ]
+                for n in changed
+                if n in hits
+            },
+        }
+        self._lines = functools.cache(
+            lambda path: None if (text := corpus.read(path)) is None else text.splitlines()
+        )
+        self._in_family = functools.cache(self._of_family)
+        self._ordered_sites = functools.cache(self._sorted_sites)
 
-    def _in_family(self, kind: str, name: str, family: frozenset[str]) -> list[Occurrence]:
-        """`kind` ("definitions" or "calls") of `name` in code of the hunk's language family (prose
-        and other languages reuse the same words); filtered once per name and family, so each hunk
-        does not walk every occurrence again (a name defined in every file of a large PR)."""
-        key = (kind, name, family)
-        if key not in self._related:
-            found = (self._definitions if kind == "definitions" else self._calls).get(name, ())
-            self._related[key] = [occ for occ in found if not family or _family(occ.path) == family]
-        return self._related[key]
+    def _of_family(self, kind: SnippetKind, name: str, family: frozenset[str]) -> list[Occurrence]:
+        """Definitions or call sites of `name` in code of the hunk's language family (prose and other
+        languages reuse the same words), filtered once per name and family (cached in __init__)."""
+        return [occ for occ in self._found[kind].get(name, ()) if not family or _family(occ.path) == family]
 
-    def _ordered_sites(self, name: str, family: frozenset[str], package: str) -> list[Occurrence]:
-        """Call sites of `name` in the family, the hunk's own package first, tests last: sorted
-        once per name, family and package."""
-        key = (name, family, package)
-        if key not in self._sites:
-            self._sites[key] = sorted(
-                self._in_family("calls", name, family),
-                key=lambda occ: (_package(occ.path) != package, is_test_path(occ.path), occ.path, occ.line),
-            )
-        return self._sites[key]
+    def _sorted_sites(self, name: str, family: frozenset[str], package: str) -> list[Occurrence]:
+        """Call sites of `name` in the family, the hunk's own package first, tests last."""
+        return sorted(
+            self._in_family("call_site", name, family),
+            key=lambda occ: (_package(occ.path) != package, is_test_path(occ.path), occ.path, occ.line),
+        )
 
     def _wants_of(self, path: str, hunk: Hunk) -> _Wants:
         key = (path, hunk.index)
@@ -349,138 +324,68 @@ class Finder:
             self._wants[key] = _wants(hunk)
         return self._wants[key]
 
-    def _own_sites(self, name: str, family: frozenset[str], path: str) -> list[Occurrence]:
-        """The call sites of `name` in file `path` (grouped once per name and family)."""
-        key = (name, family)
-        if key not in self._by_path:
-            grouped: dict[str, list[Occurrence]] = {}
-            for occ in self._in_family("calls", name, family):
-                grouped.setdefault(occ.path, []).append(occ)
-            self._by_path[key] = grouped
-        return self._by_path[key].get(path, [])
-
-    def _search(self) -> None:
-        if self._searched:
-            return
-        hits = self._grep(self._most_wanted())
-        changed = {n for w in self._wants.values() for n in w.changes}
-        self._definitions = {n: [o for o in found if _is_definition(n, o)] for n, found in hits.items()}
-        self._calls = {
-            n: [
-                o
-                for o in hits[n]
-                if re.search(rf"\b{re.escape(n)}\s*\(", _code(o.text)) and not _is_definition(n, o)
-            ]
-            for n in changed
-            if n in hits
-        }
-        self._searched = True
-
-    def _most_wanted(self) -> list[str]:
-        """The MAX_NAMES names the hunks use or change most often."""
-        counts: Counter[str] = Counter()
-        for f in self.files:
-            for h in f.hunks:
-                w = self._wants_of(f.path, h)
-                counts.update(w.uses)
-                counts.update(w.changes)
-        return sorted(counts, key=lambda n: (-counts[n], n))[:MAX_NAMES]
-
     def _grep(self, names: list[str]) -> dict[str, list[Occurrence]]:
         """Every searchable line of the corpus that holds one of `names`, by name."""
         hits: dict[str, list[Occurrence]] = {n: [] for n in names}
         if not names:
             return hits
-        pattern = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b")
+        pattern = _word_pattern(names)
         for occ in self.corpus.grep(names):
-            if not searchable(occ.path):
-                continue
-            for n in dict.fromkeys(pattern.findall(occ.text)):
-                if n in hits:
-                    hits[n].append(occ)
+            if searchable(occ.path):
+                for n in dict.fromkeys(pattern.findall(occ.text)):
+                    if n in hits:
+                        hits[n].append(occ)
         return hits
 
-    def _lines(self, path: str) -> list[str] | None:
-        if path not in self._texts:
-            text = self.corpus.read(path)
-            self._texts[path] = None if text is None else text.splitlines()
-        return self._texts[path]
-
     def for_hunk(self, file: DiffFile, hunk: Hunk) -> tuple[Snippet, ...]:
-        """Snippets for one hunk, best first."""
-        self._search()
+        """Snippets for one hunk, best first: definitions of the names it uses (of a name with few
+        enough), and up to MAX_CALL_SITES call sites outside the hunk of each function it changes."""
         wants = self._wants_of(file.path, hunk)
         package = _package(file.path)
         family = _family(file.path)
-        out: dict[tuple[str, int], Snippet] = {}
-        for snippet in (
-            *self._definitions_used(file, wants, family, package),
-            *self._call_sites_of(file, hunk, wants, family, package),
-        ):
-            out.setdefault(snippet.key, snippet)
-        return tuple(rank(out.values()))
-
-    def _definitions_used(
-        self, file: DiffFile, wants: _Wants, family: frozenset[str], package: str
-    ) -> list[Snippet]:
-        """The definitions of the names the hunk uses, when a name has few enough of them."""
-        out: list[Snippet] = []
-        for name, refs in wants.uses.items():
-            defined = self._in_family("definitions", name, family)
-            if len(defined) > MAX_DEFINITIONS:
-                continue
-            for occ in defined:
-                if _shows(occ, name, file, wants):
-                    snippet = self._definition(occ, name, refs, package)
-                    if snippet is not None:
-                        out.append(snippet)
-        return out
-
-    def _call_sites_of(
-        self, file: DiffFile, hunk: Hunk, wants: _Wants, family: frozenset[str], package: str
-    ) -> list[Snippet]:
-        """Up to MAX_CALL_SITES call sites of each function the hunk changes, outside the hunk."""
-        out: list[Snippet] = []
         span = range(hunk.new_start, hunk.new_start + max(hunk.new_len, 1))
+        found: list[tuple[Occurrence, str, int, SnippetKind]] = []
+        for name, refs in wants.uses.items():
+            defined = self._in_family("definition", name, family)
+            if len(defined) <= MAX_DEFINITIONS:
+                found += [
+                    (occ, name, refs, "definition") for occ in defined if _shows(occ, name, file, wants)
+                ]
         for name in wants.changes:
             ordered = self._ordered_sites(name, family, package)
-            own = sum(1 for occ in self._own_sites(name, family, file.path) if occ.line in span)
             sites = [occ for occ in ordered if not (occ.path == file.path and occ.line in span)]
-            for occ in sites[:MAX_CALL_SITES]:
-                snippet = self._call_site(occ, name, len(ordered) - own, package)
-                if snippet is not None:
-                    out.append(snippet)
-        return out
+            found += [(occ, name, len(sites), "call_site") for occ in sites[:MAX_CALL_SITES]]
+        out: dict[tuple[str, int], Snippet] = {}
+        for occ, name, refs, kind in found:
+            snippet = self._snippet(occ, name, refs, kind, package)
+            if snippet is not None:
+                out.setdefault(snippet.key, snippet)
+        return tuple(rank(out.values()))
 
-    def _definition(self, occ: Occurrence, name: str, refs: int, package: str) -> Snippet | None:
-        lines = self._lines(occ.path)
+    def _snippet(
+        self, occ: Occurrence, name: str, refs: int, kind: SnippetKind, package: str
+    ) -> Snippet | None:
+        lines: list[str] | None = self._lines(occ.path)
         if lines is None or occ.line > len(lines):
             return None
-        shown, cut = _block(lines, occ.line - 1)
-        return Snippet(
-            occ.path, occ.line, shown, "definition", name, refs, _package(occ.path) == package, cut
-        )
-
-    def _call_site(self, occ: Occurrence, name: str, refs: int, package: str) -> Snippet | None:
-        lines = self._lines(occ.path)
-        if lines is None or occ.line > len(lines):
-            return None
-        start = max(1, occ.line - CALL_RADIUS)
-        stop = min(len(lines), occ.line + CALL_RADIUS)
-        shown = tuple(lines[start - 1 : stop])
-        return Snippet(occ.path, start, shown, "call_site", name, refs, _package(occ.path) == package)
+        if kind == "definition":
+            start, (shown, cut) = occ.line, _block(lines, occ.line - 1)
+        else:
+            start, cut = max(1, occ.line - CALL_RADIUS), 0
+            shown = tuple(lines[start - 1 : min(len(lines), occ.line + CALL_RADIUS)])
+        return Snippet(occ.path, start, shown, kind, name, refs, _package(occ.path) == package, cut)
 
 
 def rank(snippets: Iterable[Snippet]) -> list[Snippet]:
     """Same package first, then the most referred to, definitions before call sites."""
     return sorted(
-        snippets,
-        key=lambda s: (not s.same_package, -s.references, s.kind != "definition", s.path, s.start),
+        snippets, key=lambda s: (not s.same_package, -s.references, s.kind != "definition", s.path, s.start)
     )
 
 
 def merge(groups: Iterable[Sequence[Snippet]]) -> list[Snippet]:
-    """The snippets of several hunks for one unit: one per place, references summed, ranked."""
+    """The snippets of several hunks for one unit: one per place, references summed, ranked; a
+    snippet inside another one of the same file adds nothing."""
     merged: dict[tuple[str, int], Snippet] = {}
     for group in groups:
         for s in group:
@@ -490,19 +395,13 @@ def merge(groups: Iterable[Sequence[Snippet]]) -> list[Snippet]:
                 if seen is None
                 else _absorbed(seen, s, lines=max(seen.lines, s.lines, key=len), cut=min(seen.cut, s.cut))
             )
-    return rank(_without_overlaps(merged.values()))
-
-
-def _without_overlaps(snippets: Iterable[Snippet]) -> list[Snippet]:
-    """A snippet inside another one of the same file adds nothing."""
-    items = sorted(snippets, key=lambda s: (s.path, s.start, -len(s.lines)))
     out: list[Snippet] = []
-    for s in items:
+    for s in sorted(merged.values(), key=lambda s: (s.path, s.start, -len(s.lines))):
         if out and out[-1].path == s.path and s.end <= out[-1].end:
             out[-1] = _absorbed(out[-1], s)
-            continue
-        out.append(s)
-    return out
+        else:
+            out.append(s)
+    return rank(out)
 
 
 def _absorbed(keep: Snippet, other: Snippet, **changes: Any) -> Snippet:

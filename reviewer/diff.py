@@ -1,15 +1,8 @@
 """Unified diffs → files → hunks → lines, and which lines can carry an inline comment.
 
-Numbering, for the hunk ``@@ -10,3 +10,4 @@``::
-
-    ' ctx'      old=10  new=10   RIGHT-commentable (context)
-    '-gone'     old=11  new=None LEFT-commentable (removed)
-    '+fresh'    old=None new=11  RIGHT-commentable (added)
-    '+more'     old=None new=12  RIGHT-commentable (added)
-    ' ctx'      old=12  new=13   RIGHT-commentable (context)
-
-GitHub accepts an inline comment only on a line of a hunk: RIGHT for added and context lines
-(new numbers), LEFT for removed lines (old numbers). A range must sit inside one hunk.
+Numbering, for the hunk ``@@ -10,3 +10,4 @@``: a context line has both numbers (10/10), a removed
+line only its old one (11), an added line only its new one (11, 12). GitHub accepts an inline comment
+only on a line of one hunk: RIGHT on added and context lines (new numbers), LEFT on removed lines.
 """
 
 from __future__ import annotations
@@ -18,9 +11,10 @@ import dataclasses
 import gc
 import itertools
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
+from functools import cached_property
+from typing import TYPE_CHECKING, Literal, get_args
 
 from reviewer.errors import PatchError
 
@@ -33,43 +27,8 @@ FileStatus = Literal["added", "modified", "removed", "renamed", "copied"]
 _SUBMODULE_MODE = "160000"
 _MODE_LINE = re.compile(r"^(old|new|new file|deleted file) mode (\d+)")
 _INDEX_MODE = re.compile(r"^index [0-9a-f]+\.\.[0-9a-f]+ (\d+)")
-_COPY_FROM = re.compile(r"^copy from ")
-_GITHUB_STATUS: Mapping[str, FileStatus] = {
-    "added": "added",
-    "removed": "removed",
-    "modified": "modified",
-    "renamed": "renamed",
-    "copied": "copied",
-    "changed": "modified",
-    "unchanged": "modified",
-}
-
-
-_T = TypeVar("_T")
-
-
-class _computed_once(Generic[_T]):
-    """functools.cached_property without its lock (Python < 3.12 takes one per first read, and a large
-    diff has tens of thousands of hunks): the value lands in the instance's __dict__ and shadows this."""
-
-    def __init__(self, func: Callable[[Any], _T]) -> None:
-        self.func = func
-        self.name = func.__name__
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, instance: None, owner: type) -> _computed_once[_T]: ...
-
-    @overload
-    def __get__(self, instance: object, owner: type) -> _T: ...
-
-    def __get__(self, instance: object | None, owner: type) -> _T | _computed_once[_T]:
-        if instance is None:
-            return self
-        value = instance.__dict__[self.name] = self.func(instance)
-        return value
+_GITHUB_STATUS: Mapping[str, FileStatus] = {s: s for s in get_args(FileStatus)}
+"""GitHub's file statuses we keep; any other (`changed`, `unchanged`) is a modification."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +49,11 @@ class Hunk:
     header: str
     lines: tuple[DiffLine, ...]
 
-    @_computed_once
+    @cached_property
     def added(self) -> int:
         return sum(1 for line in self.lines if line.kind == "+")
 
-    @_computed_once
+    @cached_property
     def removed(self) -> int:
         return sum(1 for line in self.lines if line.kind == "-")
 
@@ -103,7 +62,6 @@ class Hunk:
         return self.new_start + max(self.new_len, 1) - 1
 
     def text(self) -> str:
-        """The hunk as a unified-diff fragment, header included."""
         head = f"@@ -{self.old_start},{self.old_len} +{self.new_start},{self.new_len} @@"
         if self.header:
             head += f" {self.header}"
@@ -126,11 +84,11 @@ class DiffFile:
     unusable: str = ""
     """Why a patch that was sent could not be used (`not_a_diff`); the file is then `has_patch=False`."""
 
-    @_computed_once
+    @cached_property
     def additions(self) -> int:
         return sum(h.added for h in self.hunks)
 
-    @_computed_once
+    @cached_property
     def deletions(self) -> int:
         return sum(h.removed for h in self.hunks)
 
@@ -141,66 +99,46 @@ class DiffFile:
     def added_lines(self) -> Iterable[DiffLine]:
         return self._added_lines
 
-    @_computed_once
+    @cached_property
     def _added_lines(self) -> tuple[DiffLine, ...]:
         """Every rule and the planner walk the added lines; collect them once per file."""
         return tuple([line for hunk in self.hunks for line in hunk.lines if line.kind == "+"])
 
-    @_computed_once
+    @cached_property
     def added_text(self) -> str:
-        """The added lines' texts joined by newlines, for checks that scan them all at once."""
         return "\n".join([line.text for line in self.added_lines()])
 
-    @_computed_once
+    @cached_property
     def longest_added(self) -> int:
-        """The length of the longest added line (0 without one)."""
         return max([len(line.text) for line in self.added_lines()], default=0)
-
-
-def _clean(value: str) -> str:
-    return value.rstrip("\n").rstrip("\r")
 
 
 def _strip_prefix(name: str) -> str:
     name = name.rstrip("\t")
-    if name.startswith(("a/", "b/")):
-        return name[2:]
-    return name
+    return name[2:] if name.startswith(("a/", "b/")) else name
 
 
 def _file_from_unidiff(patched: unidiff.PatchedFile) -> DiffFile:
-    hunks = tuple(_hunk(i, h) for i, h in enumerate(patched))
+    hunks: list[Hunk] = []
+    for h in patched:
+        lines = [
+            DiffLine(x.line_type, x.source_line_no, x.target_line_no, x.value.rstrip("\n").rstrip("\r"))
+            for x in h
+            if x.line_type in ("+", "-", " ")
+        ]
+        counts = (h.source_start, h.source_length, h.target_start, h.target_length)
+        hunks.append(Hunk(len(hunks), *counts, (h.section_header or "").strip(), tuple(lines)))
     info = [str(line).rstrip("\n") for line in (patched.patch_info or [])]
-    return _diff_file(info, patched.source_file, patched.target_file, hunks, bool(patched.is_binary_file))
-
-
-def _diff_file(
-    info: Sequence[str],
-    source_file: str | None,
-    target_file: str | None,
-    hunks: tuple[Hunk, ...],
-    binary: bool,
-) -> DiffFile:
-    """A file from its header lines (`diff --git`, modes, renames), its ---/+++ names and its hunks,
-    decided as unidiff's PatchedFile decides added / removed / renamed."""
-    old_mode, new_mode, submodule = _modes(info)
-    copied = any(_COPY_FROM.match(line) for line in info)
-    status, path, old_path = _status(source_file, target_file, hunks, copied=copied)
-    return DiffFile(
-        path=path,
-        status=status,
-        hunks=hunks,
-        old_path=old_path,
-        binary=binary,
-        has_patch=True,
-        old_mode=old_mode,
-        new_mode=new_mode,
-        submodule=submodule,
+    return _diff_file(
+        info, patched.source_file, patched.target_file, tuple(hunks), bool(patched.is_binary_file)
     )
 
 
-def _modes(info: Sequence[str]) -> tuple[str | None, str | None, bool]:
-    """(old mode, new mode, whether either is a submodule's) from a file's header lines."""
+def _diff_file(
+    info: Sequence[str], source: str | None, target: str | None, hunks: tuple[Hunk, ...], binary: bool
+) -> DiffFile:
+    """A file from its header lines (`diff --git`, modes, renames), its ---/+++ names and its hunks;
+    added / removed / copied / renamed decided as unidiff's PatchedFile decides them."""
     old_mode = new_mode = None
     submodule = False
     for line in info:
@@ -214,44 +152,27 @@ def _modes(info: Sequence[str]) -> tuple[str | None, str | None, bool]:
         elif m := _INDEX_MODE.match(line):
             old_mode = new_mode = m.group(1)
             submodule = submodule or m.group(1) == _SUBMODULE_MODE
-    return old_mode, new_mode, submodule
+    path, status, old_path = _status(
+        source, target, hunks, copied=any(x.startswith("copy from ") for x in info)
+    )
+    return DiffFile(path, status, hunks, old_path, binary, True, old_mode, new_mode, submodule)
 
 
 def _status(
-    source_file: str | None, target_file: str | None, hunks: tuple[Hunk, ...], *, copied: bool
-) -> tuple[FileStatus, str, str | None]:
-    """(status, path, old path), as unidiff's PatchedFile decides them."""
-    source = _strip_prefix(source_file or "")
-    target = _strip_prefix(target_file or "")
-    one_hunk = hunks[0] if len(hunks) == 1 else None
-    if source_file == _DEV_NULL or (one_hunk is not None and one_hunk.old_start == one_hunk.old_len == 0):
-        return "added", target, None
-    if target_file == _DEV_NULL or (one_hunk is not None and one_hunk.new_start == one_hunk.new_len == 0):
-        return "removed", source, None
+    source: str | None, target: str | None, hunks: tuple[Hunk, ...], *, copied: bool
+) -> tuple[str, FileStatus, str | None]:
+    """(path, status, old path), as unidiff's PatchedFile decides them."""
+    old, new = _strip_prefix(source or ""), _strip_prefix(target or "")
+    one = hunks[0] if len(hunks) == 1 else None
+    if source == _DEV_NULL or (one is not None and one.old_start == one.old_len == 0):
+        return new, "added", None
+    if target == _DEV_NULL or (one is not None and one.new_start == one.new_len == 0):
+        return old, "removed", None
     if copied:
-        return "copied", target, source
-    if (source_file or "")[2:] != (target_file or "")[2:]:
-        return "renamed", target, source
-    return "modified", target or source, None
-
-
-def _hunk(index: int, hunk: unidiff.Hunk) -> Hunk:
-    lines = tuple(
-        DiffLine(
-            kind=line.line_type, old=line.source_line_no, new=line.target_line_no, text=_clean(line.value)
-        )
-        for line in hunk
-        if line.line_type in ("+", "-", " ")
-    )
-    return Hunk(
-        index=index,
-        old_start=hunk.source_start,
-        old_len=hunk.source_length,
-        new_start=hunk.target_start,
-        new_len=hunk.target_length,
-        header=(hunk.section_header or "").strip(),
-        lines=lines,
-    )
+        return new, "copied", old
+    if (source or "")[2:] != (target or "")[2:]:
+        return new, "renamed", old
+    return new or old, "modified", None
 
 
 def decode(raw: bytes | str) -> str:
@@ -331,11 +252,8 @@ _BINARY = re.compile(
 
 
 def _parse_fast(text: str) -> tuple[DiffFile, ...]:
-    """`git diff` output read in one pass, one object per line (unidiff's header pass plus a hunk
-    reader took twice as long on 3,000 files, unidiff's full parse far longer). It takes only the
-    shapes git writes (a `diff --git` header, its mode / rename / index lines, ---/+++, hunks,
-    `\\ No newline` markers) and reads them exactly as unidiff's full parse does; anything else
-    raises `_Unusual` and unidiff decides."""
+    """`git diff` output read in one pass (unidiff's full parse takes over twice as long): only the
+    shapes git writes, read exactly as unidiff reads them; anything else raises `_Unusual`."""
     strip_cr = "\r" in text
     out: list[DiffFile] = []
     current: _FileReader | None = None
@@ -383,10 +301,12 @@ class _FileReader:
         elif _DELETED_FILE.match(line):
             self.target = _DEV_NULL
         elif line.startswith("--- ") and (m := _SOURCE_NAME.match(line)):
-            _same_name(m.group("filename"), self.source, "--- names another file")
+            if m.group("filename") != self.source:
+                raise _Unusual("--- names another file")
             return False
         elif line.startswith("+++ ") and (m := _TARGET_NAME.match(line)):
-            _same_name(m.group("filename"), self.target, "+++ names another file")
+            if m.group("filename") != self.target:
+                raise _Unusual("+++ names another file")
             return False
         elif not line or line == "GIT binary patch" or line.startswith("\\ No newline at end of file"):
             raise _Unusual("an empty line, marker or binary patch before any hunk")
@@ -397,11 +317,6 @@ class _FileReader:
 
     def file(self) -> DiffFile:
         return _diff_file(self.info, self.source, self.target, tuple(self.hunks), self.binary)
-
-
-def _same_name(named: str, expected: str | None, problem: str) -> None:
-    if named != expected:
-        raise _Unusual(problem)
 
 
 _CHUNK = 1 << 20
@@ -457,7 +372,7 @@ def _read_hunk(lines: Iterator[str], h: re.Match[str], index: int, strip_cr: boo
     if new != new_end or old != old_end:
         raise _Unusual("hunk longer than its header says")
     if strip_cr:
-        body = _without_cr(body)
+        body = [DiffLine(ln.kind, ln.old, ln.new, ln.text.rstrip("\r")) for ln in body]
     hunk = Hunk(index, old_start, old_len, new_start, new_len, header=h.group(5).strip(), lines=tuple(body))
     # every line is + (new side), - (old side) or context (both), and both sides hold their counts:
     hunk.__dict__["added"], hunk.__dict__["removed"] = len(body) - old_len, len(body) - new_len
@@ -473,13 +388,6 @@ def _counts(h: re.Match[str]) -> tuple[int, int, int, int]:
     return int(h.group(1)), old_len, int(h.group(3)), new_len
 
 
-def _without_cr(body: list[DiffLine]) -> list[DiffLine]:
-    return [
-        DiffLine(line.kind, line.old, line.new, line.text.rstrip("\r")) if line.text.endswith("\r") else line
-        for line in body
-    ]
-
-
 def parse_github_file(
     *,
     filename: str,
@@ -488,12 +396,9 @@ def parse_github_file(
     previous_filename: str | None = None,
     changes: int | None = None,
 ) -> DiffFile:
-    """One entry of GitHub's PR files list; its `patch` has no ---/+++ headers, so add them.
-
-    GitHub omits `patch` for binaries and huge diffs (listed, not guessed) but also for a rename
-    with no edits (`changes: 0`), which is complete with zero hunks. A `patch` that holds no hunk
-    (text that is not a diff, binary junk) is not guessed at either: `unusable="not_a_diff"`.
-    """
+    """One entry of GitHub's PR files list. GitHub omits `patch` for binaries and huge diffs (listed,
+    not guessed) but also for a rename with no edits (`changes: 0`, complete with zero hunks); a
+    `patch` that holds no hunk (not a diff, binary junk) is not guessed at: `unusable="not_a_diff"`."""
     mapped = _GITHUB_STATUS.get(status, "modified")
     if patch is None:
         pure_move = mapped in ("renamed", "copied") and changes == 0 and previous_filename is not None
@@ -503,38 +408,25 @@ def parse_github_file(
     except PatchError:
         files = ()
     if patch.strip() and not (files and (files[0].hunks or files[0].binary)):
-        return DiffFile(
-            path=filename, status=mapped, old_path=previous_filename, has_patch=False, unusable="not_a_diff"
-        )
+        return DiffFile(filename, mapped, old_path=previous_filename, has_patch=False, unusable="not_a_diff")
     if not files:
         return DiffFile(path=filename, status=mapped, old_path=previous_filename)
-    parsed = files[0]
-    return DiffFile(
-        path=filename,
-        status=mapped,
-        hunks=parsed.hunks,
-        old_path=previous_filename if mapped in ("renamed", "copied") else None,
-        binary=parsed.binary,
-    )
+    moved = mapped in ("renamed", "copied")
+    return DiffFile(filename, mapped, files[0].hunks, previous_filename if moved else None, files[0].binary)
 
 
 def _github_text(mapped: FileStatus, patch: str, *, renamed_from: str | None) -> str:
-    """The `git diff` text of one GitHub patch, under made-up names.
-
-    The names come from GitHub's entry, not from the text: headers with the real names would let
-    a name holding a newline or a tab (git allows both) rewrite the diff that is parsed."""
+    """The `git diff` text of one GitHub patch under made-up names: the real ones, holding a newline
+    or a tab (git allows both), would rewrite the diff that is parsed."""
     src = "/dev/null" if mapped == "added" else "a/old"
     dst = "/dev/null" if mapped == "removed" else "b/new"
     header = "diff --git a/old b/new\n"
     if mapped in ("renamed", "copied") and renamed_from:
         verb = "rename" if mapped == "renamed" else "copy"
         header += f"{verb} from old\n{verb} to new\n"
-    header += _GITHUB_MODE_LINE.get(mapped, "")
+    header += {"added": "new file mode 100644\n", "removed": "deleted file mode 100644\n"}.get(mapped, "")
     body = patch if patch.endswith("\n") else patch + "\n"
     return f"{header}--- {src}\n+++ {dst}\n{body}" if patch.strip() else header
-
-
-_GITHUB_MODE_LINE = {"added": "new file mode 100644\n", "removed": "deleted file mode 100644\n"}
 
 
 @dataclass(frozen=True)

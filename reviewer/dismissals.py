@@ -1,11 +1,7 @@
-"""Dismissal memory: findings a maintainer rejected on a PR, and never raising them again. Pure.
-
-A finding is dismissed by a maintainer's `/imreview ignore` (in its thread, or on the PR with its
-id), by resolving its review thread, or by a 👎 on its inline comment. What is remembered is a
-**dismissal key** that survives line moves: the rule id (rule findings) or the normalised title
-(model findings), plus a whitespace-insensitive hash of the code lines the finding sits on (the
-fingerprint `reviewer.incremental` already keeps for carried findings). The keys live in the signed
-sticky state (`reviewer.state.StickyState.dismissed`), so a forged state changes nothing.
+"""Dismissal memory: findings a maintainer rejected on a PR (`/imreview ignore`, a resolved thread,
+a 👎 on the inline comment), never raised again. Pure. A **dismissal key** survives line moves: the
+rule id (rule findings) or the normalised title (model findings), with a whitespace-insensitive hash
+of the lines the finding sits on. Keys live in the signed sticky state, so a forged one changes nothing.
 """
 
 from __future__ import annotations
@@ -21,25 +17,20 @@ from reviewer.diff import DiffFile
 from reviewer.findings import line_texts
 from reviewer.incremental import TITLE_CHARS, CarriedFinding, fingerprint
 from reviewer.policy import glob_regex
-from reviewer.report import DISMISSAL_HOWS as HOWS
 from reviewer.report import Dismissal, DismissalHow, Finding
 
-__all__ = ["HOWS", "Dismissal", "apply", "dismiss", "dismissal_key", "merged"]
+__all__ = ["Dismissal", "apply", "dismiss", "dismissal_key", "merged"]
 MAX_DISMISSED = 100
 """Dismissals a state keeps (newest kept): bounds the sticky marker."""
 _WORDS = re.compile(r"[^\w]+")
 _WS = re.compile(r"\s+")
 
 
-def normalised_title(title: str) -> str:
-    """Lower case, words only, single spaces: "Division by zero!" and "division  by zero" agree."""
-    cut = _WS.sub(" ", title).strip()[:TITLE_CHARS]
-    return _WORDS.sub(" ", cut.lower()).strip()
-
-
 def dismissal_key(*, rule: str, title: str, lines: str) -> str:
-    """12 hex: the rule id, or else the normalised title, with the fingerprint of the lines."""
-    what = f"rule\0{rule}" if rule else f"title\0{normalised_title(title)}"
+    """12 hex: the rule id, or else the title (lower case, words only, single spaces: "Division by
+    zero!" and "division  by zero" agree), with the fingerprint of the lines."""
+    title = _WORDS.sub(" ", _WS.sub(" ", title).strip()[:TITLE_CHARS].lower()).strip()
+    what = f"rule\0{rule}" if rule else f"title\0{title}"
     return hashlib.sha256(f"imreview-dismissal-v1\0{what}\0{lines}".encode()).hexdigest()[:12]
 
 
@@ -47,18 +38,12 @@ def _rule(source: str) -> str:
     return source.partition(":")[2] if source.startswith("rule:") else ""
 
 
-def key_of_carried(c: CarriedFinding) -> str:
-    return dismissal_key(rule="", title=c.title, lines=c.fingerprint)
-
-
 def key_of(finding: Finding, texts: Mapping[int, str]) -> str | None:
     """The finding's key from the lines it sits on (`texts`: its file's side, by line), or None
     when it is not anchored on lines of the diff."""
     if finding.line is None or not finding.anchored:
         return None
-    last = (
-        finding.end_line if finding.end_line is not None and finding.end_line > finding.line else finding.line
-    )
+    last = max(finding.line, finding.line if finding.end_line is None else finding.end_line)
     span = [texts.get(n) for n in range(finding.line, last + 1)]
     if any(t is None for t in span):
         return None
@@ -73,7 +58,8 @@ def dismiss(
     match = next((c for c in carried if c.id == finding_id), None)
     if match is None:
         return None
-    return Dismissal(key_of_carried(match), match.id, match.title, match.path, by, how)
+    key = dismissal_key(rule="", title=match.title, lines=match.fingerprint)
+    return Dismissal(key, match.id, match.title, match.path, by, how)
 
 
 def merged(earlier: Iterable[Dismissal], new: Iterable[Dismissal]) -> tuple[Dismissal, ...]:
@@ -88,53 +74,44 @@ def merged(earlier: Iterable[Dismissal], new: Iterable[Dismissal]) -> tuple[Dism
 class Filtered:
     kept: tuple[Finding, ...]
     dropped: tuple[Finding, ...]
+    listed: tuple[Dismissal, ...] = ()
+    """The `config` dismissals of the dropped findings (`ignored_by_config`)."""
 
 
 def apply(
     findings: Sequence[Finding], dismissed: Collection[Dismissal], files: Sequence[DiffFile]
 ) -> Filtered:
     """The findings without the dismissed ones (by key, or by the id a dismissal recorded)."""
-    if not dismissed:
-        return Filtered(tuple(findings), ())
     keys = {d.key for d in dismissed}
     ids = {d.id for d in dismissed}
-    key_in = _key_reader(files)
-    kept: list[Finding] = []
-    dropped: list[Finding] = []
-    for f in findings:
-        key = key_in(f)
-        (dropped if f.id in ids or (key is not None and key in keys) else kept).append(f)
-    return Filtered(tuple(kept), tuple(dropped))
-
-
-def _key_reader(files: Sequence[DiffFile]) -> Callable[[Finding], str | None]:
-    """A finding's key from its file's lines in the diff (read once per path and side); None when
-    its file is not in the diff."""
-    by_path = {f.path: f for f in files}
-    texts = functools.cache(lambda path, side: line_texts(by_path[path], side))
-    return lambda f: key_of(f, texts(f.path, f.side)) if f.path in by_path else None
+    return _split(findings, files, lambda f, key: f.id in ids or key in keys)
 
 
 def ignored_by_config(
     findings: Sequence[Finding], rules: Sequence[IgnoreRule], files: Sequence[DiffFile]
-) -> tuple[Filtered, tuple[Dismissal, ...]]:
+) -> Filtered:
     """The findings the base branch's `ignore:` list leaves out (by rule id, path glob or dismissal
-    key), and each as a `config` dismissal for the comment's folded list."""
-    if not rules:
-        return Filtered(tuple(findings), ()), ()
-    key_in = _key_reader(files)
+    key), each listed as a `config` dismissal for the comment's folded list."""
+    return _split(findings, files, lambda f, key: next((r for r in rules if _ignores(r, f, key)), None))
+
+
+def _split(
+    findings: Sequence[Finding], files: Sequence[DiffFile], drops: Callable[[Finding, str | None], object]
+) -> Filtered:
+    """Findings kept and dropped by `drops(finding, its key)`; a finding's key comes from its file's
+    lines in the diff (read once per path and side), None when its file is not in the diff."""
+    by_path = {f.path: f for f in files}
+    texts = functools.cache(lambda path, side: line_texts(by_path[path], side))
     kept: list[Finding] = []
     dropped: list[Finding] = []
     listed: list[Dismissal] = []
     for f in findings:
-        key = key_in(f)
-        rule = next((r for r in rules if _ignores(r, f, key)), None)
-        if rule is None:
-            kept.append(f)
-            continue
-        dropped.append(f)
-        listed.append(Dismissal(key or f.id, f.id, f.title[:160], f.path, rule.reason[:60], "config"))
-    return Filtered(tuple(kept), tuple(dropped)), tuple(listed)
+        key = key_of(f, texts(f.path, f.side)) if f.path in by_path else None
+        why = drops(f, key)
+        (dropped if why else kept).append(f)
+        if isinstance(why, IgnoreRule):
+            listed.append(Dismissal(key or f.id, f.id, f.title[:160], f.path, why.reason[:60], "config"))
+    return Filtered(tuple(kept), tuple(dropped), tuple(listed))
 
 
 def _ignores(rule: IgnoreRule, finding: Finding, key: str | None) -> bool:

@@ -1,11 +1,7 @@
-"""A PR's dismissal memory in a review run: what maintainers dismissed, read and applied.
-
-Before a review is rendered, `remember` takes the dismissals our signed state already holds, adds
-those the PR's review threads show (one GraphQL query, `reviewer.source.threads`), and removes the
-dismissed findings from the analysis, so neither an incremental nor a full review raises them
-again. Who counts is `config.maintainer_associations` (from the base branch): a reply's
-`authorAssociation` as GitHub gives it; for who resolved a thread or reacted 👎, GraphQL gives no
-association, so their permission on the repository decides (`trusted_logins`, bounded).
+"""A PR's dismissal memory in a review run: the dismissals our signed state holds plus those the PR's
+review threads show (one GraphQL query), removed from the analysis before it is rendered. A reply's
+`authorAssociation` says whether it counts; GraphQL gives none for who resolved a thread or reacted
+👎, so their permission on the repository decides (`trusted_logins`, bounded).
 """
 
 from __future__ import annotations
@@ -13,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reviewer import dismissals, gate
@@ -36,41 +31,32 @@ FINDING_MARKER = re.compile(r"<!-- imreview:finding ([0-9a-f]{12}) -->\s*$")
 
 def finding_of(thread: Thread, *, ours: str) -> str | None:
     """The finding id a thread is about: its first comment is ours and ends with our marker."""
-    if not ours or _actor(thread.first_author) != _actor(ours):
+    # GraphQL names a bot without REST's `[bot]` suffix (`github-actions` for `github-actions[bot]`)
+    first, us = (login.casefold().removesuffix("[bot]") for login in (thread.first_author, ours))
+    if not ours or first != us:
         return None
     found = FINDING_MARKER.search(thread.first_body)
     return found.group(1) if found else None
 
 
-def _actor(login: str) -> str:
-    """GraphQL names a bot without REST's `[bot]` suffix (`github-actions` for `github-actions[bot]`)."""
-    return login.casefold().removesuffix("[bot]")
-
-
-@dataclass(frozen=True)
-class Claim:
-    """Someone dismissing a finding; `checked` False: their association is unknown (a resolver or
-    reactor), so their permission must be read before it counts."""
-
-    finding_id: str
-    by: str
-    how: DismissalHow
-    checked: bool
+Claim = tuple[str, str, DismissalHow]
+"""(finding id, who, how) of someone dismissing a finding."""
 
 
 def claims(threads: Sequence[Thread], *, ours: str, allowed: Collection[str]) -> list[Claim]:
     """What the threads say, oldest form first: a maintainer's `/imreview ignore` reply (its
-    association is GitHub's), then a resolved thread, then 👎 reactions (to be checked)."""
+    association is GitHub's), then a resolved thread, then 👎 reactions (whose association is
+    unknown: their permission must be read before they count)."""
     wanted = {a.upper() for a in allowed}
     out: list[Claim] = []
     for thread in threads:
         fid = finding_of(thread, ours=ours)
         if fid is None:
             continue
-        out += [Claim(fid, r.author, "command", True) for r in thread.replies if _ignores(r, fid, wanted)]
+        out += [(fid, r.author, "command") for r in thread.replies if _ignores(r, fid, wanted)]
         if thread.resolved and _human(thread.resolved_by):
-            out.append(Claim(fid, thread.resolved_by, "resolved", False))
-        out += [Claim(fid, login, "reaction", False) for login in thread.thumbs_down if _human(login)]
+            out.append((fid, thread.resolved_by, "resolved"))
+        out += [(fid, login, "reaction") for login in thread.thumbs_down if _human(login)]
     return out
 
 
@@ -108,18 +94,17 @@ def thread_dismissals(
     try:
         threads = read_threads(client, repo, number)
         found = claims(threads, ours=ours, allowed=allowed)
-        unknown = [c.by for c in found if not c.checked]
+        unknown = [by for _, by, how in found if how != "command"]
         trusted = trusted_logins(client, repo, unknown, sorted(allowed)) if unknown else frozenset()
     except GitHubError as exc:
         warn(f"imreview: dismissals: could not read the review threads: {exc}")
         return ()
-    out: list[Dismissal] = []
-    for c in found:
-        if c.checked or c.by in trusted:
-            made = dismissals.dismiss(state.carried, c.finding_id, by=c.by, how=c.how)
-            if made is not None:
-                out.append(made)
-    return tuple(out)
+    made = (
+        dismissals.dismiss(state.carried, fid, by=by, how=how)
+        for fid, by, how in found
+        if how == "command" or by in trusted
+    )
+    return tuple(d for d in made if d is not None)
 
 
 def _dropped(analysis: Analysis, filtered: dismissals.Filtered, listed: tuple[Dismissal, ...]) -> Analysis:
@@ -154,7 +139,9 @@ def remember(
     """The review's analysis without what maintainers dismissed (the state's and the threads'),
     verdict recomputed, every dismissal listed."""
     if ignore:
-        analysis = _without_ignored(analysis, ignore, files)
+        filtered = dismissals.ignored_by_config(analysis.report.findings, ignore, files)
+        if filtered.listed:
+            analysis = _dropped(analysis, filtered, (*analysis.report.dismissed, *filtered.listed))
     if state is None:
         return analysis
     new = (
@@ -167,14 +154,6 @@ def remember(
         return analysis
     filtered = dismissals.apply(analysis.report.findings, dismissed, files)
     return _dropped(analysis, filtered, dismissals.merged(analysis.report.dismissed, dismissed))
-
-
-def _without_ignored(analysis: Analysis, ignore: Sequence[IgnoreRule], files: Sequence[DiffFile]) -> Analysis:
-    """The analysis without what the base branch's `ignore:` list matches, listed as `config`."""
-    filtered, listed = dismissals.ignored_by_config(analysis.report.findings, ignore, files)
-    if not listed:
-        return analysis
-    return _dropped(analysis, filtered, (*analysis.report.dismissed, *listed))
 
 
 def ignore_lines(state: StickyState, where: str) -> str:

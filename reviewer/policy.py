@@ -1,16 +1,7 @@
-"""What a file or a line is: the one place every stage asks (issue 19).
-
-File kinds: a lockfile, generated, vendored, minified or binary file is left out of the model's
-view (`skip_reason`); a secret file (`.env`, a private key, a credential store) is never shown to a
-model, in the diff or as repository context (`is_secret_file`); every other file is source, test,
-config or docs (`category`), and test fixtures, examples and docs are where committed credentials
-are usually fake (`holds_sample_data`). Line kinds: whether a line opens a definition (the
-planner's enclosing context, `opens_definition`) and which name it defines (the context finder's
-search, `definition_names`, `defined_names`).
-
-The planner (`reviewer.plan`), the rules (`reviewer.rules`), the context finder
-(`reviewer.context`) and the secret checks all read these answers from here; none keeps its own
-list. Pure: paths and text in, answers out.
+"""What a file or a line is: the one place every stage asks (issue 19). A file is skipped
+(`skip_reason`), a secret never shown (`is_secret_file`), or source / test / config / docs
+(`category`); a line may open a definition (`opens_definition`) or define names (`definition_names`,
+`defined_names`). Pure: paths and text in, answers out.
 """
 
 from __future__ import annotations
@@ -111,6 +102,17 @@ def is_secret_file(path: str) -> bool:
     return SECRET_NAME.match(PurePosixPath(path).name) is not None
 
 
+_GLOB = re.compile(r"\*\*/|\*\*|\*|\?|\[([\s\S][^\]]*)\]|[\s\S]")
+_GLOB_PARTS = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
+
+
+def _glob_part(m: re.Match[str]) -> str:
+    if (body := m.group(1)) is not None:
+        negate = body.startswith("!")
+        return ("[^" if negate else "[") + body[negate:].replace("\\", "\\\\") + "]"
+    return _GLOB_PARTS.get(m.group(0)) or re.escape(m.group(0))
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """A gitignore-like glob: `*`/`?` stay inside one path segment, `**` crosses them, a pattern
@@ -118,34 +120,8 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
     pat = pattern.strip()
     anchored = "/" in pat.rstrip("/")
     pat = pat.lstrip("/")
-    if pat.endswith("/"):
-        pat += "**"
-    out: list[str] = []
-    i = 0
-    while i < len(pat):
-        c = pat[i]
-        if pat.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pat.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and (end := pat.find("]", i + 2)) != -1:
-            body = pat[i + 1 : end]
-            negate = body.startswith("!")
-            body = body[1:] if negate else body
-            out.append(("[^" if negate else "[") + body.replace("\\", "\\\\") + "]")
-            i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("^" + ("" if anchored else "(?:.*/)?") + "".join(out) + "(?:/.*)?$")
+    pat += "**" if pat.endswith("/") else ""
+    return re.compile("^" + ("" if anchored else "(?:.*/)?") + _GLOB.sub(_glob_part, pat) + "(?:/.*)?$")
 
 
 def matches_any(path: str, patterns: Sequence[str]) -> bool:
@@ -166,28 +142,6 @@ def skip_reason(file: DiffFile, *, include: Sequence[str] = (), exclude: Sequenc
     if matches_any(file.path, exclude) or (include and not matches_any(file.path, include)):
         return "excluded"
     return next((reason for reason, applies in _SKIPPED_KINDS if applies(file)), None)
-
-
-def _binary(file: DiffFile) -> bool:
-    return file.binary or pure_path(file.path).suffix.lower() in _BINARY_EXT
-
-
-def _lockfile(file: DiffFile) -> bool:
-    name = pure_path(file.path).name.lower()
-    return name in _LOCKFILES or name.endswith(".lock")
-
-
-def _vendored(file: DiffFile) -> bool:
-    return any(part in _VENDOR_DIRS for part in pure_path(file.path).parts[:-1])
-
-
-def _generated_name(file: DiffFile) -> bool:
-    pure = pure_path(file.path)
-    return bool(_GENERATED_NAME.search(pure.name)) or (pure.parts[0] == "dist" and len(pure.parts) > 1)
-
-
-def _minified_name(file: DiffFile) -> bool:
-    return bool(_MINIFIED_NAME.search(pure_path(file.path).name))
 
 
 def _generated_mark(file: DiffFile) -> bool:
@@ -217,12 +171,21 @@ def _minified_lines(file: DiffFile) -> bool:
     )
 
 
+def _name(file: DiffFile) -> str:
+    return pure_path(file.path).name.lower()
+
+
+def _in_dist(path: str) -> bool:
+    parts = pure_path(path).parts
+    return parts[0] == "dist" and len(parts) > 1
+
+
 _SKIPPED_KINDS: tuple[tuple[str, Callable[[DiffFile], bool]], ...] = (
-    ("binary", _binary),
-    ("lockfile", _lockfile),
-    ("vendored", _vendored),
-    ("generated", _generated_name),
-    ("minified", _minified_name),
+    ("binary", lambda f: f.binary or pure_path(f.path).suffix.lower() in _BINARY_EXT),
+    ("lockfile", lambda f: _name(f) in _LOCKFILES or _name(f).endswith(".lock")),
+    ("vendored", lambda f: any(part in _VENDOR_DIRS for part in pure_path(f.path).parts[:-1])),
+    ("generated", lambda f: bool(_GENERATED_NAME.search(pure_path(f.path).name)) or _in_dist(f.path)),
+    ("minified", lambda f: bool(_MINIFIED_NAME.search(pure_path(f.path).name))),
     ("generated", _generated_mark),
     ("minified", _minified_lines),
 )
@@ -297,7 +260,7 @@ def searchable(path: str) -> bool:
 MIN_NAME = 3
 """Shorter identifiers are too common to be one symbol."""
 
-_KEYWORD_TEXT = """
+KEYWORDS = _words("""
     and as assert async await break case catch class const continue def default defer del delete do elif
     else enum except export extends false final finally fn for from func function global go goto if impl
     implements import in instanceof interface is lambda let match mod module mut namespace new nil none
@@ -305,8 +268,7 @@ _KEYWORD_TEXT = """
     switch this throw throws trait true try type typeof undefined union unsafe use using val var void
     where while with yield int str bool float dict list tuple set bytes object string char long short double
     print len range isinstance super cls args kwargs println printf error err ok
-"""
-KEYWORDS = frozenset(_KEYWORD_TEXT.split())
+""")
 _DEF_WORDS = (
     r"(?:def|class|function|func|fn|struct|enum|trait|interface|type|record|object|module|namespace|fun"
     r"|macro|let|var|const|val|static|union|typedef)"
