@@ -239,6 +239,17 @@ def _positive_int(value: Any) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """urllib resends every header, `Authorization` too, to wherever a redirect points: the key is
+    for `api-base` alone, so a redirect is an answer we do not follow (litellm's httpx does not either)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def _get_json(url: str, api_key: str | None, body: Any = None, timeout: float = PROBE_TIMEOUT_SECONDS) -> Any:
     """The JSON a server answers to a GET (or, with `body`, a POST of it); None for anything else."""
     headers = {"Accept": "application/json"}
@@ -250,7 +261,7 @@ def _get_json(url: str, api_key: str | None, body: Any = None, timeout: float = 
 
     def ask() -> Any:
         request = urllib.request.Request(url, data=data, headers=headers)
-        with urllib.request.urlopen(request, timeout=max(timeout, 0.01)) as response:
+        with _OPENER.open(request, timeout=max(timeout, 0.01)) as response:
             return json.loads(response.read(1_000_000))
 
     # urlopen's timeout bounds each socket read, not the request: a server dripping its answer a

@@ -381,3 +381,51 @@ def test_a_timed_out_unit_is_a_gap_that_says_how_to_allow_longer_calls(
         assert report["verdict"] == "incomplete"
         assert report["budget"]["used"]["calls"] == 3
         assert 1 <= len(server.requests) <= 3  # on a loaded machine 1 s may pass before one is sent
+
+
+def test_the_window_probe_and_the_count_do_not_follow_a_redirect_with_the_key() -> None:
+    """urllib resends `Authorization` to wherever a redirect points; the key is for `api-base` only."""
+    from http.server import BaseHTTPRequestHandler
+
+    from reviewer.model_facts import probe_window, server_count
+    from tests.fakes.loopback import LoopbackServer
+
+    seen: list[str | None] = []
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            body = b'{"data": [{"id": "m", "max_model_len": 4096}], "count": 12, "tokens": [1, 2]}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    elsewhere = LoopbackServer(Elsewhere, name="elsewhere")
+
+    class Redirecting(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(307)
+            self.send_header("Location", f"http://127.0.0.1:{elsewhere.port}{self.path}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_POST = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    redirecting = LoopbackServer(Redirecting, name="redirecting")
+    try:
+        base = f"http://127.0.0.1:{redirecting.port}/v1"
+        assert probe_window(base, "m", "sk-secret") is None
+        assert server_count(base, "m", [{"role": "user", "content": "hi"}], "sk-secret", 2.0) is None
+        assert seen == []
+    finally:
+        redirecting.stop()
+        elsewhere.stop()
