@@ -628,9 +628,9 @@ class ModelClient:
     def _settled(self, answer: Completion, usage: Any, message: Any, call: _Call) -> Completion:
         """Charge an answered request as the provider counted it (the prompt count calibrates ours)."""
         model = answer.model
-        reported_input = getattr(usage, "prompt_tokens", None)
-        input_tokens = int(reported_input or call.input_estimate)
-        self._calibrate(model, call.local_estimate, int(reported_input or 0))
+        reported_input = int(getattr(usage, "prompt_tokens", None) or 0)
+        input_tokens = reported_input if reported_input > 0 else call.input_estimate
+        self._calibrate(model, call.local_estimate, reported_input)
         output_tokens, trusted = _output_tokens(
             usage, lambda extra: model_facts.count(_litellm(), model, text=answer.text + extra), message
         )

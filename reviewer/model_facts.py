@@ -236,7 +236,7 @@ def _window_in_models(models: Any, model: str) -> int | None:
 
 def _positive_int(value: Any) -> int | None:
     """A server's JSON may hold anything where a window is expected; only a positive int is one."""
-    return value if isinstance(value, int) and value > 0 else None
+    return value if type(value) is int and value > 0 else None
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -429,3 +429,13 @@ def test_the_window_probe_and_the_count_do_not_follow_a_redirect_with_the_key() 
     finally:
         redirecting.stop()
         elsewhere.stop()
+
+
+def test_a_negative_prompt_count_is_charged_as_reserved_not_credited() -> None:
+    """A broken server's `prompt_tokens: -5` was recorded as -5 input tokens: room freed under
+    `max-input-tokens` by a call that used some."""
+    with FakeModelServer([llama_cpp_text(ANSWER, prompt_tokens=-5, completion_tokens=9)]) as server:
+        client, budget = client_for(server)
+        _, (completion,) = client.complete_json(MESSAGES, phase="review", parse=parse_json)
+        assert completion.input_tokens == completion.input_estimate > 0
+        assert budget.report().used.input_tokens == completion.input_estimate

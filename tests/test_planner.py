@@ -260,6 +260,16 @@ def test_the_window_of_a_llamacpp_like_server_comes_from_props_not_n_ctx_train()
     assert s.gets == ["/v1/models", "/props"] and warnings == []
 
 
+def test_a_window_of_true_is_no_window() -> None:
+    """JSON `true` is an int to Python: `"n_ctx": true` was believed as a window of one token."""
+    from reviewer.model_facts import probe_window
+
+    with FakeModelServer(props_n_ctx=True) as s:
+        assert probe_window(s.api_base, "openai/m") is None
+        client, _ = client_for(s)
+        assert client.window() == (8192, "assumed")
+
+
 def test_a_configured_smaller_window_wins_over_the_server_and_silence_means_8192_with_a_warning() -> None:
     with FakeModelServer(models_max_len=32768) as s:
         client, _ = client_for(s, context_window=8000)
