@@ -347,6 +347,9 @@ def _review_one(
             return _row(pull, "deferred", early)
     client.wait_within(run.seconds_left())
     ledger = Budget(Limits.unbounded(), parent=run)  # this PR's own calls, whatever becomes of its review
+    renderer = Renderer(
+        language=job.overrides.language or "en"
+    )  # a bad language stops the scan before any call
     try:
         outcome = review_pull(
             client,
@@ -364,7 +367,6 @@ def _review_one(
     except Exception as exc:  # unreadable, or unexpected in one PR: the scan goes on with the others
         if not isinstance(exc, GitHubError):
             warn(f"imreview: #{pull.number} failed: {type(exc).__name__}: {exc}")
-        renderer = Renderer(language=job.overrides.language or "en")
         cost = ledger.spent().cost_usd
         outcome = failed(pull.number, exc, renderer, on_error=job.overrides.on_error or "warn")
         outcome = dataclasses.replace(outcome, cost_usd=None if cost is None else round(cost, 6))

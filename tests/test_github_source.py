@@ -533,3 +533,14 @@ def test_the_github_timeout_comes_from_the_environment(value: str, seconds: int)
 def test_a_bad_github_timeout_is_a_usage_error(value: str) -> None:
     with pytest.raises(UsageError, match="IMREVIEW_GITHUB_TIMEOUT: expected whole seconds from 1 to 600"):
         github_timeout({"IMREVIEW_GITHUB_TIMEOUT": value})
+
+
+@pytest.mark.parametrize("body", ["x", 5, ["tree"]])
+def test_a_tree_answer_that_is_not_an_object_costs_the_context_not_the_review(
+    gh: FakeGitHub, body: object
+) -> None:
+    """`tree_paths` feeds repository context, which survives a `GitHubError` only: a 200 answer that is
+    not an object must be one, not an AttributeError that fails the PR's whole review."""
+    gh.fail("GET", r"/git/trees/", status=200, body=body)  # type: ignore[arg-type]
+    with pytest.raises(GitHubError, match="no tree in the answer"):
+        client(gh).tree_paths(REPO, "a" * 40)

@@ -469,3 +469,20 @@ def test_one_pr_that_breaks_the_review_does_not_cost_the_scan_the_others(
         assert "Traceback" not in run.summary
         row = next(line for line in run.summary.splitlines() if line.startswith("| [#1]"))
         assert "| failed | its review broke on an unexpected error" in row
+
+
+def test_a_scan_in_a_language_only_its_templates_give_stops_before_any_call(
+    gh: FakeGitHub, model: FakeModelServer, tmp_path: Path
+) -> None:
+    """A language only a template directory provides cannot render a scan's own messages: that stops
+    the scan before the first PR is reviewed, not after every PR paid and posted."""
+    add_open_prs(gh, 2)
+    model.handler = quiet_model
+    (tmp_path / "tpl" / "i18n").mkdir(parents=True)
+    en = Path(__file__).resolve().parent.parent / "templates" / "i18n" / "en.yml"
+    (tmp_path / "tpl" / "i18n" / "fr.yml").write_text(en.read_text(encoding="utf-8"), encoding="utf-8")
+    env = cli_env(tmp_path, {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": gh.url})
+    argv = ["scan", REPO, "--review", "--post-comment", "--model", MODEL, "--api-base", model.api_base]
+    run = run_cli([*argv, "--language", "fr", "--template-dir", "tpl"], cwd=tmp_path, env=env)
+    assert run.returncode == 2 and "language" in run.stderr, run.stderr
+    assert model.requests == [] and [len(gh.comments(REPO, n)) for n in (1, 2)] == [0, 0]

@@ -430,8 +430,13 @@ class GitHubClient:
 
     def tree_paths(self, repo: str, sha: str) -> list[str]:
         """Every file path at `sha`, in one request (GitHub cuts a tree of over 100,000 entries)."""
+        _owner_name(repo)
         with _translated(f"list the files of {repo} at {sha[:12]}"):
-            entries = self._repo(repo).get_git_tree(sha, recursive=True).raw_data.get("tree")
+            _, data = self._gh.requester.requestJsonAndCheck(
+                "GET", f"/repos/{repo}/git/trees/{sha}", parameters={"recursive": 1}
+            )
+        # read raw: PyGithub's GitTree fails with AttributeError on an answer that is not an object
+        entries = data.get("tree") if isinstance(data, dict) else None
         if not isinstance(entries, list):
             raise GitHubError(f"list the files of {repo} at {sha[:12]}: no tree in the answer")
         return [
