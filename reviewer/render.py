@@ -51,7 +51,6 @@ _MD_SPECIAL = re.compile(r"[\\`*|~$]|(?<=\])\(")
 _EMPHASIS_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 _GH_REF = re.compile(r"(gh)-(?=\d)", re.I)
 _URL_SCHEME = re.compile(r":(?=/)")
-_UNESCAPED_BRACKET = re.compile(r"(?<!\\)((?:\\\\)*)([\[\]])")
 _WWW = re.compile(r"(www)\.", re.I)
 _LINE_START = re.compile(r"^(\d{0,9})((?<=\d)[.)](?=\s|$)|(?<!\d)[-+=/:#\[])")
 _BACKTICKS = re.compile(r"`+")
@@ -329,9 +328,12 @@ def untrusted_line(value: Any, limit: int | None = LINE_LIMIT, cell: bool = Fals
 
 
 def link_text(value: Any) -> str:
-    """`untrusted_line` as a link's text: its brackets escaped too, since a `]` ending the label early
-    turns a line that starts `[`a]:1`](…)` into a link reference definition, and the line vanishes."""
-    return _UNESCAPED_BRACKET.sub(r"\1\\\2", untrusted_line(value))
+    """One line as a link's text, all of it escaped, brackets too (a code span cannot hold an escaped
+    `]`): a `]` ending the label early turns a line that starts `[`a]:1`](…)` into a link reference
+    definition, and the line vanishes."""
+    text = _WS.sub(" ", _strip_comments(_strip_invisible(_NEWLINES.sub("\n", _shown(value))))).strip()
+    text = _escape_text(_neutralize_marker(_cap(_strip_comments(text), LINE_LIMIT)))
+    return text.replace("[", "\\[").replace("]", "\\]")
 
 
 _REMEMBERED_LINE = 200

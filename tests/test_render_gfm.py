@@ -247,7 +247,9 @@ def test_summary_comment_and_inline_bodies_stay_inert(en: Renderer, value: str) 
         assert not pings(got), (name, pings(got))
 
 
-@pytest.mark.parametrize("path", ["]", "a]:b", "src/[id].md", "[x]", "a\\]", "x]y`z"])
+@pytest.mark.parametrize(
+    "path", ["]", "a]:b", "src/[id].md", "[x]", "a\\]", "x]y`z", "a`b]`c", "`]`", "<b>]x", "- ]"]
+)
 def test_a_path_with_brackets_keeps_its_finding_link(en: Renderer, path: str) -> None:
     """`[`]:11`](url)` at a line's start is a link reference definition: the finding's location line
     vanished from the summary for a file named `]` (found by the property test below)."""
