@@ -146,14 +146,12 @@ class Cache:
 
 def resolved(order: str) -> str:
     """`order` with `default` named as the order it is in the measured checkout."""
-    import pack_orders
-
     import reviewer.plan
 
     name, _, flag = order.partition("+")
     if name == "default":
         # older checkouts: PACK_ORDER names their default, or there is none (`risk_per_token`)
-        ours = pack_orders.DEFAULT if hasattr(reviewer.plan, "pack_keys") else "risk_per_token"
+        ours = "lines_per_token" if hasattr(reviewer.plan, "pack_keys") else "risk_per_token"
         name = f"default={getattr(reviewer.plan, 'PACK_ORDER', ours)}"
     return f"{name}+{flag}" if flag else name
 
@@ -246,20 +244,29 @@ def pr_agent_pass(
             driver.wait(timeout=600)
 
 
+_OWN_PACK_KEYS: dict[str, Any] = {}
+
+
 def imreview(repo: Path, limit: int | None, order: str, work: Path, c: Commit) -> dict[str, Any]:
     """imreview's CLI at `limit`; an order ending in `+noctx` runs with `context_share: 0`."""
     import bench_planner as bp
-    import pack_orders
 
     import reviewer.plan
     from reviewer.cli import main
     from tests.fakes.model_server import FakeModelServer, text
 
     order, _, flag = order.partition("+")
-    if order != "default":
-        if hasattr(reviewer.plan, "pack_keys"):
+    if hasattr(reviewer.plan, "pack_keys"):
+        # the planner's own order, kept before any other replaces it: `default` is measured with it
+        own = _OWN_PACK_KEYS.setdefault("own", reviewer.plan.pack_keys)
+        if order == "default":
+            reviewer.plan.pack_keys = own
+        else:
+            import pack_orders  # only this checkout's planner has what the orders are built from
+
             reviewer.plan.pack_keys = pack_orders.pack_keys(order)
-        elif hasattr(reviewer.plan, "PACK_ORDER"):  # an older checkout
+    elif order != "default":
+        if hasattr(reviewer.plan, "PACK_ORDER"):  # an older checkout
             reviewer.plan.PACK_ORDER = order
         else:
             raise SystemExit(f"this checkout has no reviewer.plan.pack_keys: cannot measure order {order!r}")

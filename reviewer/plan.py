@@ -1216,7 +1216,8 @@ class _Ledger:
         seen_any = False
         hunks_done = lines_reviewed = 0
         for hunk in f.hunks:
-            marks = self._marks.get((f.path, hunk.index), [None] * len(hunk.lines))
+            n = len(hunk.lines)  # a patch series can name a path twice: marks come from its last file
+            marks = (self._marks.get((f.path, hunk.index), []) + [None] * n)[:n]
             done = [line for line, m in zip(hunk.lines, marks, strict=True) if m == _DONE]
             seen_any = seen_any or bool(done)
             lines_reviewed += sum(1 for line in done if line.kind != " ")

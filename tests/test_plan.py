@@ -448,3 +448,17 @@ def test_a_unit_writes_each_file_header_once_and_packs_the_tokens_it_saves() -> 
     tight, _ = plan_of(patch, unit_tokens=both - header)
     assert [len(u.parts) for u in tight.units] == [2], "both hunks in one call, one header"
     assert quarter(tight.units[0].text) <= both - header
+
+
+def test_a_patch_series_naming_a_file_twice_has_a_coverage_not_a_crash() -> None:
+    """`git format-patch --stdout A..B` of two commits to one file names it twice (`imreview eval`
+    reads such a file); hunks of the same index with other lengths crashed `coverage`."""
+    first = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n" + hunk(
+        1, "ctx", ["one", "two", "three", "four"]
+    )
+    second = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n" + hunk(9, "ctx", ["five"])
+    plan, files = plan_of(first + second)
+    assert [f.path for f in files] == ["a.py", "a.py"]
+    cov = coverage(plan, files, reviewed_units={u.id for u in plan.units})
+    assert [e.path for e in cov.files] == ["a.py", "a.py"]
+    assert cov.lines_changed == 5
