@@ -153,6 +153,9 @@ def resolved(order: str) -> str:
         # older checkouts: PACK_ORDER names their default, or there is none (`risk_per_token`)
         ours = "lines_per_token" if hasattr(reviewer.plan, "pack_keys") else "risk_per_token"
         name = f"default={getattr(reviewer.plan, 'PACK_ORDER', ours)}"
+    else:  # an experimental order is defined here, outside the checkout's hash: its cached runs follow it
+        orders = (Path(__file__).resolve().parent / "pack_orders.py").read_bytes()
+        name = f"{name}@{hashlib.sha256(orders).hexdigest()[:8]}"
     return f"{name}+{flag}" if flag else name
 
 
