@@ -309,10 +309,14 @@ def _escape_line(line: str, *, cell: bool) -> str:
     return "".join(out)
 
 
-def _sanitize(text: str, limit: int | None, *, cell: bool) -> str:
+def _prepared(text: str, limit: int | None) -> str:
+    """Untrusted text before escaping: comments and invisible characters gone, capped, marker defused."""
     text = _strip_comments(_strip_invisible(_NEWLINES.sub("\n", text)))
-    text = _neutralize_marker(_cap(text, limit))
-    return "\n".join(_escape_line(line, cell=cell) for line in text.split("\n"))
+    return _neutralize_marker(_cap(text, limit))
+
+
+def _sanitize(text: str, limit: int | None, *, cell: bool) -> str:
+    return "\n".join(_escape_line(line, cell=cell) for line in _prepared(text, limit).split("\n"))
 
 
 def untrusted(value: Any, limit: int | None = UNTRUSTED_LIMIT) -> str:
@@ -331,8 +335,7 @@ def link_text(value: Any) -> str:
     """One line as a link's text, all of it escaped, brackets too (a code span cannot hold an escaped
     `]`): a `]` ending the label early turns a line that starts `[`a]:1`](…)` into a link reference
     definition, and the line vanishes."""
-    text = _WS.sub(" ", _strip_comments(_strip_invisible(_NEWLINES.sub("\n", _shown(value))))).strip()
-    text = _escape_text(_neutralize_marker(_cap(_strip_comments(text), LINE_LIMIT)))
+    text = _escape_text(_prepared(_one_line(value), LINE_LIMIT))
     return text.replace("[", "\\[").replace("]", "\\]")
 
 
@@ -343,8 +346,11 @@ sanitized once per process."""
 
 @functools.lru_cache(maxsize=4096)
 def _untrusted_line(value: Any, limit: int | None, cell: bool) -> str:
-    text = _WS.sub(" ", _strip_comments(_NEWLINES.sub("\n", _shown(value)))).strip()
-    return _sanitize(text, limit, cell=cell)
+    return _sanitize(_one_line(value), limit, cell=cell)
+
+
+def _one_line(value: Any) -> str:
+    return _WS.sub(" ", _strip_comments(_NEWLINES.sub("\n", _shown(value)))).strip()
 
 
 def code_span(value: Any, limit: int | None = LINE_LIMIT, cell: bool = False) -> str:
