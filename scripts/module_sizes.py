@@ -1,10 +1,12 @@
-"""The table of package lines per module in docs/architecture.md, from `wc -l`'s count.
+"""The tables of package lines per feature and per module in docs/architecture.md.
 
-    python scripts/module_sizes.py           # rewrite the table between its markers
-    python scripts/module_sizes.py --check   # exit 1 when the table is out of date
+    python scripts/module_sizes.py           # rewrite the tables between their markers
+    python scripts/module_sizes.py --check   # exit 1 when a table is out of date
 
 Counts every line of `reviewer/*.py` and `reviewer/*/*.py` (as `wc -l reviewer/*.py reviewer/*/*.py`
-does), largest first, with each module's one-line docstring as its job.
+does) and the statements in them (Python's own parser; docstrings are not statements). Modules are
+listed largest first with their docstring's first sentence as their job; features are the groups of
+`FEATURES`, which must name every module once (a new module fails the script until it is placed).
 """
 
 from __future__ import annotations
@@ -18,6 +20,44 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "architecture.md"
 BEGIN = "<!-- BEGIN GENERATED: module sizes (scripts/module_sizes.py) -->"
 END = "<!-- END GENERATED: module sizes -->"
+FEATURE_BEGIN = "<!-- BEGIN GENERATED: feature sizes (scripts/module_sizes.py) -->"
+FEATURE_END = "<!-- END GENERATED: feature sizes -->"
+
+FEATURES: dict[str, tuple[str, ...]] = {
+    "the review's core: diff, rules, plan, file policy, context": (
+        "diff",
+        "rules",
+        "plan",
+        "policy",
+        "context",
+    ),
+    "the model: calls, model facts, budget": ("llm", "model_facts", "budget"),
+    "answers: parsing, verification, gate": ("findings", "answer_json", "answer_size", "verify", "gate"),
+    "the review loop and a run's frame": ("review", "run", "progress", "errors", "__init__"),
+    "the report and its rendering": ("render", "report", "links", "schema/__init__"),
+    "configuration": ("config",),
+    "a PR on GitHub: read, state, publish, runner sinks": (
+        "pull",
+        "source/github",
+        "source/__init__",
+        "publish",
+        "state",
+        "runner_sinks",
+    ),
+    "the Action's entry: inputs, events, report files": ("action", "events", "report_files"),
+    "the command line and local git": ("cli", "source/local", "__main__"),
+    "incremental review of a push": ("incremental",),
+    "scan of open PRs (schedule, fan-out)": ("scan",),
+    "comment commands and dismissal memory": (
+        "commands",
+        "commanded",
+        "dismissals",
+        "memory",
+        "source/threads",
+    ),
+    "`imreview eval`": ("evaluate",),
+}
+"""Each module's feature, for the table that says where the lines go."""
 
 
 def _modules() -> list[Path]:
@@ -31,8 +71,47 @@ def _job(path: Path) -> str:
     return " ".join(first.split()).replace("|", "\\|")
 
 
+def _lines(path: Path) -> int:
+    return len(path.read_bytes().splitlines())
+
+
+def _statements(path: Path) -> int:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return sum(
+        1
+        for node in ast.walk(tree)
+        if isinstance(node, ast.stmt)
+        and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+    )
+
+
+def _name(path: Path) -> str:
+    return path.relative_to(ROOT / "reviewer").with_suffix("").as_posix()
+
+
+def feature_table() -> str:
+    modules = {_name(p): p for p in _modules()}
+    placed = [m for group in FEATURES.values() for m in group]
+    unplaced = sorted(set(modules) - set(placed))
+    twice = sorted({m for m in placed if placed.count(m) > 1} | (set(placed) - set(modules)))
+    if unplaced or twice:
+        raise SystemExit(f"FEATURES in {__file__}: not placed {unplaced}, placed twice or missing {twice}")
+    rows = [
+        (sum(_lines(modules[m]) for m in group), sum(_statements(modules[m]) for m in group), name, group)
+        for name, group in FEATURES.items()
+    ]
+    rows.sort(key=lambda r: (-r[0], r[2]))
+    lines = [
+        "| feature | lines | statements | modules |",
+        "|---|---:|---:|---|",
+        *(f"| {name} | {n:,} | {s:,} | {', '.join(f'`{m}`' for m in group)} |" for n, s, name, group in rows),
+        f"| **total** | **{sum(r[0] for r in rows):,}** | **{sum(r[1] for r in rows):,}** | |",
+    ]
+    return "\n".join(lines)
+
+
 def table() -> str:
-    rows = [(len(p.read_bytes().splitlines()), p) for p in _modules()]
+    rows = [(_lines(p), p) for p in _modules()]
     rows.sort(key=lambda r: (-r[0], r[1].as_posix()))
     total = sum(n for n, _ in rows)
     lines = [
@@ -44,11 +123,16 @@ def table() -> str:
     return "\n".join(lines)
 
 
-def rendered(text: str) -> str:
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
+def _between(text: str, begin: str, end: str, body: str) -> str:
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
     if not pattern.search(text):
-        raise SystemExit(f"{PAGE}: markers {BEGIN!r} … {END!r} not found")
-    return pattern.sub(lambda _: f"{BEGIN}\n{table()}\n{END}", text)
+        raise SystemExit(f"{PAGE}: markers {begin!r} … {end!r} not found")
+    return pattern.sub(lambda _: f"{begin}\n{body}\n{end}", text)
+
+
+def rendered(text: str) -> str:
+    text = _between(text, FEATURE_BEGIN, FEATURE_END, feature_table())
+    return _between(text, BEGIN, END, table())
 
 
 def main(argv: list[str]) -> int:
