@@ -266,7 +266,7 @@ def _dispatch(
         client = _client(settings, env)
         job = _job(dataclasses.replace(request, explicit=True), command.number, settings)
         return RunResult([run_command(client, command, job, warn=echo(out), notices=out)])
-    renderer = Renderer(language=settings.job.overrides.language or "en")
+    renderer = settings.job.messages()
     if request.kind == "skip":
         return RunResult([skipped_outcome(0, request.reason, renderer)])
     client = _client(settings, env)

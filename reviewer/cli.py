@@ -253,7 +253,6 @@ def scan(
     model call; cost and seconds are one budget for the whole run, tokens and calls are per PR.
     """
     from reviewer.pull import SkipRules
-    from reviewer.render import Renderer
     from reviewer.run import write_text
     from reviewer.scan import ScanSettings, scan_json, summary
     from reviewer.scan import scan as run_scan
@@ -268,7 +267,7 @@ def scan(
     labels_given = tuple(part.strip() for raw in labels for part in raw.split(",") if part.strip())
     settings = ScanSettings(job=job, limit=limit, labels=labels_given, plan_only=not do_review)
     result = run_scan(client, settings, warn=_note)
-    renderer = Renderer(language=job.overrides.language or "en")
+    renderer = job.messages()
     write_text(opts["json_path"], scan_json(result))
     if matrix:
         click.echo(result.matrix_json())

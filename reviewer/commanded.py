@@ -30,7 +30,7 @@ def run_command(
     client: GitHubClient, event: CommentEvent, job: PullJob, *, warn: Warn, notices: TextIO | None
 ) -> PrOutcome:
     """Judge and run one comment command on the PR `event.number` (`job` is that PR's)."""
-    plain = Renderer(language=job.overrides.language or "en")
+    plain = job.messages()
     first = decide(event, ASSOCIATIONS)
     if first.reason in SILENT:
         text = plain.translate(
@@ -41,7 +41,7 @@ def run_command(
 
     source = GitHubSource(client, job.repo, event.number, run_id=job.run_id, config_path=job.config_path)
     config = job_config(client, job, source)
-    renderer = Renderer(language=config.language)
+    renderer = job.messages(config.language)
     decision = decide(event, config.maintainer_associations)
     if not decision.accepted:
         detail = untrusted_line(decision.detail, 300)

@@ -33,7 +33,7 @@ from reviewer.events import SkipRules as SkipRules
 from reviewer.events import skip_reason
 from reviewer.incremental import Increment
 from reviewer.publish import InlineReview, PullTarget, StickyComment, find_sticky, upsert_sticky
-from reviewer.render import Renderer
+from reviewer.render import Renderer, language_files, run_renderer
 from reviewer.report import PRIORITIES, Incremental, Report, priority_rank
 from reviewer.report_files import ReportDir
 from reviewer.runner_sinks import (
@@ -102,6 +102,12 @@ class PullJob:
     max_pr_cost_usd: float = 0.0
     reports: ReportDir | None = None  # report JSON; the Action's goes under the workspace
     full_review: bool = False  # `/imreview full`: no incremental review, whatever the state allows
+
+    def messages(self, language: str | None = None) -> Renderer:
+        """The renderer of the run's own messages (skips, failures, command replies, the scan table)
+        in `language` or the one given, before the base branch's templates are read."""
+        local = self.templates or self.overrides.template_dir
+        return run_renderer(language or self.overrides.language, local, unread=bool(self.base_template_dir))
 
 
 @dataclass(frozen=True)
@@ -196,7 +202,7 @@ def open_pull(client: GitHubClient, job: PullJob) -> PullContext | PrOutcome:
         job.skip, state=info.state, draft=info.draft, author=info.author, author_type=info.author_type
     )
     if policy is not None:
-        plain = Renderer(language=job.overrides.language or "en")
+        plain = job.messages()
         return skipped_outcome(number, policy[1], plain, reason=policy[0], title=info.title, url=info.url)
     read_only = job.forks_read_only and info.cross_repo
     wants_write = (job.post_comment or job.inline_comments) and not read_only
@@ -448,7 +454,7 @@ def _renderer(client: GitHubClient, job: PullJob, info: PullInfo, config: Config
         scratch = job.scratch or Path(os.environ.get("RUNNER_TEMP") or "/tmp") / "imreview"
         where = scratch / f"templates-{job.number}"
         template_dir = base_templates(
-            client, info.base_repo or job.repo, info.base_sha, job.base_template_dir, where
+            client, info.base_repo or job.repo, info.base_sha, job.base_template_dir, where, config.language
         )
     return Renderer(language=config.language, template_dir=template_dir)
 
@@ -501,11 +507,13 @@ def config_at(client: GitHubClient, job: PullJob, where: Callable[[], tuple[str,
 
 
 def base_templates(
-    client: GitHubClient, repo: str, base_sha: str | None, template_dir: str, scratch: Path
+    client: GitHubClient, repo: str, base_sha: str | None, template_dir: str, scratch: Path, language: str
 ) -> Path:
-    """Copy the template overrides found under `template_dir` at the base sha into `scratch`."""
+    """Copy the template overrides found under `template_dir` at the base sha into `scratch`, with
+    the i18n file of a `language` the package lacks (a language the directory adds)."""
     found = 0
-    for name in TEMPLATE_FILES:
+    names = tuple(dict.fromkeys((*TEMPLATE_FILES, *language_files(language))))
+    for name in names:
         text = client.file_text(repo, f"{template_dir.strip('/')}/{name}", base_sha)
         if text is None:
             continue
@@ -516,7 +524,7 @@ def base_templates(
     if not found:
         raise ConfigError(
             f"no template found under {template_dir!r} at the base commit {(base_sha or 'HEAD')[:12]}"
-            f" (looked for {', '.join(TEMPLATE_FILES)})",
+            f" (looked for {', '.join(names)})",
             "input 'template-dir'",
         )
     return scratch

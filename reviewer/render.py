@@ -689,3 +689,30 @@ def _template_location(exc: BaseException, fallback: str, roots: Sequence[Path])
     path = Path(frames[-1].filename).resolve()
     name = next((str(path.relative_to(r)) for r in roots if path.is_relative_to(r)), path.name)
     return f"{name}:{frames[-1].lineno}"
+
+
+def run_renderer(
+    language: str | None, template_dir: str | Path | None = None, *, unread: bool = False
+) -> Renderer:
+    """The renderer of a run's own messages (skipped, failed, a command's reply, the scan table),
+    built before any PR is read. With `unread` a template directory still to be read (the base
+    branch's, per PR) may provide a language the package lacks: these messages are then English,
+    and the PR's own renderer, built from those templates, rejects a language no one provides."""
+    try:
+        return Renderer(language=language or DEFAULT_LANGUAGE, template_dir=template_dir)
+    except ConfigError:
+        if not unread:
+            raise
+        return Renderer(template_dir=template_dir)
+
+
+def language_files(language: str) -> tuple[str, ...]:
+    """The i18n files a remote template directory must be asked for so that `language` can be
+    picked (its exact tag, then its primary subtag, as `Renderer` picks): none when the package
+    speaks it."""
+    try:
+        Renderer._pick_language(language, (packaged_templates_dir(),))
+        return ()
+    except ConfigError:
+        tag = language.strip().replace("_", "-")
+        return tuple(dict.fromkeys(f"i18n/{name}.yml" for name in (tag, tag.split("-")[0])))

@@ -112,7 +112,9 @@ def scan(
     templates = job.templates or (Path(config.template_dir) if config.template_dir else None)
     if job.base_template_dir:
         where = (job.scratch or Path("/tmp/imreview")) / "templates-scan"
-        templates = base_templates(client, job.repo, settings.config_ref, job.base_template_dir, where)
+        templates = base_templates(
+            client, job.repo, settings.config_ref, job.base_template_dir, where, config.language
+        )
     renderer = Renderer(language=config.language, template_dir=templates)
     job = dataclasses.replace(job, config=config, templates=templates)
     rows: dict[int, ScanRow] = {}  # the PRs settled so far, stage by stage
@@ -347,9 +349,6 @@ def _review_one(
             return _row(pull, "deferred", early)
     client.wait_within(run.seconds_left())
     ledger = Budget(Limits.unbounded(), parent=run)  # this PR's own calls, whatever becomes of its review
-    renderer = Renderer(
-        language=job.overrides.language or "en"
-    )  # a bad language stops the scan before any call
     try:
         outcome = review_pull(
             client,
@@ -368,7 +367,7 @@ def _review_one(
         if not isinstance(exc, GitHubError):
             warn(f"imreview: #{pull.number} failed: {type(exc).__name__}: {exc}")
         cost = ledger.spent().cost_usd
-        outcome = failed(pull.number, exc, renderer, on_error=job.overrides.on_error or "warn")
+        outcome = failed(pull.number, exc, run_renderer, on_error=job.overrides.on_error or "warn")
         outcome = dataclasses.replace(outcome, cost_usd=None if cost is None else round(cost, 6))
         return _row(pull, "failed", outcome.reason, outcome)
     if outcome.report is not None:

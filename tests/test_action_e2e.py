@@ -756,3 +756,39 @@ def test_a_failing_contents_read_costs_context_not_the_review(
     assert run.code == 0, run.stderr
     assert run.outputs["verdict"] == "findings"
     assert "could not read app.py" in run.stdout
+
+
+@pytest.mark.parametrize("given", ["input", "config"])
+def test_a_language_only_the_base_branchs_templates_provide_is_reviewed_in(
+    gh: FakeGitHub, runner: Runner, given: str
+) -> None:
+    """docs/templates.md: "To add a language, copy en.yml to i18n/<tag>.yml in your template
+    directory". The run's own messages are built before the base's templates are read; a language
+    they alone provide must not fail the run, and the review speaks it."""
+    add_pull(gh, files=[diff_entry("app.py", DEBUG_PATCH)])
+    tdir = ".github/imreview-templates"
+    gh.add_content(REPO, BASE, f"{tdir}/i18n/fr.yml", "headline:\n  rules_only: vérifications déterministes\n")
+    inputs = {"template_dir": tdir}
+    if given == "input":
+        inputs["language"] = "fr"
+    else:
+        gh.add_content(REPO, BASE, ".github/imreview.yml", "language: fr\n")
+    run = runner.run("pull_request", event_payload("pull_request.opened"), **inputs)
+    assert run.code == 0, run.stderr
+    body = only_comment(gh)["body"]
+    assert body.startswith("### imreview — vérifications déterministes · 1 "), body
+    report = json.loads(Path(run.outputs["report-path"]).read_text(encoding="utf-8"))
+    assert report["settings"]["language"] == "fr"
+
+
+def test_a_language_no_template_provides_still_stops_the_run_naming_it(gh: FakeGitHub, runner: Runner) -> None:
+    add_pull(gh, files=[diff_entry("app.py", DEBUG_PATCH)])
+    tdir = ".github/imreview-templates"
+    gh.add_content(REPO, BASE, f"{tdir}/i18n/fr.yml", "section:\n  findings: Constats\n")
+    gh.add_content(REPO, BASE, f"{tdir}/comment.md.j2", "Base-branch comment")
+    run = runner.run(
+        "pull_request", event_payload("pull_request.opened"), template_dir=tdir, language="xx-typo"
+    )
+    assert run.code == 2, run.stderr
+    assert "unknown language 'xx-typo'" in run.summary, run.summary
+    assert writes(gh) == []

@@ -471,18 +471,34 @@ def test_one_pr_that_breaks_the_review_does_not_cost_the_scan_the_others(
         assert "| failed | its review broke on an unexpected error" in row
 
 
-def test_a_scan_in_a_language_only_its_templates_give_stops_before_any_call(
+def test_a_scan_in_a_language_only_its_templates_give_is_reviewed_in_it(
     gh: FakeGitHub, model: FakeModelServer, tmp_path: Path
 ) -> None:
-    """A language only a template directory provides cannot render a scan's own messages: that stops
-    the scan before the first PR is reviewed, not after every PR paid and posted."""
+    """docs/templates.md: a language is added by an i18n file in the template directory; a scan
+    speaks it in every PR's comment (the run's own table falls back to no language it lacks)."""
     add_open_prs(gh, 2)
     model.handler = quiet_model
     (tmp_path / "tpl" / "i18n").mkdir(parents=True)
     en = Path(__file__).resolve().parent.parent / "templates" / "i18n" / "en.yml"
-    (tmp_path / "tpl" / "i18n" / "fr.yml").write_text(en.read_text(encoding="utf-8"), encoding="utf-8")
+    french = en.read_text(encoding="utf-8").replace("  clean: clean\n", "  clean: rien à signaler\n", 1)
+    (tmp_path / "tpl" / "i18n" / "fr.yml").write_text(french, encoding="utf-8")
     env = cli_env(tmp_path, {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": gh.url})
     argv = ["scan", REPO, "--review", "--post-comment", "--model", MODEL, "--api-base", model.api_base]
     run = run_cli([*argv, "--language", "fr", "--template-dir", "tpl"], cwd=tmp_path, env=env)
-    assert run.returncode == 2 and "language" in run.stderr, run.stderr
+    assert run.returncode == 0, run.stderr
+    bodies = [c["body"] for n in (1, 2) for c in gh.comments(REPO, n)]
+    assert len(bodies) == 2 and all(b.startswith("### imreview — rien à signaler") for b in bodies), bodies
+
+
+def test_a_scan_in_a_language_no_template_gives_stops_before_any_call(
+    gh: FakeGitHub, model: FakeModelServer, tmp_path: Path
+) -> None:
+    add_open_prs(gh, 2)
+    model.handler = quiet_model
+    (tmp_path / "tpl").mkdir()
+    (tmp_path / "tpl" / "comment.md.j2").write_text("ours", encoding="utf-8")
+    env = cli_env(tmp_path, {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": gh.url})
+    argv = ["scan", REPO, "--review", "--post-comment", "--model", MODEL, "--api-base", model.api_base]
+    run = run_cli([*argv, "--language", "fr", "--template-dir", "tpl"], cwd=tmp_path, env=env)
+    assert run.returncode == 2 and "unknown language 'fr'" in run.stderr, run.stderr
     assert model.requests == [] and [len(gh.comments(REPO, n)) for n in (1, 2)] == [0, 0]
