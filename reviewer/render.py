@@ -715,4 +715,6 @@ def language_files(language: str) -> tuple[str, ...]:
         return ()
     except ConfigError:
         tag = language.strip().replace("_", "-")
+        if not _LANG_CODE.fullmatch(tag):  # never a path of its own making (`../x`)
+            return ()
         return tuple(dict.fromkeys(f"i18n/{name}.yml" for name in (tag, tag.split("-")[0])))

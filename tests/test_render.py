@@ -21,6 +21,7 @@ from reviewer.render import (
     code,
     code_span,
     fit,
+    language_files,
     new_nonce,
     packaged_templates_dir,
     untrusted,
@@ -571,3 +572,11 @@ def test_mentions_after_punctuation_are_neutralized_too() -> None:
         "@octocat" not in out and "@a" not in out and "@b" not in out and "@c" not in out and "@d" not in out
     )
     assert "e＠mail.com" in out, "an e-mail address would become a mailto: link: defused too"
+
+
+def test_a_template_directory_is_asked_only_for_a_language_the_package_lacks() -> None:
+    """What the Action reads from the base branch's template-dir for `language` (a request each)."""
+    assert language_files("en") == language_files("zh_cn") == ()
+    assert language_files("fr-CA") == ("i18n/fr-CA.yml", "i18n/fr.yml")
+    assert language_files("de") == ("i18n/de.yml",)
+    assert language_files("../../etc/passwd") == language_files("de/../x") == ()
