@@ -767,7 +767,8 @@ def test_a_language_only_the_base_branchs_templates_provide_is_reviewed_in(
     they alone provide must not fail the run, and the review speaks it."""
     add_pull(gh, files=[diff_entry("app.py", DEBUG_PATCH)])
     tdir = ".github/imreview-templates"
-    gh.add_content(REPO, BASE, f"{tdir}/i18n/fr.yml", "headline:\n  rules_only: vérifications déterministes\n")
+    french = "headline:\n  rules_only: vérifications déterministes\n"
+    gh.add_content(REPO, BASE, f"{tdir}/i18n/fr.yml", french)
     inputs = {"template_dir": tdir}
     if given == "input":
         inputs["language"] = "fr"
@@ -781,7 +782,9 @@ def test_a_language_only_the_base_branchs_templates_provide_is_reviewed_in(
     assert report["settings"]["language"] == "fr"
 
 
-def test_a_language_no_template_provides_still_stops_the_run_naming_it(gh: FakeGitHub, runner: Runner) -> None:
+def test_a_language_no_template_provides_still_stops_the_run_naming_it(
+    gh: FakeGitHub, runner: Runner
+) -> None:
     add_pull(gh, files=[diff_entry("app.py", DEBUG_PATCH)])
     tdir = ".github/imreview-templates"
     gh.add_content(REPO, BASE, f"{tdir}/i18n/fr.yml", "section:\n  findings: Constats\n")
