@@ -33,7 +33,7 @@ from reviewer.events import SkipRules as SkipRules
 from reviewer.events import skip_reason
 from reviewer.incremental import Increment
 from reviewer.publish import InlineReview, PullTarget, StickyComment, find_sticky, upsert_sticky
-from reviewer.render import Renderer, language_files, run_renderer
+from reviewer.render import Renderer, language_files, run_renderer, template_names
 from reviewer.report import PRIORITIES, Incremental, Report, priority_rank
 from reviewer.report_files import ReportDir
 from reviewer.runner_sinks import (
@@ -56,20 +56,6 @@ if TYPE_CHECKING:
     from reviewer.source.github import CommentInfo, GitHubClient, GitHubSource, PullInfo
 
 DEFAULT_CONFIG_PATH = ".github/imreview.yml"
-TEMPLATE_FILES = (
-    "summary.md.j2",
-    "comment.md.j2",
-    "inline.md.j2",
-    "review_body.md.j2",
-    "macros.md.j2",
-    "run.md.j2",
-    "prompts/system.j2",
-    "prompts/review.j2",
-    "prompts/repair.j2",
-    "prompts/verify.j2",
-    "i18n/en.yml",
-    "i18n/zh-CN.yml",
-)
 Warn = Callable[[str], None]
 NO_SKIPS = SkipRules(explicit=True)
 """`imreview pr` by default: the PR named is reviewed whatever its state."""
@@ -509,12 +495,14 @@ def config_at(client: GitHubClient, job: PullJob, where: Callable[[], tuple[str,
 def base_templates(
     client: GitHubClient, repo: str, base_sha: str | None, template_dir: str, scratch: Path, language: str
 ) -> Path:
-    """Copy the template overrides found under `template_dir` at the base sha into `scratch`, with
-    the i18n file of a `language` the package lacks (a language the directory adds)."""
+    """Copy the template overrides found under `template_dir` at the base sha into `scratch` (one
+    GraphQL query), with the i18n file of a `language` the package lacks (one the directory adds)."""
     found = 0
-    names = tuple(dict.fromkeys((*TEMPLATE_FILES, *language_files(language))))
+    names = (*template_names(), *language_files(language))
+    ref, root = base_sha or "HEAD", template_dir.strip("/")
+    texts = client.file_texts(repo, [(ref, f"{root}/{name}") for name in names])
     for name in names:
-        text = client.file_text(repo, f"{template_dir.strip('/')}/{name}", base_sha)
+        text = texts[(ref, f"{root}/{name}")]
         if text is None:
             continue
         target = scratch / name

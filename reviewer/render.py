@@ -77,6 +77,14 @@ def packaged_templates_dir() -> Path:
     raise TemplateError(f"packaged templates not found (looked in {installed} and {checkout})")
 
 
+def template_names() -> tuple[str, ...]:
+    """Every file a template directory may override (`comment.md.j2`, `prompts/review.j2`,
+    `i18n/en.yml`, ...): the package's own, so a new template is overridable from its first day."""
+    root = packaged_templates_dir()
+    files = (p for p in root.rglob("*") if p.is_file() and p.suffix in (".j2", ".yml"))
+    return tuple(sorted(p.relative_to(root).as_posix() for p in files))
+
+
 def template_cache_dir(environ: Mapping[str, str] | None = None) -> Path | None:
     """Where compiled templates are kept between runs: IMREVIEW_CACHE_DIR, else the job's RUNNER_TEMP
     inside GitHub Actions, else the user cache dir; None when none is set (HOME unset)."""

@@ -795,3 +795,20 @@ def test_a_language_no_template_provides_still_stops_the_run_naming_it(
     assert run.code == 2, run.stderr
     assert "unknown language 'xx-typo'" in run.summary, run.summary
     assert writes(gh) == []
+
+
+def test_every_packaged_template_is_overridable_from_the_base_branch_in_one_query(
+    gh: FakeGitHub, model: FakeModelServer, runner: Runner
+) -> None:
+    """docs/templates.md: `prompts/*.j2` are overridable; a partial the review prompt includes (not
+    only the top-level files) comes from the base branch, and no file costs a contents request."""
+    add_pull(gh)
+    tdir = ".github/imreview-templates"
+    gh.add_content(REPO, BASE, f"{tdir}/prompts/findings_schema.j2", "OUR-HOUSE-FIELD-RULES\n")
+    model.handler = reviewer_model({"app.py": [finding()]})
+    run = runner.run(
+        "pull_request", event_payload("pull_request.opened"), template_dir=tdir, **with_model(model)
+    )
+    assert run.code == 0, run.stderr
+    assert "OUR-HOUSE-FIELD-RULES" in json.dumps(model.requests[0])
+    assert gh.requests_to("GET", rf"/contents/{re.escape(tdir)}/") == []
