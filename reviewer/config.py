@@ -26,6 +26,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from reviewer.budget import DEFAULT_LIMITS, Limits
 from reviewer.errors import ConfigError
 from reviewer.policy import glob_regex
+from reviewer.rules import RULE_IDS
 
 
 @dataclass(frozen=True)
@@ -244,7 +245,6 @@ class _StrList(ValueType):
 
 
 IGNORE_SELECTORS = ("rule", "path", "fingerprint")
-RULE_ID = re.compile(r"[a-z0-9][a-z0-9_.-]*")
 FINGERPRINT = re.compile(r"[0-9a-f]{12}")
 
 
@@ -289,8 +289,9 @@ class _IgnoreList(ValueType):
     def _selector(key: str, raw: object) -> str:
         """Checked for its kind: an entry that can never match would silently ignore nothing."""
         text = raw.strip() if isinstance(raw, str) else ""
-        patterns = {"rule": RULE_ID, "fingerprint": FINGERPRINT}
-        if not text or (key in patterns and not patterns[key].fullmatch(text)):
+        if key == "rule" and text and text not in RULE_IDS:  # `secrets` would quiet nothing
+            raise _Invalid(_unknown("rule", text, RULE_IDS), (key,))
+        if not text or (key == "fingerprint" and not FINGERPRINT.fullmatch(text)):
             what = {"rule": "a rule id like 'debugger'", "path": "a glob", "fingerprint": "12 hex characters"}
             raise _Invalid(f"`{key}` must be {what[key]}, got {_show(raw)}", (key,))
         if key == "path":

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from reviewer import dismissals, gate
 from reviewer.commands import parse_command
-from reviewer.config import IgnoreRule
 from reviewer.diff import DiffFile
 from reviewer.errors import GitHubError
 from reviewer.events import is_bot
@@ -134,14 +133,9 @@ def remember(
     allowed: Collection[str],
     read_threads_too: bool,
     warn: Warn,
-    ignore: Sequence[IgnoreRule] = (),
 ) -> Analysis:
-    """The review's analysis without what maintainers dismissed (the state's and the threads'),
-    verdict recomputed, every dismissal listed."""
-    if ignore:
-        filtered = dismissals.ignored_by_config(analysis.report.findings, ignore, files)
-        if filtered.listed:
-            analysis = _dropped(analysis, filtered, (*analysis.report.dismissed, *filtered.listed))
+    """The review's analysis without what maintainers dismissed on this PR (the state's and the
+    threads'), verdict recomputed, every dismissal listed (the config's `ignore:` is the review's)."""
     if state is None:
         return analysis
     new = (

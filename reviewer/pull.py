@@ -278,7 +278,6 @@ def review_units(
         allowed=pr.config.maintainer_associations,
         read_threads_too=job.inline_comments and pr.listed is not None,
         warn=warn,
-        ignore=pr.config.ignore,
     )
 
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reviewer import context as ctx
+from reviewer import dismissals, gate, incremental, progress, rules, verify
 from reviewer import findings as fnd
-from reviewer import gate, incremental, progress, rules, verify
 from reviewer.answer_size import answer_reservation
 from reviewer.budget import PLAN_SECONDS_SHARE, Budget, Limits, Price, held_call_cost, held_tokens
 from reviewer.config import Config
@@ -430,6 +430,8 @@ def _gate(
             findings, increment.carried, answered=answered, index=index
         )
         increment_info = increment.info(len(kept), len(increment.dropped) + len(dropped))
+    ignored = dismissals.ignored_by_config(findings, config.ignore, run.files)  # the base's `ignore:`
+    findings = list(ignored.kept)
     budget_report = run.budget.report()
     if budget_report.overrun:
         what = ", ".join(f"{o.limit} {o.used:g} of {o.allowed:g}" for o in budget_report.overrun)
@@ -439,6 +441,7 @@ def _gate(
         model=ModelInfo(name=config.model, fallbacks=config.fallback_models),
         coverage=cov,
         findings=tuple(fnd.order(findings)),
+        dismissed=ignored.listed,
         exclusions=fnd.dedupe_exclusions(found.refuted),
         signals=fnd.dedupe_signals((*checked.signals, *(s for a in answers for s in a.signals))),
         gaps=tuple(dict.fromkeys(gaps)),

@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Literal, get_args
 
 from reviewer.diff import DiffFile, DiffLine, Hunk
 from reviewer.policy import (
@@ -43,6 +44,11 @@ from reviewer.policy import (
     skip_reason,
 )
 from reviewer.report import Finding, Priority, Signal, finding_id
+
+RuleId = Literal["conflict-marker", "secret", "debugger"]
+RULE_IDS: tuple[str, ...] = get_args(RuleId)
+"""The rules that raise findings (`source: rule:<id>`; `ignore: - rule: <id>` quiets one). The
+duplicate-block check raises a MERGE signal, not a finding."""
 
 MIN_DUPLICATE_LINES = 6
 MAX_DUPLICATE_SIGNALS = 10
@@ -342,7 +348,7 @@ def redact(text: str) -> str:
 
 @dataclass(frozen=True)
 class _Hit:
-    rule: str
+    rule: RuleId
     finding: Finding
     """The card when this is the only place; its id is computed from `id_title`."""
     id_title: str
@@ -354,7 +360,7 @@ class _Hit:
 
 
 def _hit(
-    rule: str,
+    rule: RuleId,
     path: str,
     line: DiffLine,
     prose: _Prose,

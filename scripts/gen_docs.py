@@ -36,7 +36,7 @@ FILE_ONLY_HELP = {
     "context_window": "Input window of a model litellm does not know (else 8,192 is assumed, warned).",
     "context_share": "Most of each model call that repository context may take (0 turns it off).",
     "prices": "USD per million tokens for models litellm cannot price; without it their cost is unknown.",
-    "ignore": "Findings raised on no PR: each entry a `reason` and one of `rule`, `path`, `fingerprint`.",
+    "ignore": "Findings never raised (on a PR, or by a local review against `--base`): each entry a `reason` and one of `rule`, `path`, `fingerprint`.",
     "maintainer_associations": "Whose comment commands and dismissals count (`author_association`).",
 }
 
@@ -119,7 +119,7 @@ def _value_schema(value_type: Any, *, item: bool = False) -> dict[str, Any]:
         }
     if isinstance(value_type, cfg._IgnoreList):
         selectors = {
-            "rule": {"type": "string", "pattern": _stripped(cfg.RULE_ID.pattern), "description": "a rule id"},
+            "rule": {"enum": list(cfg.RULE_IDS), "description": "a rule that raises findings"},
             "path": {"type": "string", "pattern": r"\S", "description": "a glob"},
             "fingerprint": {
                 "type": "string",

@@ -179,6 +179,19 @@ def test_no_model_still_reports_rules_and_the_gap(repo: Repo, tmp_path: Path) ->
     assert report["coverage"]["files"][0]["reason"] == "no_model"
 
 
+def test_the_base_configs_ignore_list_quiets_a_local_review_too(repo: Repo, tmp_path: Path) -> None:
+    """`ignore:` in the config at `--base` is the same review's config locally as on a PR: the rule
+    it names raises nothing (listed as dismissed by the config), so `--fail-on` does not fail."""
+    ignore = "ignore:\n  - rule: debugger\n    reason: scripts may stop here\n"
+    repo.commit({"app.py": "x = 1\n", ".github/imreview.yml": ignore}, "base")
+    repo.branch("feature")
+    repo.commit({"app.py": "x = 1\nbreakpoint()\n"}, "debug")
+    proc, report = _review(repo, None, tmp_path, "--fail-on", "P2")
+    assert proc.returncode == 0, proc.stderr
+    assert report["findings"] == []
+    assert [(d["how"], d["by"]) for d in report["dismissed"]] == [("config", "scripts may stop here")]
+
+
 def test_no_model_and_nothing_found_is_incomplete_not_clean(feature_repo: Repo, tmp_path: Path) -> None:
     proc, report = _review(feature_repo, None, tmp_path)
     assert proc.returncode == 0

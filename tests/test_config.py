@@ -315,6 +315,21 @@ def test_a_file_that_is_not_a_mapping_of_settings_names_the_line(text: str, line
     assert expected in message
 
 
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ("rule: secrets", "unknown rule 'secrets' (did you mean 'secret'?)"),
+        ("rule: duplicate-block", "unknown rule 'duplicate-block' (valid: conflict-marker, secret, debugger)"),
+        ("fingerprint: abc", "`fingerprint` must be 12 hex characters, got 'abc'"),
+    ],
+)
+def test_an_ignore_entry_that_could_quiet_nothing_names_its_line(entry: str, expected: str) -> None:
+    """`ignore:` is how a finding is never raised again: an entry no finding can match is a mistake
+    the user must see, not an ignore list that silently ignores nothing."""
+    message = error_of(f"model: m\nignore:\n  - reason: on purpose\n    {entry}\n")
+    assert message == f"{NAME}:4: key 'ignore': item 1: {expected}"
+
+
 def test_blank_optional_values_leave_the_defaults() -> None:
     assert parse("model:\napi_base: ''\ncontext_window:\ninclude:\n") == {"include": ()}
     assert build_config(file_layer=parse("model:\n")).model is None
