@@ -36,7 +36,10 @@ FILE_ONLY_HELP = {
     "context_window": "Input window of a model litellm does not know (else 8,192 is assumed, warned).",
     "context_share": "Most of each model call that repository context may take (0 turns it off).",
     "prices": "USD per million tokens for models litellm cannot price; without it their cost is unknown.",
-    "ignore": "Findings never raised (on a PR, or by a local review against `--base`): each entry a `reason` and one of `rule`, `path`, `fingerprint`.",
+    "ignore": (
+        "Findings never raised (on a PR, or by a local review against `--base`): each entry a `reason`"
+        " and one of `rule`, `path`, `fingerprint`."
+    ),
     "maintainer_associations": "Whose comment commands and dismissals count (`author_association`).",
 }
 

@@ -319,7 +319,10 @@ def test_a_file_that_is_not_a_mapping_of_settings_names_the_line(text: str, line
     ("entry", "expected"),
     [
         ("rule: secrets", "unknown rule 'secrets' (did you mean 'secret'?)"),
-        ("rule: duplicate-block", "unknown rule 'duplicate-block' (valid: conflict-marker, secret, debugger)"),
+        (
+            "rule: duplicate-block",
+            "unknown rule 'duplicate-block' (valid: conflict-marker, secret, debugger)",
+        ),
         ("fingerprint: abc", "`fingerprint` must be 12 hex characters, got 'abc'"),
     ],
 )
