@@ -1,4 +1,4 @@
-"""Stage 2: filter files by policy, rank hunks by risk, pack whole hunks into model-sized units.
+"""Stage 3, plan: filter files by policy, rank hunks by risk, pack whole hunks into model-sized units.
 
 Nothing is cut silently: a filtered file is a `Skip`, lines no call carries are `Plan.unplaced`, and
 `coverage()` turns the plan and what was sent into per-file statuses (DESIGN section 4). No I/O:

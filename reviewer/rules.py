@@ -1,4 +1,4 @@
-"""Stage 3a: deterministic checks over the lines a change adds. Zero cost, high signal only.
+"""Stage 2, rules: deterministic checks over the lines a change adds. Zero cost, high signal only.
 
 - `conflict-marker` (P1): `<<<<<<< `, `>>>>>>> ` at column 0; `=======` only between them in the
   same hunk, so Markdown and reST underlines stay quiet. One finding per conflict.

@@ -237,6 +237,20 @@ def test_reviewer_imports_only_from_its_own_or_lower_layers() -> None:
     assert upward == [], f"imports against the layers of docs/architecture.md: {upward}"
 
 
+def test_the_layer_diagram_names_the_modules_of_the_layer_table() -> None:
+    """The drawing a newcomer reads first must not drift from the table the import check reads."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    drawn = [
+        set(names.split(" · "))
+        for names in re.findall(
+            r'^  \w+\["<b>[^<]+</b><br/>([^"]+)"\]$', page.split("```mermaid", 1)[1], re.M
+        )
+    ]
+    table = page.split("| layer | modules |", 1)[1].split("\n\n", 1)[0]
+    rows = [set(re.findall(r"`([\w.]+)`", r)) for r in table.splitlines()[2:] if r.startswith("|")]
+    assert drawn[::-1] == rows
+
+
 def test_the_audit_copies_every_example_and_every_documented_workflow(tmp_path: Path) -> None:
     """scripts/audit.py runs zizmor with no config over copies, as a user would: it must see them all."""
     copies = audit.user_copies(tmp_path)
