@@ -113,6 +113,16 @@ def test_the_sample_report_is_a_valid_report_and_renders(tmp_path: Path) -> None
     assert proc.stdout.startswith("### imreview — 2 findings")
 
 
+def test_the_sample_summary_and_comment_are_what_the_templates_render_today(tmp_path: Path) -> None:
+    """The README links these as what a review looks like: a template change that is not followed by
+    `python scripts/make_sample_report.py` would show a stranger output we no longer write."""
+    sample, env = str(ROOT / "docs" / "sample-report.json"), cli_env(tmp_path)
+    summary = run_cli(["render", sample], cwd=tmp_path, env=env).stdout
+    comment = run_cli(["render", sample, "--template", "comment"], cwd=tmp_path, env=env).stdout
+    assert (ROOT / "docs" / "sample-summary.md").read_text("utf-8") == summary.rstrip("\n")
+    assert (ROOT / "docs" / "sample-comment.md").read_text("utf-8").startswith(comment)
+
+
 def test_a_report_written_before_answers_and_unverified_still_renders(tmp_path: Path) -> None:
     old = json.loads((ROOT / "docs" / "sample-report.json").read_text("utf-8"))
     del old["answers"], old["unverified"]
