@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import yaml
@@ -450,9 +450,26 @@ def _flatten(data: Any, origin: str, prefix: str = "") -> dict[str, str | dict[s
     return out
 
 
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's parser when PyYAML has it (its wheels do): a language file is read in milliseconds,
-not the second the pure-Python parser takes on a loaded runner."""
+if TYPE_CHECKING:
+    _FastSafeLoader = yaml.SafeLoader
+else:
+    _FastSafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _YamlLoader(_FastSafeLoader):
+    """libyaml's parser when PyYAML has it (its wheels do): a language file is read in milliseconds,
+    not the second the pure-Python parser takes on a loaded runner. A key given twice is an error:
+    YAML keeps the last, silently dropping a translation."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[object, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in first:
+                message = f"duplicate key {key!r} (first on line {first[key]})"
+                raise yaml.constructor.ConstructorError(None, None, message, key_node.start_mark)
+            first[key] = key_node.start_mark.line + 1
+        return dict(super().construct_mapping(node, deep))
 
 
 def _load_i18n(path: Path) -> tuple[Mapping[str, str | dict[str, str]], str]:
@@ -464,7 +481,7 @@ def _load_i18n(path: Path) -> tuple[Mapping[str, str | dict[str, str]], str]:
 def _parsed_i18n(text: str, origin: str) -> Mapping[str, str | dict[str, str]]:
     """One parse per language file and content: a scan builds a renderer for every PR it reviews."""
     try:
-        data = yaml.load(text, Loader=_YAML_LOADER)
+        data = yaml.load(text, Loader=_YamlLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"{origin}:{mark.line + 1}" if mark else origin
@@ -612,9 +629,9 @@ class Renderer:
             if key.startswith(prefix) and isinstance(value, str)
         }
 
-    def plural(self, n: int, key: str, **params: Any) -> str:
-        """`{{ 3 | plural('count.files') }}` → "3 files"."""
-        return self.translate(key, n=n, **params)
+    def plural(self, n: int | None, key: str, **params: Any) -> str:
+        """`{{ 3 | plural('count.files') }}` → "3 files"; an unknown count is "unknown"."""
+        return self.translate("common.unknown") if n is None else self.translate(key, n=n, **params)
 
     def num(self, value: Any) -> str:
         return self.translate("common.unknown") if value is None else _format_param(value)

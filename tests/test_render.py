@@ -468,6 +468,22 @@ def test_zh_cn_renders_headings_in_chinese(zh) -> None:
     assert zh.comment(build(), max_findings=1).startswith("### imreview — 2 个发现 (1 P2, 1 P3) · 可发布 ✔")
 
 
+def test_a_message_file_giving_a_key_twice_names_both_lines(tmp_path: Path) -> None:
+    """YAML keeps the last of two equal keys: a translation would vanish without a word."""
+    (tmp_path / "i18n").mkdir()
+    text = "section:\n  findings: Constats\n\nsection:\n  gaps: Lacunes\n"
+    (tmp_path / "i18n" / "fr.yml").write_text(text, encoding="utf-8")
+    with pytest.raises(
+        TemplateError, match=r"fr\.yml:4: invalid YAML: duplicate key 'section' \(first on line 1\)"
+    ):
+        Renderer(language="fr", template_dir=tmp_path)
+
+
+def test_the_plural_of_an_unknown_count_is_unknown() -> None:
+    assert Renderer().plural(None, "count.files") == "unknown"
+    assert [Renderer().plural(n, "count.commits") for n in (1, 2)] == ["1 commit", "2 commits"]
+
+
 def test_missing_translations_fall_back_to_english_and_unknown_languages_are_errors(tmp_path: Path) -> None:
     (tmp_path / "i18n").mkdir()
     (tmp_path / "i18n" / "fr.yml").write_text("section:\n  findings: Constats\n", encoding="utf-8")
