@@ -271,3 +271,11 @@ def test_config_mirroring_defaults_in_code_match_action_yml(action: dict[str, An
 
     for name, default in CONFIG_INPUT_DEFAULTS.items():
         assert str(action["inputs"][name]["default"]) == default, name
+    from reviewer.config import CONFIG_KEYS
+
+    mirrored = {key.input for key in CONFIG_KEYS.values() if key.input}  # keys the config file also sets
+    defaulted = {name for name, spec in action["inputs"].items() if str(spec.get("default", "")).strip()}
+    assert sorted(mirrored & defaulted - set(CONFIG_INPUT_DEFAULTS)) == [], (
+        "an input that mirrors a config key with a default not in CONFIG_INPUT_DEFAULTS would always"
+        " override the base branch's config file"
+    )
