@@ -104,7 +104,15 @@ def _ignore(
         why = renderer.translate("command.not_found", id=finding_id, number=event.number)
         return _refuse(client, event, renderer, why, "not_found", warn)
     body = state.with_dismissed([made]).body(visible_text(sticky.body))
-    upsert_sticky(client, event.repo, event.number, body=body, login=listed.login, comments=listed.comments)
+    upsert_sticky(
+        client,
+        event.repo,
+        event.number,
+        body=body,
+        login=listed.login,
+        comments=listed.comments,
+        say=renderer.translate,
+    )
     _react(client, event, "eyes", warn)
     title, path = untrusted_line(made.title, 160), code_span(made.path, 200)
     text = renderer.translate("command.dismissed", title=title, id=made.id, path=path, number=event.number)

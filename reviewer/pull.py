@@ -37,7 +37,7 @@ from reviewer.render import Renderer, language_files, run_renderer, template_nam
 from reviewer.report import PRIORITIES, Incremental, Report, priority_rank
 from reviewer.report_files import ReportDir
 from reviewer.runner_sinks import (
-    READ_ONLY_DETAIL,
+    READ_ONLY_KEY,
     Annotations,
     Notice,
     ReadOnlyPull,
@@ -214,6 +214,7 @@ def open_pull(client: GitHubClient, job: PullJob) -> PullContext | PrOutcome:
 
         preload_litellm()  # (started already when an input named the model: it runs once)
     change = change if change is not None else source.change()
+    change = dataclasses.replace(change, gaps=source.worded_gaps(renderer.translate))
     return PullContext(source, info, read_only, change, config, renderer, prior, listed)
 
 
@@ -296,13 +297,14 @@ def sinks_for(
     else:
         listed = pr.listed or ListedComments("", None)
         target = PullTarget(client, job.repo, job.number, listed.login, listed.comments)
+        say = pr.renderer.translate
         if pr.listed is not None and job.post_comment:
-            sinks.append(StickyComment(target))
+            sinks.append(StickyComment(target, say))
         if pr.listed is not None and job.inline_comments:
             sinks.append(InlineReview(target, pr.renderer, pr.config.max_findings, index))
-        sinks.append(Notice(notices, READ_ONLY_DETAIL, on_read_only=True))
+        sinks.append(Notice(notices, say(READ_ONLY_KEY), on_read_only=True, say=say))
     if job.annotations and notices is not None:
-        sinks.append(Annotations(notices, pr.config.max_findings))
+        sinks.append(Annotations(notices, pr.config.max_findings, pr.renderer.translate))
     return sinks
 
 

@@ -219,7 +219,9 @@ def _reviewed(
     if config.model:
         from reviewer.llm import ModelClient
 
-        price = ModelClient(config, Budget(config.limits), warn=warn).price(config.model)
+        price = ModelClient(config, Budget(config.limits), warn=warn, say=renderer.translate).price(
+            config.model
+        )
     reviewed = 0
     longest_pr = 0.0
     for pull in pulls:
