@@ -595,9 +595,9 @@ def settle_spend(
     if comment is None or not comment.ok:
         release_spend(client, job, reservation, report.budget.used.cost_usd, renderer, warn=warn)
     elif reservation.created:
-        created = dataclasses.replace(
-            comment, detail=comment.detail.replace("updated", "created", 1), reason="created"
-        )
+        rest = comment.detail.removeprefix(renderer.translate("publish.comment_updated"))
+        detail = renderer.translate("publish.comment_created") + rest
+        created = dataclasses.replace(comment, detail=detail, reason="created")
         return report.replace(published=tuple(created if p is comment else p for p in report.published))
     return report
 
