@@ -273,7 +273,8 @@ def _dispatch(
         return RunResult([run_command(client, command, job, warn=echo(out), notices=out)])
     renderer = settings.job.messages()
     if request.kind == "skip":
-        return RunResult([skipped_outcome(0, request.reason, renderer)])
+        why = request.reason.words(renderer.translate) if request.reason is not None else ""
+        return RunResult([skipped_outcome(0, why, renderer)])
     client = _client(settings, env)
     if request.kind == "scan":  # one table for the run, then each reviewed PR's summary; or the matrix
         from reviewer.scan import ScanSettings, scan, summary

@@ -189,7 +189,8 @@ def open_pull(client: GitHubClient, job: PullJob) -> PullContext | PrOutcome:
     )
     if policy is not None:
         plain = job.messages()
-        return skipped_outcome(number, policy[1], plain, reason=policy[0], title=info.title, url=info.url)
+        why = policy.words(plain.translate)
+        return skipped_outcome(number, why, plain, reason=policy.code, title=info.title, url=info.url)
     read_only = job.forks_read_only and info.cross_repo
     wants_write = (job.post_comment or job.inline_comments) and not read_only
     listed = list_comments(client, repo, number) if wants_write else None

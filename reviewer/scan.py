@@ -154,7 +154,7 @@ def _listed(client: GitHubClient, settings: ScanSettings, rows: dict[int, ScanRo
             author=pull.author,
             author_type=pull.author_type,
         )
-        reason = policy[0] if policy else "label" if labels and not labels & set(pull.labels) else ""
+        reason = policy.code if policy else "label" if labels and not labels & set(pull.labels) else ""
         if reason:
             rows[pull.number] = _row(pull, "skipped", reason)
         else:
