@@ -330,7 +330,7 @@ def _review(run: _Run, planner: _Planner, plan: Plan) -> _Reviewed:
         if o.status == "ok" and o.answer is not None and o.answer.missing
     ]
     for why, items in fnd.group_dropped(d for o in outcomes for d in o.dropped).items():
-        details = "; ".join(_short(d.detail, 160) for d in items[:3])
+        details = "; ".join(_short(_dropped_detail(d, renderer.translate), 160) for d in items[:3])
         run.warnings(renderer.translate(f"dropped.{why}", n=len(items), details=details))
     return _Reviewed(plan, tuple(outcomes), planner, tuple(gaps))
 
@@ -905,6 +905,13 @@ def _affordable(budget: Budget, units: Sequence[Unit], unit: Unit, max_tokens: i
         and spent.input_tokens + sum(u.input_tokens for u in waiting) + unit.input_tokens + max_tokens
         <= limits.input_tokens
     )
+
+
+def _dropped_detail(dropped: fnd.Dropped, say: Say) -> str:
+    """Which item was dropped, worded for the report; a malformed item's is the parser's own message."""
+    if dropped.why == "malformed":
+        return dropped.detail
+    return say(f"dropped_item.{dropped.why}", where=dropped.where, path=repr(dropped.path))
 
 
 def _short(text: str, limit: int = 300) -> str:
