@@ -33,9 +33,8 @@ def run_command(
     plain = job.messages()
     first = decide(event, ASSOCIATIONS)
     if first.reason in SILENT:
-        text = plain.translate(
-            "command.ignored", number=event.number, reason=untrusted_line(first.detail, 300)
-        )
+        why = first.detail.words(plain.translate) if first.detail is not None else ""
+        text = plain.translate("command.ignored", number=event.number, reason=untrusted_line(why, 300))
         return _outcome(event, plain, text, reason=first.reason)
     from reviewer.source.github import GitHubSource
 
@@ -44,7 +43,8 @@ def run_command(
     renderer = job.messages(config.language)
     decision = decide(event, config.maintainer_associations)
     if not decision.accepted:
-        detail = untrusted_line(decision.detail, 300)
+        why = decision.detail.words(renderer.translate) if decision.detail is not None else ""
+        detail = untrusted_line(why, 300)
         return _refuse(client, event, renderer, detail, decision.reason, warn)
     verb = decision.command.verb if decision.command is not None else None
     if verb == "ignore":

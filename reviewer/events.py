@@ -42,9 +42,9 @@ def parse_pr_numbers(raw: str) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
-class SkipWhy:
-    """Why nothing is reviewed: the machine `code` callers branch on, and the sentence a user reads
-    as the i18n `key` (`skip.*` in templates/i18n) with the values it names."""
+class Why:
+    """Why something is not done (a skip, a refused command): the machine `code` callers branch on,
+    and the sentence a user reads as its i18n `key` (templates/i18n) with the values it names."""
 
     code: str
     key: str
@@ -63,7 +63,7 @@ class RunRequest:
     kind: Literal["pr", "scan", "skip"]
     repo: str
     numbers: tuple[int, ...] = ()
-    reason: SkipWhy | None = None
+    reason: Why | None = None
     explicit: bool = False
 
 
@@ -135,14 +135,14 @@ def _pull_request(
             f"input 'mode' is 'pr' but event '{event_name}' carries no pull request: set `pr-number`"
         )
     if event_name not in PR_EVENTS:
-        why = SkipWhy("event", "skip.event", (("event", event_name),)) if event_name else _NO_EVENT
+        why = Why("event", "skip.event", (("event", event_name),)) if event_name else _NO_EVENT
         return RunRequest("skip", repo, reason=why)
     if number is None:
         raise UsageError(f"event payload: '{event_name}' has no 'pull_request' object")
     action = payload.get("action")
     if mode == "auto" and action not in REVIEW_ACTIONS:
         values = (("event", event_name), ("action", str(action)), ("actions", ", ".join(REVIEW_ACTIONS)))
-        return RunRequest("skip", repo, reason=SkipWhy("action", "skip.action", values))
+        return RunRequest("skip", repo, reason=Why("action", "skip.action", values))
     return RunRequest("pr", repo, (number,))
 
 
@@ -161,19 +161,17 @@ class SkipRules:
     explicit: bool = False
 
 
-def skip_reason(
-    rules: SkipRules, *, state: str, draft: bool, author: str, author_type: str
-) -> SkipWhy | None:
+def skip_reason(rules: SkipRules, *, state: str, draft: bool, author: str, author_type: str) -> Why | None:
     """Why a policy skip applies to the PR as it is now (verdict `skipped`), or None to review it."""
     if rules.closed and state != "open":
-        return SkipWhy("closed", "skip.closed", (("state", state),)) if state else _NOT_OPEN
+        return Why("closed", "skip.closed", (("state", state),)) if state else _NOT_OPEN
     if draft and rules.drafts and not rules.explicit:
-        return SkipWhy("draft", "skip.draft")
+        return Why("draft", "skip.draft")
     if rules.bots and is_bot(author, author_type):
-        return SkipWhy("bot", "skip.bot", (("author", author),)) if author else _UNNAMED_BOT
+        return Why("bot", "skip.bot", (("author", author),)) if author else _UNNAMED_BOT
     return None
 
 
-_NO_EVENT = SkipWhy("event", "skip.no_event")
-_NOT_OPEN = SkipWhy("closed", "skip.not_open")
-_UNNAMED_BOT = SkipWhy("bot", "skip.unnamed_bot")
+_NO_EVENT = Why("event", "skip.no_event")
+_NOT_OPEN = Why("closed", "skip.not_open")
+_UNNAMED_BOT = Why("bot", "skip.unnamed_bot")

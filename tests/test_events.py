@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from reviewer.errors import UsageError
-from reviewer.events import SkipRules, SkipWhy, parse_pr_numbers, plan_run, read_inputs, skip_reason
+from reviewer.events import SkipRules, Why, parse_pr_numbers, plan_run, read_inputs, skip_reason
 from reviewer.render import english
 
 EVENTS = Path(__file__).parent / "data" / "events"
@@ -177,7 +177,7 @@ def test_parse_pr_numbers_rejects(bad: str) -> None:
     assert repr(bad) in str(err.value)
 
 
-def skip(**overrides: Any) -> SkipWhy | None:
+def skip(**overrides: Any) -> Why | None:
     args: dict[str, Any] = {
         "draft": False,
         "author": "octocat",

@@ -154,6 +154,21 @@ MOVED = (
         f"skip.{name}"
         for name in ("closed", "not_open", "draft", "bot", "unnamed_bot", "event", "no_event", "action")
     ),
+    *(
+        f"command_refusal.{name}"
+        for name in (
+            "not_created",
+            "not_created_unnamed",
+            "bot",
+            "unnamed_bot",
+            "not_a_pull",
+            "not_a_command",
+            "association",
+            "association_nobody",
+            "unknown",
+            "no_finding",
+        )
+    ),
     "dropped_item.truncated",
     "dropped_item.example",
     "dropped_item.not_in_pr",
@@ -184,8 +199,9 @@ def test_the_moved_messages_are_in_both_languages_with_the_same_placeholders() -
 
 
 def _english_left(text: str, keys: tuple[str, ...] = MOVED) -> dict[str, str]:
-    en = _raw("en")
-    return {key: part for key in keys for part in _fragments(en[key]) if part in text}
+    """English words of the moved messages found in `text` (names both languages keep aside)."""
+    en, zh = _raw("en"), _raw("zh-CN")
+    return {key: part for key in keys for part in _fragments(en[key]) if part in text and part not in zh[key]}
 
 
 def _chinese_missing(text: str, keys: tuple[str, ...]) -> dict[str, str]:
@@ -231,3 +247,17 @@ def test_a_zh_cn_skip_says_why_in_chinese(gh: FakeGitHub, model: FakeModelServer
     assert _english_left(run.summary) == {}
     assert _chinese_missing(run.summary, ("skip.draft",)) == {}
     assert "拉取请求是草稿" in run.summary
+
+
+def test_a_zh_cn_refused_command_says_why_in_chinese(
+    gh: FakeGitHub, model: FakeModelServer, runner: Runner
+) -> None:
+    from tests.test_comment_commands import BASE_SHA, REPO, pr_comment
+
+    add_pull(gh)
+    gh.add_content(REPO, BASE_SHA, ".github/imreview.yml", "maintainer_associations: [OWNER]\n")
+    command = pr_comment(gh, "/imreview review", association="MEMBER")
+    run = runner.run("issue_comment", command, language="zh-CN", **with_model(model))
+    assert run.code == 0, run.stderr
+    assert _english_left(run.summary) == {}
+    assert _chinese_missing(run.summary, ("command_refusal.association",)) == {}
