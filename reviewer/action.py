@@ -7,6 +7,7 @@ written to; the model's output never chooses a target.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import sys
@@ -31,7 +32,7 @@ from reviewer.pull import (
     run_text,
     skipped_outcome,
 )
-from reviewer.render import Renderer
+from reviewer.render import Renderer, Say, english, run_renderer
 from reviewer.report import VERDICT_RANK
 from reviewer.report_files import ReportDir, report_dir
 from reviewer.runner_sinks import Rendered, StepOutputs, SummaryFile, echo_untrusted, escape_data, mask
@@ -199,7 +200,8 @@ def run_action(env: Mapping[str, str], stdout: TextIO | None = None) -> int:
         _write_index(settings.job.reports, outcomes) if len(outcomes) > 1 and settings.job.reports else ""
     )
     summaries = [*([result.head] if result.head else []), *(o.summary for o in outcomes)]
-    publish_run(env, summaries, _outputs(outcomes, index_path=index_path, matrix=result.matrix))
+    say = functools.partial(_say_in, settings.job.overrides.language)
+    publish_run(env, summaries, _outputs(outcomes, index_path=index_path, matrix=result.matrix), say)
     for outcome in outcomes:
         if outcome.verdict == "incomplete":
             out.write(
@@ -244,10 +246,13 @@ def _usage_error(exc: UsageError, out: TextIO, env: Mapping[str, str]) -> int:
     return 2
 
 
-def publish_run(env: Mapping[str, str], summaries: Sequence[str], outputs: Mapping[str, str]) -> None:
+def publish_run(
+    env: Mapping[str, str], summaries: Sequence[str], outputs: Mapping[str, str], say: Say = english
+) -> None:
     """The run's runner sinks: each summary appended to the job summary (a scan's table first, then
-    one per PR), then the step outputs, aggregated over the run (DESIGN 10.4)."""
-    summary = SummaryFile(env.get("GITHUB_STEP_SUMMARY"))
+    one per PR), then the step outputs, aggregated over the run (DESIGN 10.4). `say` words the note
+    of a summary cut to fit (in the run's language)."""
+    summary = SummaryFile(env.get("GITHUB_STEP_SUMMARY"), say)
     for text in summaries:
         summary.publish(None, Rendered(summary=text))
     StepOutputs(env.get("GITHUB_OUTPUT")).publish(None, Rendered(outputs=outputs))
@@ -268,7 +273,8 @@ def _dispatch(
         return RunResult([run_command(client, command, job, warn=echo(out), notices=out)])
     renderer = settings.job.messages()
     if request.kind == "skip":
-        return RunResult([skipped_outcome(0, request.reason, renderer)])
+        why = request.reason.words(renderer.translate) if request.reason is not None else ""
+        return RunResult([skipped_outcome(0, why, renderer)])
     client = _client(settings, env)
     if request.kind == "scan":  # one table for the run, then each reviewed PR's summary; or the matrix
         from reviewer.scan import ScanSettings, scan, summary
@@ -323,7 +329,14 @@ def _publish_failure(env: Mapping[str, str], kind: str, detail: str) -> None:
     except UsageError:
         renderer = Renderer()
     outcome = PrOutcome(0, "incomplete", detail, cost_usd=None)
-    publish_run(env, [run_text(renderer, kind, detail=detail)], _outputs([outcome], index_path=""))
+    publish_run(
+        env, [run_text(renderer, kind, detail=detail)], _outputs([outcome], index_path=""), renderer.translate
+    )
+
+
+def _say_in(language: str | None, key: str, default: str | None = None, **params: Any) -> str:
+    """A run-level sentence in the run's `language`, the renderer built only when one is worded."""
+    return run_renderer(language, unread=True).translate(key, default, **params)
 
 
 def _write_index(reports: ReportDir, outcomes: Sequence[PrOutcome]) -> str:

@@ -33,9 +33,8 @@ def run_command(
     plain = job.messages()
     first = decide(event, ASSOCIATIONS)
     if first.reason in SILENT:
-        text = plain.translate(
-            "command.ignored", number=event.number, reason=untrusted_line(first.detail, 300)
-        )
+        why = first.detail.words(plain.translate) if first.detail is not None else ""
+        text = plain.translate("command.ignored", number=event.number, reason=untrusted_line(why, 300))
         return _outcome(event, plain, text, reason=first.reason)
     from reviewer.source.github import GitHubSource
 
@@ -44,7 +43,8 @@ def run_command(
     renderer = job.messages(config.language)
     decision = decide(event, config.maintainer_associations)
     if not decision.accepted:
-        detail = untrusted_line(decision.detail, 300)
+        why = decision.detail.words(renderer.translate) if decision.detail is not None else ""
+        detail = untrusted_line(why, 300)
         return _refuse(client, event, renderer, detail, decision.reason, warn)
     verb = decision.command.verb if decision.command is not None else None
     if verb == "ignore":
@@ -104,7 +104,15 @@ def _ignore(
         why = renderer.translate("command.not_found", id=finding_id, number=event.number)
         return _refuse(client, event, renderer, why, "not_found", warn)
     body = state.with_dismissed([made]).body(visible_text(sticky.body))
-    upsert_sticky(client, event.repo, event.number, body=body, login=listed.login, comments=listed.comments)
+    upsert_sticky(
+        client,
+        event.repo,
+        event.number,
+        body=body,
+        login=listed.login,
+        comments=listed.comments,
+        say=renderer.translate,
+    )
     _react(client, event, "eyes", warn)
     title, path = untrusted_line(made.title, 160), code_span(made.path, 200)
     text = renderer.translate("command.dismissed", title=title, id=made.id, path=path, number=event.number)

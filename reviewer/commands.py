@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from reviewer.errors import UsageError
-from reviewer.events import is_bot
+from reviewer.events import Why, is_bot
 
 COMMAND_EVENTS: tuple[str, ...] = ("issue_comment", "pull_request_review_comment")
 VERBS: tuple[str, ...] = ("review", "full", "ignore", "help")
@@ -43,7 +43,7 @@ class Command:
 
     verb: Verb | None
     finding_id: str = ""
-    problem: str = ""
+    problem: Why | None = None
 
 
 def parse_command(body: str) -> Command | None:
@@ -60,7 +60,8 @@ def parse_command(body: str) -> Command | None:
             return None
         verb = words[1] if len(words) > 1 else "help"
         if verb not in VERBS:
-            return Command(None, problem=f"unknown command {verb[:40]!r} (use {', '.join(VERBS)})")
+            named = (("verb", repr(verb[:40])), ("verbs", ", ".join(VERBS)))
+            return Command(None, problem=Why("malformed", "command_refusal.unknown", named))
         if verb != "ignore" or len(words) < 3:
             return Command(verb)  # type: ignore[arg-type]  # checked against VERBS
         ident = words[2].lstrip("#`").rstrip("`")
@@ -135,32 +136,39 @@ class Decision:
     reason: str
     """`accepted`, or why not: `not_created`, `bot`, `not_a_pull`, `not_a_command`, `association`,
     `malformed`, `no_finding`."""
-    detail: str = ""
+    detail: Why | None = None
+    """The sentence saying why not (`command_refusal.*` in templates/i18n)."""
     command: Command | None = None
     reaction: Reaction | None = None
+
+
+def _refused(code: str, key: str, command: Command | None = None, **named: str) -> Decision:
+    """A refusal: silent (no reaction) before a command is parsed, a 👎 after."""
+    reaction: Reaction | None = "-1" if command is not None else None
+    return Decision(False, code, Why(code, f"command_refusal.{key}", tuple(named.items())), command, reaction)
 
 
 def decide(event: CommentEvent, allowed: Collection[str]) -> Decision:
     """Whether `event` is a command this commenter may give. Only `created` comments count (an edit
     would let one comment command twice); a bot's comment, ours included, is never a command."""
     if event.action != "created":
-        return Decision(False, "not_created", f"comment {event.action or 'event'}: only new comments")
+        if not event.action:
+            return _refused("not_created", "not_created_unnamed")
+        return _refused("not_created", "not_created", action=event.action)
     if is_bot(event.author, event.author_type):
-        return Decision(False, "bot", f"{event.author or 'a bot'} wrote it: bots give no commands")
+        return _refused("bot", "bot", author=event.author) if event.author else _refused("bot", "unnamed_bot")
     if not event.on_pull:
-        return Decision(False, "not_a_pull", "the comment is on an issue, not a pull request")
+        return _refused("not_a_pull", "not_a_pull")
     command = parse_command(event.body)
     if command is None:
-        return Decision(False, "not_a_command", "the comment does not start with /imreview")
+        return _refused("not_a_command", "not_a_command")
     if event.association not in {a.upper() for a in allowed}:
-        detail = (
-            f"{event.author} is {event.association} on this repository; commands are taken from "
-            f"{', '.join(sorted(allowed)) or 'nobody'} (maintainer_associations)"
-        )
-        return Decision(False, "association", detail, command, "-1")
-    if command.problem:
+        who = {"author": event.author, "association": event.association}
+        if not allowed:
+            return _refused("association", "association_nobody", command, **who)
+        return _refused("association", "association", command, **who, allowed=", ".join(sorted(allowed)))
+    if command.problem is not None:
         return Decision(False, "malformed", command.problem, command, "-1")
     if command.verb == "ignore" and not command.finding_id and event.reply_to is None:
-        detail = "/imreview ignore on the pull request needs a finding id: /imreview ignore ID"
-        return Decision(False, "no_finding", detail, command, "-1")
-    return Decision(True, "accepted", "", command, "eyes")
+        return _refused("no_finding", "no_finding", command)
+    return Decision(True, "accepted", None, command, "eyes")

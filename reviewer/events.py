@@ -8,7 +8,7 @@ a target (DESIGN 7); nothing here reads PR text, so nothing untrusted can choose
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -42,6 +42,20 @@ def parse_pr_numbers(raw: str) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
+class Why:
+    """Why something is not done (a skip, a refused command): the machine `code` callers branch on,
+    and the sentence a user reads as its i18n `key` (templates/i18n) with the values it names."""
+
+    code: str
+    key: str
+    params: tuple[tuple[str, str], ...] = ()
+
+    def words(self, say: Callable[..., str]) -> str:
+        """The sentence, worded by `say` (`Renderer.translate`)."""
+        return say(self.key, **dict(self.params))
+
+
+@dataclass(frozen=True)
 class RunRequest:
     """What to do: review `numbers` (`pr`), scan open PRs (`scan`), or nothing (`skip`, with `reason`).
     `explicit`: a person named the PRs (dispatch input, `mode: pr` with `pr-number`): drafts are reviewed."""
@@ -49,7 +63,7 @@ class RunRequest:
     kind: Literal["pr", "scan", "skip"]
     repo: str
     numbers: tuple[int, ...] = ()
-    reason: str = ""
+    reason: Why | None = None
     explicit: bool = False
 
 
@@ -121,18 +135,14 @@ def _pull_request(
             f"input 'mode' is 'pr' but event '{event_name}' carries no pull request: set `pr-number`"
         )
     if event_name not in PR_EVENTS:
-        return RunRequest(
-            "skip",
-            repo,
-            reason=f"event '{event_name or '(none)'}' is not reviewed "
-            "(use pull_request, pull_request_target, workflow_dispatch or schedule)",
-        )
+        why = Why("event", "skip.event", (("event", event_name),)) if event_name else _NO_EVENT
+        return RunRequest("skip", repo, reason=why)
     if number is None:
         raise UsageError(f"event payload: '{event_name}' has no 'pull_request' object")
     action = payload.get("action")
     if mode == "auto" and action not in REVIEW_ACTIONS:
-        reason = f"{event_name} action '{action}' is not reviewed (only {', '.join(REVIEW_ACTIONS)})"
-        return RunRequest("skip", repo, reason=reason)
+        values = (("event", event_name), ("action", str(action)), ("actions", ", ".join(REVIEW_ACTIONS)))
+        return RunRequest("skip", repo, reason=Why("action", "skip.action", values))
     return RunRequest("pr", repo, (number,))
 
 
@@ -151,15 +161,17 @@ class SkipRules:
     explicit: bool = False
 
 
-def skip_reason(
-    rules: SkipRules, *, state: str, draft: bool, author: str, author_type: str
-) -> tuple[str, str] | None:
-    """(reason code, sentence) when a policy skip applies to the PR as it is now (verdict `skipped`),
-    or None to review it."""
+def skip_reason(rules: SkipRules, *, state: str, draft: bool, author: str, author_type: str) -> Why | None:
+    """Why a policy skip applies to the PR as it is now (verdict `skipped`), or None to review it."""
     if rules.closed and state != "open":
-        return "closed", f"the pull request is {state or 'not open'}"
+        return Why("closed", "skip.closed", (("state", state),)) if state else _NOT_OPEN
     if draft and rules.drafts and not rules.explicit:
-        return "draft", "the pull request is a draft (skip-drafts is true; mark it ready for review)"
+        return Why("draft", "skip.draft")
     if rules.bots and is_bot(author, author_type):
-        return "bot", f"the pull request was opened by the bot {author or '(unknown)'} (skip-bots is true)"
+        return Why("bot", "skip.bot", (("author", author),)) if author else _UNNAMED_BOT
     return None
+
+
+_NO_EVENT = Why("event", "skip.no_event")
+_NOT_OPEN = Why("closed", "skip.not_open")
+_UNNAMED_BOT = Why("bot", "skip.unnamed_bot")

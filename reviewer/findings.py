@@ -158,6 +158,9 @@ class Dropped:
     where: str
     why: str
     detail: str
+    """The parser's own sentence (a repair call is told it); the report words it from `why`."""
+    path: str = ""
+    """`not_in_pr`: the path the answer named."""
 
 
 @dataclass(frozen=True)
@@ -648,7 +651,7 @@ def _read_lists(
                 )
             elif key == "findings" and pr_paths is not None and item.path not in pr_paths:
                 detail = f"{where}: path {item.path[:200]!r} is not a file of this PR"
-                dropped.append(Dropped(where, "not_in_pr", detail))
+                dropped.append(Dropped(where, "not_in_pr", detail, path=item.path[:200]))
             else:
                 kept[key].append(item)
     return kept, dropped

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reviewer import model_facts
 from reviewer.budget import EXACT_MARGIN_PERCENT, UNCERTAIN_MARGIN_PERCENT, Budget, Reservation, plausible
@@ -32,6 +32,9 @@ from reviewer.errors import (
     ModelConfigError,
     ModelError,
 )
+
+if TYPE_CHECKING:
+    from reviewer.render import Say
 
 T = TypeVar("T")
 
@@ -193,6 +196,13 @@ class _Call:
         self.sent += details.get("log_event_type") == "pre_api_call"
 
 
+def _english(key: str, default: str | None = None, **params: Any) -> str:
+    """The packaged English strings, read only when a warning is worded (Jinja is not loaded before)."""
+    from reviewer.render import english
+
+    return english(key, default, **params)
+
+
 class ModelClient:
     """One configured model chain (primary + fallbacks) spending from one Budget; thread-safe."""
 
@@ -202,6 +212,7 @@ class ModelClient:
         budget: Budget,
         *,
         warn: Callable[[str], None],
+        say: Say | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not config.model:
@@ -212,6 +223,8 @@ class ModelClient:
         self.budget = budget
         self.models: tuple[str, ...] = tuple(dict.fromkeys((config.model, *config.fallback_models)))
         self._warn = warn
+        self._say: Say = _english if say is None else say
+        """Words the warnings (`Renderer.translate` of the report's language; English by default)."""
         self._sleep = sleep
         self._lock = threading.Lock()
         self._warned: set[str] = set()
@@ -245,16 +258,11 @@ class ModelClient:
             window, source, unknown = model_facts.find_window(
                 self.config, [self.facts(m) for m in self.models]
             )
-            server = (
-                " and the server at api_base did not say its window (GET /v1/models, GET /props)"
-                if self.config.api_base
-                else ""
-            )
+            key = "warning.unknown_window_server" if self.config.api_base else "warning.unknown_window"
             for model in unknown:
                 self._warn_once(
                     f"context:{model}",
-                    f"model {model!r} is unknown to litellm's model map{server}: assuming a context window "
-                    f"of {model_facts.ASSUMED_CONTEXT_WINDOW} tokens (set `context_window` to override)",
+                    self._say(key, model=repr(model), window=str(model_facts.ASSUMED_CONTEXT_WINDOW)),
                 )
             with self._lock:
                 self._window = self._window or (window, source)
@@ -355,11 +363,7 @@ class ModelClient:
         """(input, output) USD per token: configured prices first, then litellm's bundled map."""
         price = self.facts(model).price
         if price is None:
-            self._warn_once(
-                f"price:{model}",
-                f"no price known for model {model!r}: its cost is reported as unknown; the token and call "
-                "limits still hold (set `prices` to enable the cost limit)",
-            )
+            self._warn_once(f"price:{model}", self._say("warning.no_price", model=repr(model)))
         return price
 
     def sends_schema(self) -> bool:
@@ -638,8 +642,12 @@ class ModelClient:
         if not trusted and reported:
             self._warn_once(
                 f"usage:{model}",
-                f"model {model!r} reported {reported} completion tokens for an answer counted locally "
-                f"as {output_tokens}: charged {output_tokens}",
+                self._say(
+                    "warning.usage_mismatch",
+                    model=repr(model),
+                    reported=str(reported),
+                    counted=str(output_tokens),
+                ),
             )
         price = call.price
         cost = None if price is None else input_tokens * price[0] + output_tokens * price[1]

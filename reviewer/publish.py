@@ -15,14 +15,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from reviewer.errors import GitHubError, NoWriteAccess, RateLimited, Retryable, Unprocessable
-from reviewer.render import fit
+from reviewer.render import Say, english, fit
 from reviewer.report import Finding, Published, Report
 from reviewer.runner_sinks import (
     READ_ONLY,
-    READ_ONLY_DETAIL,
+    READ_ONLY_KEY,
     PullSink,
     Rendered,
-    _packaged_text,
     refused_read_only,
 )
 from reviewer.state import (
@@ -63,7 +62,7 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-def fit_comment(text: str, limit: int = COMMENT_LIMIT) -> str:
+def fit_comment(text: str, limit: int = COMMENT_LIMIT, *, say: Say = english) -> str:
     """Cut `text` to `limit` UTF-16 units at a line boundary, with a note; our marker line survives."""
     if utf16_len(text) <= limit:
         return text
@@ -71,7 +70,7 @@ def fit_comment(text: str, limit: int = COMMENT_LIMIT) -> str:
     head, _, last = text.rstrip().rpartition("\n")
     if last.strip().startswith((MARKER_PREFIX, REVIEW_MARKER_PREFIX)):
         body, tail = head, "\n" + last.strip()
-    note = "\n" + _packaged_text("publish.comment_truncated")
+    note = "\n" + say("publish.comment_truncated")
     kept, _ = fit(body, max(limit - utf16_len(tail), 0), unit="utf16", note=note)
     return kept + tail
 
@@ -156,32 +155,35 @@ def upsert_sticky(
     body: str,
     login: str,
     comments: Sequence[CommentInfo] | None = None,
+    say: Say = english,
 ) -> Published:
     """Edit our oldest sticky comment in place, or create it; then delete our own newer duplicates.
-    The list is read before any write (`comments`: as this run already read it)."""
+    The list is read before any write (`comments`: as this run already read it). `say` words the
+    result (`Renderer.translate` in the report's language)."""
     key = state_key()
     body = sign_sticky(body, repo=repo, number=number, key=key)
     size = utf16_len(body)
     if size > GITHUB_BODY_MAX:
-        detail = f"comment body is {size:,} UTF-16 units, over GitHub's 65,536"
-        return Published("comment", False, detail, reason="too_long")
+        return Published("comment", False, say("publish.comment_too_long", size=size), reason="too_long")
     try:
         listed = client.issue_comments(repo, number) if comments is None else comments
         ours = _our_stickies(listed, login, repo=repo, number=number, key=key)
         if not ours:
-            return _create_sticky(client, repo, number, body=body, login=login, key=key)
+            return _create_sticky(client, repo, number, body=body, login=login, key=key, say=say)
         info = _write(
             client, lambda: client.edit_issue_comment(repo, ours[0].id, _bound(body, ours[0].id, key))
         )
-        return _sticky_done(client, repo, "updated", info, _deletable(ours[1:], login, key))
+        return _sticky_done(client, repo, "updated", info, _deletable(ours[1:], login, key), say)
     except NoWriteAccess:
-        return Published("comment", False, READ_ONLY_DETAIL, reason=READ_ONLY)
+        return Published("comment", False, say(READ_ONLY_KEY), reason=READ_ONLY)
     except GitHubError as exc:
-        return Published("comment", False, f"sticky comment not posted: {exc}", reason="github_error")
+        return Published(
+            "comment", False, say("publish.comment_failed", error=str(exc)), reason="github_error"
+        )
 
 
 def _create_sticky(
-    client: GitHubClient, repo: str, number: int, *, body: str, login: str, key: bytes | None
+    client: GitHubClient, repo: str, number: int, *, body: str, login: str, key: bytes | None, say: Say
 ) -> Published:
     """Created, then the list read again for a copy a concurrent job created meanwhile: the oldest
     is kept (edited to this body when it is not ours) and the newer go."""
@@ -195,7 +197,7 @@ def _create_sticky(
     try:
         ours = _our_stickies(client.issue_comments(repo, number), login, repo=repo, number=number, key=key)
     except GitHubError as exc:
-        detail = f"created the sticky comment (not re-checked for a racing duplicate: {exc})"
+        detail = say("publish.comment_created_unchecked", error=str(exc))
         return Published("comment", True, detail, created.url, reason="created")
     if all(c.id != created.id for c in ours):
         ours = sorted([*ours, created], key=lambda c: c.id)
@@ -207,7 +209,7 @@ def _create_sticky(
     )
     extra = _deletable([c for c in ours[1:] if c.id != created.id], login, key)
     mine = [created] if keep.id != created.id else []
-    return _sticky_done(client, repo, "created", info, [*mine, *extra])
+    return _sticky_done(client, repo, "created", info, [*mine, *extra], say)
 
 
 def _deletable(duplicates: Sequence[CommentInfo], login: str, key: bytes | None) -> list[CommentInfo]:
@@ -277,7 +279,12 @@ def _bound(body: str, comment_id: int, key: bytes | None) -> str:
 
 
 def _sticky_done(
-    client: GitHubClient, repo: str, done: str, info: CommentInfo, duplicates: Sequence[CommentInfo]
+    client: GitHubClient,
+    repo: str,
+    done: str,
+    info: CommentInfo,
+    duplicates: Sequence[CommentInfo],
+    say: Say,
 ) -> Published:
     failed = []
     for dup in duplicates:
@@ -285,11 +292,11 @@ def _sticky_done(
             client.delete_issue_comment(repo, dup.id)
         except GitHubError as exc:
             failed.append(f"{dup.id} ({exc})")
-    detail = f"{done} the sticky comment"
+    detail = say(f"publish.comment_{done}")
     if duplicates:
-        detail += f"; removed {len(duplicates) - len(failed)} duplicate(s)"
+        detail += say("publish.duplicates_removed", n=str(len(duplicates) - len(failed)))
     if failed:
-        detail += f"; could not delete {', '.join(failed)}"
+        detail += say("publish.duplicates_kept", ids=", ".join(failed))
     return Published("comment", True, detail, info.url, reason=done)
 
 
@@ -324,7 +331,7 @@ def _carried_ids(client: GitHubClient, repo: str, number: int, login: str, key: 
 
 
 def _new_inline(
-    comments: Sequence[tuple[Finding, str]], carried: set[str], index: LineIndex
+    comments: Sequence[tuple[Finding, str]], carried: set[str], index: LineIndex, say: Say
 ) -> list[tuple[Finding, InlineComment]]:
     """Findings no earlier review carried, on lines of the diff GitHub accepts."""
     from reviewer.source.github import InlineComment
@@ -334,7 +341,7 @@ def _new_inline(
         if finding.id in carried or not finding.anchored or finding.line is None:
             continue
         path, line, side, end = finding.path, finding.line, finding.side, finding.end_line
-        body = fit_comment(text)
+        body = fit_comment(text, say=say)
         if end is not None and end > line and index.range_commentable(path, line, end, side):
             planned.append((finding, InlineComment(path, end, side, body, start_line=line, start_side=side)))
         elif index.commentable(path, line, side):
@@ -356,22 +363,23 @@ def post_inline_review(
     index: LineIndex,
     login: str,
     fold: Callable[[Sequence[Finding]], str],
+    say: Say = english,
 ) -> Published:
     """One `COMMENT` review (never APPROVE or REQUEST_CHANGES) with inline comments for findings no
     earlier review of ours carried. On 422 (GitHub never says which comment it disliked) it retries
     once with no inline comments and `fold(findings)` in the body."""
     try:
         key = state_key()
-        planned = _new_inline(comments, _carried_ids(client, repo, number, login, key), index)
+        planned = _new_inline(comments, _carried_ids(client, repo, number, login, key), index, say)
         if not planned:
-            return Published("review", True, "no new findings", reason="no_new_findings")
+            return Published("review", True, say("publish.no_new_findings"), reason="no_new_findings")
         ids = [f.id for f, _ in planned]
         mac = {} if key is None else {"mac": _review_mac(key, repo, number, head_sha, ids)}
         marker = review_marker(head_sha, ids, **mac)
 
         def send(extra: str, inline: list[InlineComment]) -> tuple[str | None, str]:
             """Created (looked for by its marker when the answer was lost), then bound without a key."""
-            text = _review_body(body, extra, marker)
+            text = _review_body(body, extra, marker, say)
             info = _write(
                 client,
                 lambda: client.create_review(repo, number, commit_sha=head_sha, body=text, comments=inline),
@@ -382,40 +390,39 @@ def post_inline_review(
             if key is not None:
                 return info.url, ""
             bound = review_marker(head_sha, ids, **{BOUND_REVIEW_KEY: int(info.id)})
-            return info.url, _bind_review(client, repo, number, info.id, text.removesuffix(marker) + bound)
+            return info.url, _bind_review(
+                client, repo, number, info.id, text.removesuffix(marker) + bound, say
+            )
 
         posted, overflow = planned[:MAX_INLINE_COMMENTS], planned[MAX_INLINE_COMMENTS:]
         try:
             url, note = send(fold([f for f, _ in overflow]) if overflow else "", [c for _, c in posted])
-            detail = f"review with {len(posted)} inline comment(s)"
+            detail = say("publish.review_posted", n=str(len(posted)))
             if overflow:
-                detail += f"; {len(overflow)} more folded into the review body"
+                detail += say("publish.review_overflow", n=str(len(overflow)))
             return Published("review", True, detail + note, url, reason="posted")
         except Unprocessable as exc:
             url, note = send(fold([f for f, _ in planned]), [])
-            detail = (
-                f"GitHub rejected the inline comments ({exc}); "
-                f"{len(planned)} finding(s) posted in the review body instead"
-            )
+            detail = say("publish.review_folded", error=str(exc), n=str(len(planned)))
             return Published("review", True, detail + note, url, reason="folded")
     except NoWriteAccess:
-        return Published("review", False, READ_ONLY_DETAIL, reason=READ_ONLY)
+        return Published("review", False, say(READ_ONLY_KEY), reason=READ_ONLY)
     except GitHubError as exc:
-        return Published("review", False, f"review not posted: {exc}", reason="github_error")
+        return Published("review", False, say("publish.review_failed", error=str(exc)), reason="github_error")
 
 
-def _review_body(body: str, extra: str, marker: str) -> str:
+def _review_body(body: str, extra: str, marker: str, say: Say) -> str:
     text = "\n\n".join(part.strip("\n") for part in (body, extra) if part.strip())
-    return fit_comment(text, COMMENT_LIMIT - utf16_len(marker) - 2) + "\n\n" + marker
+    return fit_comment(text, COMMENT_LIMIT - utf16_len(marker) - 2, say=say) + "\n\n" + marker
 
 
-def _bind_review(client: GitHubClient, repo: str, number: int, review_id: int, bound: str) -> str:
+def _bind_review(client: GitHubClient, repo: str, number: int, review_id: int, bound: str, say: Say) -> str:
     """A note when the new review's marker could not be edited to name its id (the review stands, but
     the next run cannot tell it is ours and may repeat its comments)."""
     try:
         _write(client, lambda: client.edit_review_body(repo, number, review_id, bound))
     except GitHubError as exc:
-        return f"; its marker could not be bound to it ({exc})"
+        return say("publish.review_unbound", error=str(exc))
     return ""
 
 
@@ -433,11 +440,18 @@ class PullTarget:
 @dataclass(frozen=True)
 class StickyComment(PullSink):
     target: PullTarget
+    say: Say = english
 
     def publish(self, report: Report | None, rendered: Rendered) -> Published:
         t = self.target
         return upsert_sticky(
-            t.client, t.repo, t.number, body=rendered.comment, login=t.login, comments=t.comments
+            t.client,
+            t.repo,
+            t.number,
+            body=rendered.comment,
+            login=t.login,
+            comments=t.comments,
+            say=self.say,
         )
 
 
@@ -453,10 +467,11 @@ class InlineReview(PullSink):
     index: LineIndex
 
     def publish(self, report: Report | None, rendered: Rendered) -> Published:
+        say = self.renderer.translate
         if report is None:
-            return Published("review", False, "no review", reason="no_report")
+            return Published("review", False, say("publish.no_review"), reason="no_report")
         if refused_read_only(report):
-            return Published("review", False, READ_ONLY_DETAIL, reason=READ_ONLY)
+            return Published("review", False, say(READ_ONLY_KEY), reason=READ_ONLY)
         t, renderer, data = self.target, self.renderer, report.to_dict()
         by_id = {f["id"]: f for f in data["findings"]}
         review = post_inline_review(
@@ -472,15 +487,15 @@ class InlineReview(PullSink):
             index=self.index,
             login=t.login,
             fold=lambda fs: renderer.review_body(data, folded=[by_id[f.id] for f in fs]),
+            say=say,
         )
         comment = next((p for p in report.published if p.sink == "comment"), None)
         if not review.ok and review.reason != READ_ONLY and comment is not None and comment.ok:
             pending = mark_pending(rendered.comment, [PENDING_REVIEW])
-            marked = upsert_sticky(t.client, t.repo, t.number, body=pending, login=t.login)
+            marked = upsert_sticky(t.client, t.repo, t.number, body=pending, login=t.login, say=say)
             if not marked.ok:
-                review = replace(
-                    review, detail=f"{review.detail}; could not mark it pending: {marked.detail}"
-                )
+                unmarked = say("publish.review_not_pending", why=marked.detail)
+                review = replace(review, detail=review.detail + unmarked)
         return review
 
 

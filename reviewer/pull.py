@@ -37,7 +37,7 @@ from reviewer.render import Renderer, language_files, run_renderer, template_nam
 from reviewer.report import PRIORITIES, Incremental, Report, priority_rank
 from reviewer.report_files import ReportDir
 from reviewer.runner_sinks import (
-    READ_ONLY_DETAIL,
+    READ_ONLY_KEY,
     Annotations,
     Notice,
     ReadOnlyPull,
@@ -189,7 +189,8 @@ def open_pull(client: GitHubClient, job: PullJob) -> PullContext | PrOutcome:
     )
     if policy is not None:
         plain = job.messages()
-        return skipped_outcome(number, policy[1], plain, reason=policy[0], title=info.title, url=info.url)
+        why = policy.words(plain.translate)
+        return skipped_outcome(number, why, plain, reason=policy.code, title=info.title, url=info.url)
     read_only = job.forks_read_only and info.cross_repo
     wants_write = (job.post_comment or job.inline_comments) and not read_only
     listed = list_comments(client, repo, number) if wants_write else None
@@ -214,6 +215,7 @@ def open_pull(client: GitHubClient, job: PullJob) -> PullContext | PrOutcome:
 
         preload_litellm()  # (started already when an input named the model: it runs once)
     change = change if change is not None else source.change()
+    change = dataclasses.replace(change, gaps=source.worded_gaps(renderer.translate))
     return PullContext(source, info, read_only, change, config, renderer, prior, listed)
 
 
@@ -296,13 +298,14 @@ def sinks_for(
     else:
         listed = pr.listed or ListedComments("", None)
         target = PullTarget(client, job.repo, job.number, listed.login, listed.comments)
+        say = pr.renderer.translate
         if pr.listed is not None and job.post_comment:
-            sinks.append(StickyComment(target))
+            sinks.append(StickyComment(target, say))
         if pr.listed is not None and job.inline_comments:
             sinks.append(InlineReview(target, pr.renderer, pr.config.max_findings, index))
-        sinks.append(Notice(notices, READ_ONLY_DETAIL, on_read_only=True))
+        sinks.append(Notice(notices, say(READ_ONLY_KEY), on_read_only=True, say=say))
     if job.annotations and notices is not None:
-        sinks.append(Annotations(notices, pr.config.max_findings))
+        sinks.append(Annotations(notices, pr.config.max_findings, pr.renderer.translate))
     return sinks
 
 
@@ -593,9 +596,9 @@ def settle_spend(
     if comment is None or not comment.ok:
         release_spend(client, job, reservation, report.budget.used.cost_usd, renderer, warn=warn)
     elif reservation.created:
-        created = dataclasses.replace(
-            comment, detail=comment.detail.replace("updated", "created", 1), reason="created"
-        )
+        rest = comment.detail.removeprefix(renderer.translate("publish.comment_updated"))
+        detail = renderer.translate("publish.comment_created") + rest
+        created = dataclasses.replace(comment, detail=detail, reason="created")
         return report.replace(published=tuple(created if p is comment else p for p in report.published))
     return report
 

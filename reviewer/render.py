@@ -20,7 +20,7 @@ import re
 import secrets
 import traceback
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -507,6 +507,17 @@ def _interpolate(template: str, params: Mapping[str, Any], key: str) -> str:
         return _format_param(params[name])
 
     return _I18N_PARAM.sub(repl, template)
+
+
+Say = Callable[..., str]
+"""`Renderer.translate` (`say(key, default=None, **params)`), handed to code that words a sentence a
+user reads but holds no renderer: the model client, the sinks."""
+
+
+def english(key: str, default: str | None = None, **params: Any) -> str:
+    """A sentence from the packaged English strings, for a caller whose reader's language is unknown
+    (a log line, a write outside any review)."""
+    return Renderer().translate(key, default, **params)
 
 
 # --- the renderer -----------------------------------------------------------------------------

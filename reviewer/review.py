@@ -34,7 +34,7 @@ from reviewer.source import Change, Source
 
 if TYPE_CHECKING:
     from reviewer.llm import ModelClient
-    from reviewer.render import Renderer
+    from reviewer.render import Renderer, Say
 
 Warn = Callable[[str], None]
 
@@ -201,7 +201,8 @@ class _Run:
         try:
             return self.source.read_file(path, sha)
         except ImreviewError as exc:
-            self.warnings(f"could not read {path} at {sha[:12]} for context: {_short(str(exc), 160)}")
+            why = _short(str(exc), 160)
+            self.warnings(self.renderer.translate("warning.context_read", path=path, sha=sha[:12], why=why))
             return None
 
     def read_head(self, path: str) -> str | None:
@@ -247,7 +248,7 @@ def _open_model(run: _Run) -> None:
         run.gaps.append(Gap(what=renderer.gap_text("no_model"), why="no_model"))
         run.unsent = "no_model"
         return
-    client = _default_client(config, run.budget, run.warnings)
+    client = _default_client(config, run.budget, run.warnings, renderer.translate)
     if not (missing := client.credentials_missing()):
         run.client = client
         return
@@ -329,7 +330,7 @@ def _review(run: _Run, planner: _Planner, plan: Plan) -> _Reviewed:
         if o.status == "ok" and o.answer is not None and o.answer.missing
     ]
     for why, items in fnd.group_dropped(d for o in outcomes for d in o.dropped).items():
-        details = "; ".join(_short(d.detail, 160) for d in items[:3])
+        details = "; ".join(_short(_dropped_detail(d, renderer.translate), 160) for d in items[:3])
         run.warnings(renderer.translate(f"dropped.{why}", n=len(items), details=details))
     return _Reviewed(plan, tuple(outcomes), planner, tuple(gaps))
 
@@ -493,7 +494,7 @@ def planned_cost(change: Change, config: Config, *, renderer: Renderer) -> float
     if not config.model:
         return 0.0
     budget = Budget(dataclasses.replace(config.limits, cost_usd=float("inf")))
-    client = _default_client(config, budget, lambda message: None)
+    client = _default_client(config, budget, lambda message: None, renderer.translate)
     if client.credentials_missing():
         return 0.0
     price = client.price(client.models[0])
@@ -539,13 +540,13 @@ def conclude(
     return report.replace(gate=result, gaps=gaps, verdict=verdict)
 
 
-def _default_client(config: Config, budget: Budget, warn: Warn) -> ModelClient:
+def _default_client(config: Config, budget: Budget, warn: Warn, say: Say) -> ModelClient:
     """The model client, once litellm is imported; the wait for the import is not review time."""
     from reviewer.llm import ModelClient, litellm_ready
 
     import_seconds, waited = litellm_ready()
     budget.started_model(import_seconds=import_seconds, waited=waited)
-    return ModelClient(config, budget, warn=warn)
+    return ModelClient(config, budget, warn=warn, say=say)
 
 
 @dataclass(eq=False)
@@ -701,7 +702,9 @@ class _ContextFinder:
                 self.finder = ctx.Finder(self.run.files, corpus) if corpus is not None else None
             return self.finder.for_hunk(file, hunk) if self.finder is not None else ()
         except ImreviewError as exc:
-            self.run.warnings(f"repository context unavailable: {_short(str(exc), 200)}")
+            self.run.warnings(
+                self.run.renderer.translate("warning.context_unavailable", why=_short(str(exc), 200))
+            )
             self.finder = None
             return ()
 
@@ -902,6 +905,13 @@ def _affordable(budget: Budget, units: Sequence[Unit], unit: Unit, max_tokens: i
         and spent.input_tokens + sum(u.input_tokens for u in waiting) + unit.input_tokens + max_tokens
         <= limits.input_tokens
     )
+
+
+def _dropped_detail(dropped: fnd.Dropped, say: Say) -> str:
+    """Which item was dropped, worded for the report; a malformed item's is the parser's own message."""
+    if dropped.why == "malformed":
+        return dropped.detail
+    return say(f"dropped_item.{dropped.why}", where=dropped.where, path=repr(dropped.path))
 
 
 def _short(text: str, limit: int = 300) -> str:

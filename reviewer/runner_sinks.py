@@ -17,9 +17,9 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TextIO
+from typing import ClassVar, Protocol, TextIO
 
-from reviewer.render import Renderer, fit
+from reviewer.render import Renderer, Say, english, fit
 from reviewer.report import Finding, Published, Report, priority_rank
 from reviewer.state import StickyState
 
@@ -27,10 +27,8 @@ SUMMARY_LIMIT_BYTES = 1_000_000
 """The runner refuses a step summary over 1 MiB; stay under it, measured in UTF-8 bytes."""
 ANNOTATIONS_PER_LEVEL = 10
 ANNOTATION_MESSAGE_MAX = 4_000
-READ_ONLY_DETAIL = (
-    "read-only token (a fork PR, or the workflow lacks `pull-requests: write`): "
-    "nothing was posted to the PR; the job summary and annotations carry the review"
-)
+READ_ONLY_KEY = "publish.read_only"
+"""The i18n key of what a write refused as read-only says (the sinks' `say` words it)."""
 READ_ONLY = "read_only"
 """The reason code of a write refused for lack of permission: no further PR writes are tried."""
 
@@ -122,9 +120,10 @@ class SummaryFile(RunnerSink):
     """The job summary (`GITHUB_STEP_SUMMARY`): `rendered.summary`, appended within the 1 MiB cap."""
 
     path: str | Path | None
+    say: Say = english
 
     def publish(self, report: Report | None, rendered: Rendered) -> Published:
-        return write_summary(self.path, rendered.summary)
+        return write_summary(self.path, rendered.summary, say=self.say)
 
 
 @dataclass(frozen=True)
@@ -132,17 +131,18 @@ class StepOutputs(RunnerSink):
     """The step outputs (`GITHUB_OUTPUT`): `rendered.outputs`, each in the heredoc form."""
 
     path: str | Path | None
+    say: Say = english
 
     def publish(self, report: Report | None, rendered: Rendered) -> Published:
+        said = functools.partial(Published, "outputs")
         if not self.path:
-            return Published(
-                "outputs", False, "not in Actions: GITHUB_OUTPUT is not set", reason="not_in_actions"
-            )
+            return said(False, self.say("publish.outputs_not_in_actions"), reason="not_in_actions")
         try:
             write_outputs(self.path, rendered.outputs)
         except OSError as exc:
-            return Published("outputs", False, f"could not write {self.path}: {exc}", reason="write_failed")
-        return Published("outputs", True, f"{len(rendered.outputs)} outputs", reason="written")
+            detail = self.say("publish.write_failed", path=str(self.path), error=str(exc))
+            return said(False, detail, reason="write_failed")
+        return said(True, self.say("publish.outputs_written", n=str(len(rendered.outputs))), reason="written")
 
 
 @dataclass(frozen=True)
@@ -152,12 +152,13 @@ class Annotations(RunnerSink):
 
     stream: TextIO
     limit: int
+    say: Say = english
 
     def publish(self, report: Report | None, rendered: Rendered) -> Published:
         if report is None:
-            return Published("annotations", False, "no review", reason="no_report")
+            return Published("annotations", False, self.say("publish.no_review"), reason="no_report")
         printed, dropped = annotate(list(report.findings[: self.limit]), self.stream)
-        detail = f"{printed} printed, {dropped} over the runner's limit"
+        detail = self.say("publish.annotations", printed=str(printed), dropped=str(dropped))
         return Published("annotations", True, detail, reason="dropped" if dropped else "printed")
 
 
@@ -170,10 +171,11 @@ class Notice(RunnerSink):
     stream: TextIO | None
     text: str
     on_read_only: bool = False
+    say: Say = english
 
     def publish(self, report: Report | None, rendered: Rendered) -> Published:
         if self.on_read_only and not refused_read_only(report):
-            return Published("pull_request", True, "nothing refused", reason="not_needed")
+            return Published("pull_request", True, self.say("publish.nothing_refused"), reason="not_needed")
         if self.stream is not None:
             self.stream.write(f"::notice title=imreview::{escape_data(self.text)}\n")
         return Published("pull_request", False, self.text, reason=READ_ONLY)
@@ -195,7 +197,9 @@ def annotations_dropped(findings: Sequence[Finding], limit: int) -> int:
 # --- job summary and outputs -------------------------------------------------------------------
 
 
-def write_summary(path: str | Path | None, text: str, *, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> Published:
+def write_summary(
+    path: str | Path | None, text: str, *, limit_bytes: int = SUMMARY_LIMIT_BYTES, say: Say = english
+) -> Published:
     """Append to `GITHUB_STEP_SUMMARY`; cut at a line boundary, with a visible note, to fit the cap.
 
     The cap counts what the file already holds: the runner drops the whole step summary when the
@@ -203,7 +207,7 @@ def write_summary(path: str | Path | None, text: str, *, limit_bytes: int = SUMM
     """
     said = functools.partial(Published, "summary")
     if not path:
-        return said(False, "not in Actions: GITHUB_STEP_SUMMARY is not set", reason="not_in_actions")
+        return said(False, say("publish.summary_not_in_actions"), reason="not_in_actions")
     target = Path(path)
     full = len(text.encode("utf-8"))
     try:
@@ -213,24 +217,20 @@ def write_summary(path: str | Path | None, text: str, *, limit_bytes: int = SUMM
         truncated = full > room
         kept = text
         if truncated:
-            note = "\n" + _packaged_text("publish.summary_truncated", full=f"{full:,}") + "\n"
+            note = "\n" + say("publish.summary_truncated", full=f"{full:,}") + "\n"
             kept = fit(text, room, unit="utf8", note=note)[0]
         if not kept and truncated:
-            full_detail = f"the job summary already holds {used:,} bytes: nothing appended"
-            return said(False, full_detail, reason="summary_full")
+            return said(False, say("publish.summary_full", used=used), reason="summary_full")
         with target.open("ab") as fh:
             fh.write((prefix + kept).encode("utf-8"))
     except OSError as exc:
-        return said(False, f"could not write the job summary to {path}: {exc}", reason="write_failed")
+        return said(
+            False, say("publish.summary_write_failed", path=str(path), error=str(exc)), reason="write_failed"
+        )
     written = len(kept.encode("utf-8"))
     if truncated:
-        return said(True, f"truncated to {written:,} of {full:,} bytes (1 MiB cap)", reason="truncated")
-    return said(True, f"appended {written:,} bytes", reason="written")
-
-
-def _packaged_text(key: str, **params: Any) -> str:
-    """A publish-time note from the packaged i18n strings (English: the PR's language is not known here)."""
-    return Renderer().translate(key, **params)
+        return said(True, say("publish.summary_cut", written=written, full=full), reason="truncated")
+    return said(True, say("publish.summary_appended", written=written), reason="written")
 
 
 def write_outputs(path: str | Path | None, outputs: Mapping[str, str]) -> None:

@@ -154,7 +154,7 @@ def _listed(client: GitHubClient, settings: ScanSettings, rows: dict[int, ScanRo
             author=pull.author,
             author_type=pull.author_type,
         )
-        reason = policy[0] if policy else "label" if labels and not labels & set(pull.labels) else ""
+        reason = policy.code if policy else "label" if labels and not labels & set(pull.labels) else ""
         if reason:
             rows[pull.number] = _row(pull, "skipped", reason)
         else:
@@ -219,7 +219,9 @@ def _reviewed(
     if config.model:
         from reviewer.llm import ModelClient
 
-        price = ModelClient(config, Budget(config.limits), warn=warn).price(config.model)
+        price = ModelClient(config, Budget(config.limits), warn=warn, say=renderer.translate).price(
+            config.model
+        )
     reviewed = 0
     longest_pr = 0.0
     for pull in pulls:

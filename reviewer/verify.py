@@ -156,7 +156,7 @@ def recheck(
         verdicts = _verdicts(client, renderer, items, excerpts)
     except (BudgetExhausted, ModelError) as exc:
         detail = " ".join(str(exc).split())[:120] or type(exc).__name__
-        warn(f"verification skipped: {redact(detail)}")
+        warn(renderer.translate("warning.verification_skipped", why=redact(detail)))
         return Outcome(tuple(found), ())
     return _decided(found, {f.id for f in targets}, verdicts)
 

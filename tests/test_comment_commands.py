@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from reviewer.commands import Command, CommentEvent, decide, parse_command
+from reviewer.render import english
 from tests.factories import fake_github
 from tests.fakes.github_server import ACTIONS_BOT, FakeGitHub
 from tests.fakes.model_server import FakeModelServer
@@ -157,9 +158,9 @@ def test_text_that_only_mentions_a_command_is_not_one(body: str) -> None:
 
 
 def test_a_bad_verb_or_id_is_named() -> None:
-    assert parse_command("/imreview deploy") == Command(
-        None, problem="unknown command 'deploy' (use review, full, ignore, help)"
-    )
+    bad = parse_command("/imreview deploy")
+    assert bad is not None and bad.verb is None and bad.problem is not None
+    assert bad.problem.words(english) == "unknown command 'deploy' (use review, full, ignore, help)"
     assert parse_command("/imreview ignore not needed here") == Command("ignore"), "words after it: a reason"
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from reviewer.errors import UsageError
-from reviewer.events import SkipRules, parse_pr_numbers, plan_run, read_inputs, skip_reason
+from reviewer.events import SkipRules, Why, parse_pr_numbers, plan_run, read_inputs, skip_reason
+from reviewer.render import english
 
 EVENTS = Path(__file__).parent / "data" / "events"
 
@@ -46,7 +47,8 @@ def test_review_actions_route_to_the_event_pr(event_name: str, action: str) -> N
 def test_closed_action_is_skipped_with_the_action_named() -> None:
     req = plan("pull_request", "pull_request.closed.json")
     assert req.kind == "skip"
-    assert "'closed'" in req.reason
+    assert req.reason is not None and req.reason.code == "action"
+    assert "'closed'" in req.reason.words(english)
     assert req.numbers == ()
 
 
@@ -108,7 +110,7 @@ def test_schedule_scans_the_runs_repository() -> None:
 def test_other_events_are_skipped_naming_the_event(event_name: str) -> None:
     req = plan_run(event_name, {}, repository="o/r", inputs={})
     assert req.kind == "skip"
-    assert f"'{event_name or '(none)'}'" in req.reason
+    assert req.reason is not None and f"'{event_name or '(none)'}'" in req.reason.words(english)
 
 
 def test_mode_scan_overrides_the_event() -> None:
@@ -175,7 +177,7 @@ def test_parse_pr_numbers_rejects(bad: str) -> None:
     assert repr(bad) in str(err.value)
 
 
-def skip(**overrides: Any) -> tuple[str, str] | None:
+def skip(**overrides: Any) -> Why | None:
     args: dict[str, Any] = {
         "draft": False,
         "author": "octocat",
@@ -204,13 +206,13 @@ def test_skip_reason_reviews_an_ordinary_open_pr() -> None:
 
 def test_skip_reason_for_closed_pr_even_when_named() -> None:
     reason = skip(state="closed", explicit=True)
-    assert reason is not None and reason[0] == "closed" and "closed" in reason[1]
+    assert reason is not None and reason.code == "closed" and "closed" in reason.words(english)
     assert skip_reason(SkipRules(), state="closed", draft=False, author="a", author_type="User") is None
 
 
 def test_skip_reason_for_drafts_respects_explicit_and_the_input() -> None:
     reason = skip(draft=True)
-    assert reason is not None and reason[0] == "draft" and "draft" in reason[1]
+    assert reason is not None and reason.code == "draft" and "draft" in reason.words(english)
     assert skip(draft=True, explicit=True) is None
     assert skip(draft=True, skip_drafts=False) is None
 
@@ -218,7 +220,7 @@ def test_skip_reason_for_drafts_respects_explicit_and_the_input() -> None:
 @pytest.mark.parametrize(("author", "author_type"), [("dependabot[bot]", "Bot"), ("renovate[bot]", "User")])
 def test_skip_reason_for_bots(author: str, author_type: str) -> None:
     reason = skip(author=author, author_type=author_type)
-    assert reason is not None and reason[0] == "bot" and author in reason[1]
+    assert reason is not None and reason.code == "bot" and author in reason.words(english)
     assert skip(author=author, author_type=author_type, skip_bots=False) is None
 
 
@@ -229,4 +231,4 @@ def test_skip_reason_from_the_bot_fixture() -> None:
     reason = skip_reason(
         rules, state=pull["state"], draft=pull["draft"], author=user["login"], author_type=user["type"]
     )
-    assert reason is not None and "dependabot[bot]" in reason[1]
+    assert reason is not None and "dependabot[bot]" in reason.words(english)

@@ -6,6 +6,7 @@ bounded rate-limit waits; writes are sent once, since GitHub may have made what 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import re
@@ -25,6 +26,7 @@ from github.IssueComment import IssueComment
 from reviewer import context as ctx
 from reviewer.diff import DiffFile, parse_github_file
 from reviewer.errors import GitHubError, NoWriteAccess, RateLimited, Retryable, Unprocessable, UsageError
+from reviewer.render import Say, english
 from reviewer.report import CheckResult, CiState, Gap, Ref, Snapshot
 from reviewer.source import Change
 
@@ -727,14 +729,20 @@ def _outcome(conclusion: str | None) -> str:
     return "ok" if conclusion in _PASSED else "pending"
 
 
-def _files_gap(listed: int, total: int, max_files: int) -> list[Gap]:
-    if total <= listed:
-        return []
+def _files_gap(listed: int, total: int, max_files: int, say: Say) -> Gap:
     capped = listed >= max_files and max_files < min(total, FILES_LIMIT)
-    who = "imreview read the first" if capped else "GitHub listed"
-    why = f" (at most {max_files} per review, to keep a run to a few API requests)" if capped else ""
-    what = f"{who} {listed} of the {total} changed files{why}; the other {total - listed} were not reviewed"
-    return [Gap(what=what, why="too_many_files")]
+    counts = {"listed": str(listed), "total": str(total), "rest": str(total - listed), "max": str(max_files)}
+    what = say("gap.files_capped" if capped else "gap.files_listed", **counts)
+    return Gap(what=what, why="too_many_files")
+
+
+def _unlisted(listed: int, total: int, max_files: int) -> list[Callable[[Say], Gap]]:
+    """The gap of files GitHub did not list (or the review did not read), to be worded."""
+    return [functools.partial(_files_gap, listed, total, max_files)] if total > listed else []
+
+
+def _merge_base_gap(error: str, say: Say) -> Gap:
+    return Gap(what=say("gap.merge_base_error", error=error), why="merge_base_unknown")
 
 
 class GitHubSource:
@@ -760,6 +768,8 @@ class GitHubSource:
         self._context: list[str] = []
         self._files: tuple[DiffFile, ...] = ()
         self._position: dict[str, int] = {}
+        self._gaps: list[Callable[[Say], Gap]] = []
+        """The gaps `change` found, to be worded again in the PR's language (`worded`)."""
 
     def pull_info(self) -> PullInfo:
         """The PR as first read (cached): drafts, bots, cross-repo and labels are decided on it."""
@@ -771,7 +781,7 @@ class GitHubSource:
         info = self.pull_info()
         files = self.client.pull_files(self.repo, self.number, limit=self.max_files)
         total = info.changed_files or 0
-        gaps = _files_gap(len(files), total, self.max_files)
+        self._gaps = _unlisted(len(files), total, self.max_files)
         self._files = tuple(files)
         self._context = [f.path for f in files if f.status != "removed" and f.has_patch]
         self._position = {p: i for i, p in enumerate(self._context)}
@@ -788,7 +798,7 @@ class GitHubSource:
             merge_base = self.client.merge_base(self.repo, info.base_sha, info.head_sha)
         except GitHubError as exc:
             merge_base = ""
-            gaps.append(Gap(what=f"merge base unknown: {exc}", why="merge_base_unknown"))
+            self._gaps.append(functools.partial(_merge_base_gap, str(exc)))
         checks, complete = ci if ci is not None else self.client.ci_checks(self.repo, info.head_sha)
         snapshot = Snapshot(
             source="github",
@@ -809,7 +819,12 @@ class GitHubSource:
             ci=ci_state(checks, run_id=self.run_id, complete=complete),
             mergeable=info.mergeable,
         )
-        return Change(snapshot=snapshot, files=tuple(files), body=info.body, gaps=tuple(gaps))
+        return Change(snapshot=snapshot, files=tuple(files), body=info.body, gaps=self.worded_gaps(english))
+
+    def worded_gaps(self, say: Say) -> tuple[Gap, ...]:
+        """What `change` could not read, worded by `say`: the diff is read before the PR's language
+        is known, so its gaps are English until the flow words them again in that language."""
+        return tuple(gap(say) for gap in self._gaps)
 
     def head_sha(self) -> str:
         return self.client.pull(self.repo, self.number).head_sha
