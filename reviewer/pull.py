@@ -500,7 +500,7 @@ def base_templates(
     """Copy the template overrides found under `template_dir` at the base sha into `scratch` (one
     GraphQL query), with the i18n file of a `language` the package lacks (one the directory adds)."""
     found = 0
-    names = (*template_names(), *language_files(language))
+    names = tuple(dict.fromkeys((*template_names(), *language_files(language))))
     ref, root = base_sha or "HEAD", template_dir.strip("/")
     texts = client.file_texts(repo, [(ref, f"{root}/{name}") for name in names])
     for name in names:

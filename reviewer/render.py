@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jinja2
 import yaml
@@ -450,26 +450,9 @@ def _flatten(data: Any, origin: str, prefix: str = "") -> dict[str, str | dict[s
     return out
 
 
-if TYPE_CHECKING:
-    _FastSafeLoader = yaml.SafeLoader
-else:
-    _FastSafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _YamlLoader(_FastSafeLoader):
-    """libyaml's parser when PyYAML has it (its wheels do): a language file is read in milliseconds,
-    not the second the pure-Python parser takes on a loaded runner. A key given twice is an error:
-    YAML keeps the last, silently dropping a translation."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        first: dict[object, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in first:
-                message = f"duplicate key {key!r} (first on line {first[key]})"
-                raise yaml.constructor.ConstructorError(None, None, message, key_node.start_mark)
-            first[key] = key_node.start_mark.line + 1
-        return dict(super().construct_mapping(node, deep))
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's parser when PyYAML has it (its wheels do): a language file is read in milliseconds,
+not the second the pure-Python parser takes on a loaded runner."""
 
 
 def _load_i18n(path: Path) -> tuple[Mapping[str, str | dict[str, str]], str]:
@@ -481,7 +464,7 @@ def _load_i18n(path: Path) -> tuple[Mapping[str, str | dict[str, str]], str]:
 def _parsed_i18n(text: str, origin: str) -> Mapping[str, str | dict[str, str]]:
     """One parse per language file and content: a scan builds a renderer for every PR it reviews."""
     try:
-        data = yaml.load(text, Loader=_YamlLoader)
+        data = yaml.load(text, Loader=_YAML_LOADER)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"{origin}:{mark.line + 1}" if mark else origin
@@ -743,14 +726,15 @@ def run_renderer(
 
 
 def language_files(language: str) -> tuple[str, ...]:
-    """The i18n files a remote template directory must be asked for so that `language` can be
-    picked (its exact tag, then its primary subtag, as `Renderer` picks): none when the package
-    speaks it."""
-    try:
-        Renderer._pick_language(language, (packaged_templates_dir(),))
+    """The i18n files a remote template directory must be asked for so that `language` is picked
+    there as `Renderer` picks it from a local one (the exact tag in any case, then the primary
+    subtag): none when the package has the exact tag."""
+    tag = language.strip().replace("_", "-")
+    if not _LANG_CODE.fullmatch(tag):  # never a path of its own making (`../x`)
         return ()
-    except ConfigError:
-        tag = language.strip().replace("_", "-")
-        if not _LANG_CODE.fullmatch(tag):  # never a path of its own making (`../x`)
-            return ()
-        return tuple(dict.fromkeys(f"i18n/{name}.yml" for name in (tag, tag.split("-")[0])))
+    if tag.lower() in {p.stem.lower() for p in (packaged_templates_dir() / "i18n").glob("*.yml")}:
+        return ()
+    primary, *rest = tag.split("-")
+    cased = (part.upper() if len(part) == 2 else part.title() if len(part) == 4 else part for part in rest)
+    names = (tag, "-".join([primary.lower(), *cased]), tag.lower(), primary.lower())
+    return tuple(dict.fromkeys(f"i18n/{name}.yml" for name in names))

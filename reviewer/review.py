@@ -431,7 +431,7 @@ def _gate(
             findings, increment.carried, answered=answered, index=index
         )
         increment_info = increment.info(len(kept), len(increment.dropped) + len(dropped))
-    ignored = dismissals.ignored_by_config(findings, config.ignore, run.files)  # the base's `ignore:`
+    ignored = dismissals.ignored_by_config(fnd.order(findings), config.ignore, run.files)
     findings = list(ignored.kept)
     budget_report = run.budget.report()
     if budget_report.overrun:

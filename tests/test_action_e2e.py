@@ -782,6 +782,25 @@ def test_a_language_only_the_base_branchs_templates_provide_is_reviewed_in(
     assert report["settings"]["language"] == "fr"
 
 
+@pytest.mark.parametrize(
+    ("language", "file"),
+    [("zh-TW", "zh-TW.yml"), ("pt-br", "pt-BR.yml"), ("FR", "fr.yml"), ("fr-CA", "fr.yml")],
+)
+def test_the_base_branchs_language_file_is_picked_as_a_local_one_would_be(
+    gh: FakeGitHub, runner: Runner, language: str, file: str
+) -> None:
+    """A tag whose primary subtag the package has (zh-TW beside zh-CN) or written in another case
+    than the file's name picks the template directory's file, as `--template-dir` does locally."""
+    add_pull(gh, files=[diff_entry("app.py", DEBUG_PATCH)])
+    tdir = ".github/imreview-templates"
+    gh.add_content(REPO, BASE, f"{tdir}/i18n/{file}", "headline:\n  rules_only: ours-only headline\n")
+    run = runner.run(
+        "pull_request", event_payload("pull_request.opened"), template_dir=tdir, language=language
+    )
+    assert run.code == 0, run.stderr
+    assert only_comment(gh)["body"].startswith("### imreview — ours-only headline · 1 ")
+
+
 def test_a_language_no_template_provides_still_stops_the_run_naming_it(
     gh: FakeGitHub, runner: Runner
 ) -> None:

@@ -468,15 +468,24 @@ def test_zh_cn_renders_headings_in_chinese(zh) -> None:
     assert zh.comment(build(), max_findings=1).startswith("### imreview — 2 个发现 (1 P2, 1 P3) · 可发布 ✔")
 
 
-def test_a_message_file_giving_a_key_twice_names_both_lines(tmp_path: Path) -> None:
-    """YAML keeps the last of two equal keys: a translation would vanish without a word."""
-    (tmp_path / "i18n").mkdir()
-    text = "section:\n  findings: Constats\n\nsection:\n  gaps: Lacunes\n"
-    (tmp_path / "i18n" / "fr.yml").write_text(text, encoding="utf-8")
-    with pytest.raises(
-        TemplateError, match=r"fr\.yml:4: invalid YAML: duplicate key 'section' \(first on line 1\)"
-    ):
-        Renderer(language="fr", template_dir=tmp_path)
+def _keys_given_twice(node: yaml.Node) -> list[str]:
+    twice: list[str] = []
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, value in node.value:
+            if key.value in seen:
+                twice.append(f"line {key.start_mark.line + 1}: {key.value}")
+            seen.add(key.value)
+            twice += _keys_given_twice(value)
+    return twice
+
+
+@pytest.mark.parametrize(
+    "path", sorted((packaged_templates_dir() / "i18n").glob("*.yml")), ids=lambda p: p.name
+)
+def test_no_packaged_message_file_gives_a_key_twice(path: Path) -> None:
+    """YAML keeps the last of two equal keys: a translation edited in the first would vanish."""
+    assert _keys_given_twice(yaml.compose(path.read_text(encoding="utf-8"))) == []
 
 
 def test_the_plural_of_an_unknown_count_is_unknown() -> None:
@@ -593,6 +602,11 @@ def test_mentions_after_punctuation_are_neutralized_too() -> None:
 def test_a_template_directory_is_asked_only_for_a_language_the_package_lacks() -> None:
     """What the Action reads from the base branch's template-dir for `language` (a request each)."""
     assert language_files("en") == language_files("zh_cn") == ()
-    assert language_files("fr-CA") == ("i18n/fr-CA.yml", "i18n/fr.yml")
+    assert language_files("fr-CA") == ("i18n/fr-CA.yml", "i18n/fr-ca.yml", "i18n/fr.yml")
+    assert language_files("pt-br") == ("i18n/pt-br.yml", "i18n/pt-BR.yml", "i18n/pt.yml")
+    assert language_files("FR") == ("i18n/FR.yml", "i18n/fr.yml")
+    assert language_files("zh-TW") == ("i18n/zh-TW.yml", "i18n/zh-tw.yml", "i18n/zh.yml"), (
+        "not the package's zh-CN"
+    )
     assert language_files("de") == ("i18n/de.yml",)
     assert language_files("../../etc/passwd") == language_files("de/../x") == ()
