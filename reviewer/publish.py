@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from reviewer.errors import GitHubError, NoWriteAccess, RateLimited, Retryable, Unprocessable
 from reviewer.render import Say, english, fit
-from reviewer.report import Finding, Published, Report
+from reviewer.report import Finding, Published, Report, published
 from reviewer.runner_sinks import (
     READ_ONLY,
     READ_ONLY_KEY,
@@ -501,4 +501,4 @@ class InlineReview(PullSink):
 
 def published_inline(findings: Sequence[Finding], limit: int) -> list[Finding]:
     """Anchored published findings, never one carried from an earlier review (it is on the PR)."""
-    return [f for f in findings[: max(0, limit)] if f.anchored and f.carried_from is None]
+    return [f for f in published(findings, limit) if f.anchored and f.carried_from is None]

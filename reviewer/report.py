@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -344,6 +344,12 @@ def _plain(value: Any) -> Any:
 
 
 _WS = re.compile(r"\s+")
+
+
+def published(findings: Sequence[Finding], limit: int) -> tuple[Finding, ...]:
+    """The findings that go to the PR (the sticky comment, the inline review, the annotations): the
+    first `limit` (`max-findings`) in report order; the rest stay in the job summary."""
+    return tuple(findings[: max(limit, 0)])
 
 
 def finding_id(path: str, quote: str, title: str) -> str:

@@ -4,7 +4,7 @@ annotations and other workflow commands (DESIGN section 6; the GitHub sinks are 
 Every sink is `publish(report, rendered) -> Published` (reviewdog's `CommentService`): it writes
 what `rendered` holds for it and says what it did, where, or why not, with a machine `reason`
 callers branch on. A sink never raises for a failed write. The flows compose their sinks in one
-list (`pull.sinks_for`, `action.run_sinks`) and `publish_all` runs it: sinks that write to the
+list (`pull.sinks_for`, `action.publish_run`) and `publish_all` runs it: sinks that write to the
 pull request wait for the completion gate and stop at a read-only token; the results they record
 are the report's `published`.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import ClassVar, Protocol, TextIO
 
 from reviewer.render import Renderer, Say, english, fit
-from reviewer.report import Finding, Published, Report, priority_rank
+from reviewer.report import Finding, Published, Report, priority_rank, published
 from reviewer.state import StickyState
 
 SUMMARY_LIMIT_BYTES = 1_000_000
@@ -157,7 +157,7 @@ class Annotations(RunnerSink):
     def publish(self, report: Report | None, rendered: Rendered) -> Published:
         if report is None:
             return Published("annotations", False, self.say("publish.no_review"), reason="no_report")
-        printed, dropped = annotate(list(report.findings[: self.limit]), self.stream)
+        printed, dropped = annotate(list(published(report.findings, self.limit)), self.stream)
         detail = self.say("publish.annotations", printed=str(printed), dropped=str(dropped))
         return Published("annotations", True, detail, reason="dropped" if dropped else "printed")
 
@@ -191,7 +191,7 @@ class ReadOnlyPull(Notice):
 def annotations_dropped(findings: Sequence[Finding], limit: int) -> int:
     """How many of the first `limit` findings the runner would not show as annotations (the summary
     counts them): the choice `annotate` makes, without writing."""
-    return _annotation_plan(findings[: max(limit, 0)], ANNOTATIONS_PER_LEVEL)[1]
+    return _annotation_plan(published(findings, limit), ANNOTATIONS_PER_LEVEL)[1]
 
 
 # --- job summary and outputs -------------------------------------------------------------------
