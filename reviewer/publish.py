@@ -294,7 +294,7 @@ def _sticky_done(
             failed.append(f"{dup.id} ({exc})")
     detail = say(f"publish.comment_{done}")
     if duplicates:
-        detail += say("publish.duplicates_removed", n=str(len(duplicates) - len(failed)))
+        detail += say("publish.duplicates_removed", n=len(duplicates) - len(failed))
     if failed:
         detail += say("publish.duplicates_kept", ids=", ".join(failed))
     return Published("comment", True, detail, info.url, reason=done)
@@ -397,13 +397,13 @@ def post_inline_review(
         posted, overflow = planned[:MAX_INLINE_COMMENTS], planned[MAX_INLINE_COMMENTS:]
         try:
             url, note = send(fold([f for f, _ in overflow]) if overflow else "", [c for _, c in posted])
-            detail = say("publish.review_posted", n=str(len(posted)))
+            detail = say("publish.review_posted", n=len(posted))
             if overflow:
-                detail += say("publish.review_overflow", n=str(len(overflow)))
+                detail += say("publish.review_overflow", n=len(overflow))
             return Published("review", True, detail + note, url, reason="posted")
         except Unprocessable as exc:
             url, note = send(fold([f for f, _ in planned]), [])
-            detail = say("publish.review_folded", error=str(exc), n=str(len(planned)))
+            detail = say("publish.review_folded", error=str(exc), n=len(planned))
             return Published("review", True, detail + note, url, reason="folded")
     except NoWriteAccess:
         return Published("review", False, say(READ_ONLY_KEY), reason=READ_ONLY)

@@ -472,6 +472,30 @@ def _parsed_i18n(text: str, origin: str) -> Mapping[str, str | dict[str, str]]:
     return MappingProxyType(_flatten(data or {}, origin))
 
 
+@functools.cache
+def _packaged_english() -> Mapping[str, str | dict[str, str]]:
+    return _load_i18n(packaged_templates_dir() / "i18n" / f"{DEFAULT_LANGUAGE}.yml")[0]
+
+
+def _placeholders(message: str | Mapping[str, str]) -> set[str]:
+    forms = message.values() if isinstance(message, Mapping) else (message,)
+    return {name for form in forms for name in _I18N_PARAM.findall(form) if name}
+
+
+def _check_placeholders(
+    messages: Mapping[str, str | dict[str, str]], packaged: Mapping[str, str | dict[str, str]], path: Path
+) -> None:
+    """A translation may only name what the packaged English of its key is given: an unknown
+    `{name}` would fail when the sentence is said, perhaps after the PR was written to. Checked when
+    the file is read, before anything is sent or written."""
+    for key, message in messages.items():
+        if key in packaged and (extra := sorted(_placeholders(message) - _placeholders(packaged[key]))):
+            given = ", ".join(f"{{{name}}}" for name in sorted(_placeholders(packaged[key]))) or "none"
+            raise TemplateError(
+                f"'{key}' names {{{extra[0]}}}, which it is never given (it has: {given})", str(path)
+            )
+
+
 def _format_param(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return _as_text(value)
@@ -532,6 +556,7 @@ class Renderer:
                 path = root / "i18n" / f"{lang}.yml"
                 if path.is_file():
                     messages, text = _load_i18n(path)
+                    _check_placeholders(messages, _packaged_english(), path)
                     self._messages.update(messages)
                     origin = "override" if root == self._override else "packaged"
                     self._i18n_sources.append((f"{origin}:{lang}", text))

@@ -142,7 +142,7 @@ class StepOutputs(RunnerSink):
         except OSError as exc:
             detail = self.say("publish.write_failed", path=str(self.path), error=str(exc))
             return said(False, detail, reason="write_failed")
-        return said(True, self.say("publish.outputs_written", n=str(len(rendered.outputs))), reason="written")
+        return said(True, self.say("publish.outputs_written", n=len(rendered.outputs)), reason="written")
 
 
 @dataclass(frozen=True)

@@ -831,3 +831,27 @@ def test_every_packaged_template_is_overridable_from_the_base_branch_in_one_quer
     assert run.code == 0, run.stderr
     assert "OUR-HOUSE-FIELD-RULES" in json.dumps(model.requests[0])
     assert gh.requests_to("GET", rf"/contents/{re.escape(tdir)}/") == []
+
+
+def test_a_translation_naming_a_value_it_is_never_given_stops_the_run_before_any_write(
+    gh: FakeGitHub, model: FakeModelServer, runner: Runner
+) -> None:
+    """The sinks word what they did after writing; a base-branch translation with a placeholder its
+    sentence is never given would fail there, after the comment was posted. It is refused when the
+    templates are read, before any model call or write, naming the key."""
+    add_pull(gh)
+    tdir = ".github/imreview-templates"
+    french = 'publish:\n  review_posted: "revue avec {nombre} commentaire(s)"\n'
+    gh.add_content(REPO, BASE, f"{tdir}/i18n/fr.yml", french)
+    model.handler = reviewer_model({"app.py": [finding()]})
+    run = runner.run(
+        "pull_request",
+        event_payload("pull_request.opened"),
+        template_dir=tdir,
+        language="fr",
+        inline_comments="true",
+        **with_model(model),
+    )
+    assert run.code == 2, run.stderr
+    assert "'publish.review_posted' names {nombre}, which it is never given (it has: {n})" in run.summary
+    assert writes(gh) == [] and model.requests == []
