@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import re
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
@@ -21,11 +20,10 @@ from reviewer import progress
 from reviewer.commands import COMMAND_EVENTS, CommentEvent, read_comment_event
 from reviewer.config import CONFIG_KEYS, Overrides, parse_bool, parse_input_value
 from reviewer.errors import GitHubError, UsageError
-from reviewer.events import RunRequest, plan_run, read_inputs
+from reviewer.events import RunRequest, SkipRules, label_names, plan_run, read_inputs
 from reviewer.pull import (
     PrOutcome,
     PullJob,
-    SkipRules,
     echo,
     failed,
     review_pull,
@@ -131,7 +129,7 @@ def settings_from(env: Mapping[str, str], inputs: Mapping[str, str]) -> ActionSe
         on_error=on_error,
         job=job,
         scan_limit=limit,
-        scan_labels=tuple(s.strip() for s in re.split(r"[\n,]", inputs.get("scan-labels", "")) if s.strip()),
+        scan_labels=label_names(inputs.get("scan-labels", "")),
         scan_matrix=switch["scan-matrix"],
         head_sha=env.get("GITHUB_SHA") or None,
     )

@@ -22,7 +22,8 @@ from reviewer.errors import ImreviewError, UsageError
 
 if TYPE_CHECKING:
     from reviewer.config import Overrides
-    from reviewer.pull import PullJob, SkipRules
+    from reviewer.events import SkipRules
+    from reviewer.pull import PullJob
     from reviewer.source.github import GitHubClient
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -185,7 +186,8 @@ def pr(target: str, **opts: Any) -> None:
 
     Posts nothing unless asked; no skip rule applies unless a --skip-* flag turns it on.
     """
-    from reviewer.pull import SkipRules, review_pull
+    from reviewer.events import SkipRules
+    from reviewer.pull import review_pull
     from reviewer.run import write_report_files, write_text
 
     repo, number = parse_pr_target(target)
@@ -252,7 +254,7 @@ def scan(
     Unchanged PRs (our sticky comment already reviewed their head with the same config) cost no
     model call; cost and seconds are one budget for the whole run, tokens and calls are per PR.
     """
-    from reviewer.pull import SkipRules
+    from reviewer.events import SkipRules, label_names
     from reviewer.run import write_text
     from reviewer.scan import ScanSettings, scan_json, summary
     from reviewer.scan import scan as run_scan
@@ -264,7 +266,7 @@ def scan(
     client = _github_client("`imreview scan` lists the PRs through the GitHub API")
     drafts, bots = not opts["include_drafts"], not opts["include_bots"]
     job = _pull_job(repository, 0, opts, SkipRules(drafts=drafts, bots=bots, closed=True, reviewed=True))
-    labels_given = tuple(part.strip() for raw in labels for part in raw.split(",") if part.strip())
+    labels_given = label_names(*labels)
     settings = ScanSettings(job=job, limit=limit, labels=labels_given, plan_only=not do_review)
     result = run_scan(client, settings, warn=_note)
     renderer = job.messages()

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, TextIO
 from reviewer.commands import ASSOCIATIONS, CommentEvent, Decision, Reaction, decide
 from reviewer.dismissals import dismiss
 from reviewer.errors import GitHubError
+from reviewer.events import SkipRules
 from reviewer.publish import find_sticky, upsert_sticky
-from reviewer.pull import PrOutcome, PullJob, SkipRules, job_config, list_comments, review_pull, run_text
+from reviewer.pull import PrOutcome, PullJob, job_config, list_comments, review_pull, run_text
 from reviewer.render import Renderer, code_span, untrusted_line
 from reviewer.state import StickyState, visible_text
 

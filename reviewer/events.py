@@ -27,6 +27,12 @@ def read_inputs(env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def label_names(*raw: str) -> tuple[str, ...]:
+    """Label names from inputs or flags, each separated by commas or newlines (`scan-labels`,
+    `--labels`), blanks dropped."""
+    return tuple(part.strip() for text in raw for part in re.split(r"[\n,]", text) if part.strip())
+
+
 def parse_pr_numbers(raw: str) -> tuple[int, ...]:
     """`"1, 2 #3"` → `(1, 2, 3)`: newlines, commas and spaces separate; a leading `#` is fine."""
     numbers: list[int] = []

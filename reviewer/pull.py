@@ -29,8 +29,7 @@ from reviewer.config import (
 )
 from reviewer.diff import LineIndex
 from reviewer.errors import ConfigError, GitHubError
-from reviewer.events import SkipRules as SkipRules
-from reviewer.events import skip_reason
+from reviewer.events import SkipRules, skip_reason
 from reviewer.incremental import Increment
 from reviewer.publish import InlineReview, PullTarget, StickyComment, find_sticky, upsert_sticky
 from reviewer.render import Renderer, language_files, run_renderer, template_names

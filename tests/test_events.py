@@ -232,3 +232,12 @@ def test_skip_reason_from_the_bot_fixture() -> None:
         rules, state=pull["state"], draft=pull["draft"], author=user["login"], author_type=user["type"]
     )
     assert reason is not None and "dependabot[bot]" in reason.words(english)
+
+
+def test_label_lists_split_alike_from_an_input_and_from_flags() -> None:
+    """`scan-labels` (one input: newlines or commas) and `--labels` (repeatable) name the same labels."""
+    from reviewer.events import label_names
+
+    assert label_names("bug,\n needs review \n\n,ui") == ("bug", "needs review", "ui")
+    assert label_names("bug, needs review", "ui\nx") == ("bug", "needs review", "ui", "x")
+    assert label_names("", " , ") == ()

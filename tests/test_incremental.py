@@ -20,8 +20,9 @@ import pytest
 
 from reviewer.config import Overrides
 from reviewer.diff import DiffFile, parse_github_file
+from reviewer.events import SkipRules
 from reviewer.incremental import map_line, to_carry
-from reviewer.pull import PrOutcome, PullJob, SkipRules, review_pull
+from reviewer.pull import PrOutcome, PullJob, review_pull
 from reviewer.report import Finding, Report
 from reviewer.state import StickyState, state_marker
 from tests.factories import fake_github, github_client, model_answer

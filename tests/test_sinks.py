@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import pytest
 
 from reviewer import pull
+from reviewer.events import SkipRules
 from reviewer.publish import utf16_len
 from reviewer.render import Renderer
 from reviewer.report import Gate, Published, Report
@@ -50,7 +51,7 @@ def job(**fields: Any) -> pull.PullJob:
     defaults: dict[str, Any] = {
         "repo": REPO,
         "number": 7,
-        "skip": pull.SkipRules(reviewed=True),
+        "skip": SkipRules(reviewed=True),
         "post_comment": True,
         "inline_comments": True,
         "max_pr_cost_usd": 5.0,

@@ -144,7 +144,8 @@ def test_every_model_answer_is_parsed_or_reported_as_a_gap_before_publishing(
 def test_an_incomplete_review_at_the_same_head_is_reviewed_again(tmp_path: Path, gh: FakeGitHub) -> None:
     """The model was down for the first run (incomplete): a rerun at the same head, with skips of
     reviewed heads on, reviews it instead of calling it done."""
-    from reviewer.pull import PullJob, SkipRules, review_pull
+    from reviewer.events import SkipRules
+    from reviewer.pull import PullJob, review_pull
     from tests.fakes.model_server import status
 
     pr = Pr(tmp_path, gh)
@@ -173,7 +174,8 @@ def test_a_carried_finding_is_never_posted_inline_even_when_inline_comments_were
 ) -> None:
     """Inline comments turned on between two runs: the push's review posts inline only what it
     found now; the finding carried from the earlier run stays in the comment, not in a new review."""
-    from reviewer.pull import PullJob, SkipRules, review_pull
+    from reviewer.events import SkipRules
+    from reviewer.pull import PullJob, review_pull
     from tests.test_incremental import consistent_reviewer
 
     pr = Pr(tmp_path, gh)
