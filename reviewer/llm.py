@@ -638,6 +638,9 @@ class ModelClient:
         output_tokens, trusted = _output_tokens(
             usage, lambda extra: model_facts.count(_litellm(), model, text=answer.text + extra), message
         )
+        price = call.price
+        cost = None if price is None else input_tokens * price[0] + output_tokens * price[1]
+        self._charge(call, input_tokens, output_tokens, cost)  # before any wording: a paid call stays settled
         reported = getattr(usage, "completion_tokens", None)
         if not trusted and reported:
             self._warn_once(
@@ -649,9 +652,6 @@ class ModelClient:
                     counted=str(output_tokens),
                 ),
             )
-        price = call.price
-        cost = None if price is None else input_tokens * price[0] + output_tokens * price[1]
-        self._charge(call, input_tokens, output_tokens, cost)
         return dataclasses.replace(
             answer, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost
         )
