@@ -512,6 +512,16 @@ STYLES: tuple[Style, ...] = (
         "Windows-hosted servers and LM Studio returning CRLF-indented JSON",
         lambda ps: Turn(json.dumps(json.loads(exact(ps).content), indent="\t").replace("\n", "\r\n")),
     ),
+    Style(
+        "answer inside reasoning_content, no content",
+        "DeepSeek-R1 / Qwen3 on vLLM --reasoning-parser that never closed </think>: the parser makes "
+        "everything reasoning_content, content null (vllm/reasoning, docs.vllm.ai reasoning_outputs)",
+        lambda ps: Turn(
+            "",
+            reasoning=f"Check {ps[0].path}: rows[0] and {{id}} are built from input; [a, b] pairs. " * 8
+            + f"\nFinal answer:\n{exact(ps).content}",
+        ),
+    ),
 )
 """Every answer style; the six rows of issue 17's table are `exact schema`, `<think> first`, the
 severity rows, `fields dropped`, `cut after the third finding`, `trailing comma` and the two
@@ -569,7 +579,7 @@ class ZooModel:
         body = chat_completion(
             turn.content,
             prompt_tokens=0,  # no count: the client charges its own, as for a server that gives none
-            completion_tokens=max(1, len(turn.content) // 4),
+            completion_tokens=max(1, (len(turn.content) + len(turn.reasoning or "")) // 4),
             finish_reason=turn.finish_reason,
         )
         if turn.reasoning is not None:

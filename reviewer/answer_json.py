@@ -29,6 +29,7 @@ _THINK = re.compile(r"<(think|thinking|reasoning)>.*?(?:</\1>|\Z)", re.DOTALL | 
 _THINK_CLOSE = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
 _FENCE = re.compile(r"```[ \t]*(?:json5?|JSON|javascript|js)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _START = re.compile(r"[\[{]")
+_ANSWER_START = re.compile(r'\{\s*"(?:findings|exclusions|signals|unverified)"\s*:')
 _STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
 
 
@@ -52,11 +53,16 @@ class _Open:
 
 def _candidates(text: str) -> Iterator[tuple[str, str]]:
     """(JSON text to try, how it was found): the whole answer, each fenced block (an unclosed last
-    fence running to the end), then the text from each opening bracket."""
+    fence running to the end), the first object after prose that opens with one of the answer's keys
+    and parses as it stands (prose with brackets of its own, `{b}`, is then never repaired into the
+    answer), then the text from each opening bracket."""
     whole = text.strip()
     yield whole, ""
     for match in _FENCE.finditer(text):
         yield match.group(1).strip(), "fence"
+    first = _ANSWER_START.search(text)
+    if first is not None and first.start() > 0 and _complete(text[first.start() :]):
+        yield text[first.start() :], "prose"
     for n, match in enumerate(_START.finditer(text)):
         if n >= MAX_CANDIDATES:
             break
@@ -83,6 +89,30 @@ def _holds_object(value: Any) -> bool:
     return any(isinstance(item, dict) for item in items)
 
 
+def _complete(text: str) -> bool:
+    try:
+        json.JSONDecoder().raw_decode(text)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    return True
+
+
+def last_answer(thinking: str) -> str:
+    """A reasoning that holds the answer, from the last object opening with one of the answer's keys
+    (it thought aloud first, brackets and drafts included); all of it when none opens so. Only for a
+    reasoning: in an answer, the first such object is the answer and a later one may be an example."""
+    starts = [match.start() for match in _ANSWER_START.finditer(thinking)]
+    return thinking[starts[-1] :] if starts else thinking
+
+
+def without_thinking(text: str) -> str:
+    """`text` without a reasoning model's thinking: `<think>…</think>` blocks (an unclosed one runs to
+    the end), and everything up to a lone `</think>`."""
+    body = _THINK.sub("", text)
+    closes = list(_THINK_CLOSE.finditer(body))
+    return body[closes[-1].end() :] if closes else body
+
+
 def read_json(text: str) -> Read:
     """The first answer-like JSON value of `text` (an object, or a list of objects): parsed strictly
     when it is valid, else repaired by json-repair with the containers still open at the end of the
@@ -91,9 +121,7 @@ def read_json(text: str) -> Read:
     A reasoning model's thinking is skipped: `<think>…</think>` blocks (an unclosed one runs to the
     end), or everything up to a lone `</think>` (DeepSeek-R1's template opens the block in the
     prompt, so the answer holds only its end)."""
-    body = _THINK.sub("", text)
-    closes = list(_THINK_CLOSE.finditer(body))
-    body = body[closes[-1].end() :] if closes else body
+    body = without_thinking(text)
     notes = ("think_block",) if body != text else ()
     decoder = json.JSONDecoder()
     repairs = 0

@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reviewer import model_facts
+from reviewer.answer_json import last_answer, without_thinking
 from reviewer.budget import EXACT_MARGIN_PERCENT, UNCERTAIN_MARGIN_PERCENT, Budget, Reservation, plausible
 from reviewer.config import Config
 from reviewer.errors import (
@@ -519,7 +520,10 @@ class ModelClient:
             )
         retry = [
             *asked.ask.messages,
-            {"role": "assistant", "content": first.text[:REPAIR_ANSWER_CHARS] or "(no answer)"},
+            {
+                "role": "assistant",
+                "content": without_thinking(first.text).strip()[:REPAIR_ANSWER_CHARS] or "(no answer)",
+            },
             {"role": "user", "content": request},
         ]
         ask = dataclasses.replace(asked.ask, messages=retry, phase="repair")
@@ -563,7 +567,7 @@ class ModelClient:
             if response is None:  # litellm re-sent after an error it handles itself, then gave up
                 raise ModelError(f"no answer: litellm gave up after {call.sent} requests")
             choice = response.choices[0]
-            text, finish_reason = choice.message.content or "", choice.finish_reason
+            text, finish_reason = answer_text(choice.message), choice.finish_reason
         except Exception as error:
             raise self._failed(litellm, ask.model, error, call) from error
         completion = Completion(text, ask.model, 0, 0, None, finish_reason, max_tokens, call.input_estimate)
@@ -636,7 +640,7 @@ class ModelClient:
         input_tokens = reported_input if reported_input > 0 else call.input_estimate
         self._calibrate(model, call.local_estimate, reported_input)
         output_tokens, trusted = _output_tokens(
-            usage, lambda extra: model_facts.count(_litellm(), model, text=answer.text + extra), message
+            usage, lambda text: model_facts.count(_litellm(), model, text=text), message
         )
         price = call.price
         cost = None if price is None else input_tokens * price[0] + output_tokens * price[1]
@@ -739,23 +743,35 @@ def alternating(messages: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
     return head + turns
 
 
+def answer_text(message: Any) -> str:
+    """The answer in a reply: its `content`, or, when that is empty, its `reasoning_content`. A server
+    with a reasoning parser (vLLM `--reasoning-parser`, llama.cpp `--reasoning-format deepseek`) puts
+    everything before `</think>` there, so a model that answered without closing its thinking
+    (DeepSeek-R1, Qwen3) sends its JSON there and no content at all."""
+    content = getattr(message, "content", None)
+    if isinstance(content, str) and content.strip():
+        return content
+    hidden = getattr(message, "reasoning_content", None)
+    return last_answer(hidden) if isinstance(hidden, str) else ""
+
+
 def _output_tokens(usage: Any, count: Callable[[str], int], message: Any) -> tuple[int, bool]:
-    """(answer tokens, whether the server's report was used): reasoning counts too; a report implausibly
-    below the local count is not trusted, so a server cannot send megabytes and charge a handful."""
+    """(answer tokens, whether the server's report was used): reasoning counts too, once, whether it
+    held the answer or not; a report implausibly below the local count (of the content and the
+    reasoning) is not trusted, so a server cannot send megabytes and charge a handful."""
     completion = getattr(usage, "completion_tokens", None)
     details = getattr(usage, "completion_tokens_details", None)
     reasoning = getattr(details, "reasoning_tokens", None) or 0
     content = getattr(message, "content", None)
     hidden = getattr(message, "reasoning_content", None)
-    hidden = hidden if isinstance(hidden, str) else ""
+    sent = (content if isinstance(content, str) else "") + (hidden if isinstance(hidden, str) else "")
     if not completion:
-        return count(hidden), False
+        return count(sent), False
     reported = int(completion)
     reported = reported + int(reasoning) if reasoning > reported else reported
-    size = len((content if isinstance(content, str) else "").encode()) + len(hidden.encode())
-    if size <= PLAUSIBLE_USAGE_RATIO * reported + PLAUSIBLE_USAGE_SLACK_TOKENS:
+    if len(sent.encode()) <= PLAUSIBLE_USAGE_RATIO * reported + PLAUSIBLE_USAGE_SLACK_TOKENS:
         return reported, True  # a token is at least one byte: the report cannot be implausibly low
-    local = count(hidden)
+    local = count(sent)
     implausible = local > PLAUSIBLE_USAGE_RATIO * reported + PLAUSIBLE_USAGE_SLACK_TOKENS
     return (local, False) if implausible else (reported, True)
 

@@ -187,3 +187,14 @@ def test_a_continuation_that_brings_nothing_back_leaves_the_cut_finding_disclose
     assert (len(joined.findings), joined.cut_findings, joined.missing) == (1, 1, True)
     whole_again = first.joined(parse_answer(model_answer(_finding(2)), pr_paths={"app/db.py"}))
     assert (len(whole_again.findings), whole_again.cut_findings, whole_again.missing) == (2, 0, False)
+
+
+def test_prose_with_brackets_before_the_answer_and_an_example_after_it_keep_the_answer() -> None:
+    """The first complete object opening with an answer key is the answer: prose braces before it
+    (`{b}`) are not repaired into it, and an example the model adds after it does not replace it."""
+    from reviewer.answer_json import read_json
+
+    answer = '{"findings": [{"title": "Division by zero"}]}'
+    before = "Looking at `div(a, b)`: items[0] and {b} may be zero; [a, b] is the pair. " * 3
+    after = '\nWith nothing to report I would answer {"findings": []}.'
+    assert read_json(before + answer + after).value == {"findings": [{"title": "Division by zero"}]}

@@ -6,6 +6,7 @@ loopback server; call counts are checked against the server's own count of reque
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -17,9 +18,10 @@ from reviewer.action import settings_from
 from reviewer.budget import Budget, Limits
 from reviewer.config import Config, build_config
 from reviewer.errors import ModelConfigError, ModelError
+from reviewer.findings import json_object
 from reviewer.llm import AnswerUnparsed, ModelClient
 from tests.conftest import Repo, cli_env, run_cli
-from tests.factories import model_answer, review_args
+from tests.factories import model_answer, model_finding, review_args
 from tests.fakes.model_server import (
     ALTERNATION_ERROR,
     FakeModelServer,
@@ -50,6 +52,11 @@ def parse_json(answer: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError("the answer is not a JSON object")
     return value
+
+
+def parse_answer(answer: str) -> dict[str, Any]:
+    """The JSON in an answer as the review reads it: after thinking or prose."""
+    return parse_json(json.dumps(json_object(answer)))
 
 
 def client_for(
@@ -327,6 +334,90 @@ def test_reasoning_tokens_reported_apart_count_in_the_output_budget() -> None:
         _, (second,) = client.complete_json(MESSAGES, phase="review", parse=parse_json)
         assert (first.output_tokens, second.output_tokens) == (412, 12)
         assert budget.report().used.output_tokens == 424
+
+
+# --- answers in reasoning_content (a reasoning parser on the server) ------------------------------
+
+DIVISION = model_finding(
+    path="lib/util.py",
+    line=2,
+    priority="P1",
+    title="Division by zero",
+    observation="div(1, 0) raises ZeroDivisionError",
+    suggestion="check b before dividing",
+    quote="return a / b",
+)
+THINKING = "Looking at `div(a, b)`: items[0] and {b} may be zero; [a, b] is the pair. " * 20
+
+
+def test_the_reasoning_parser_moves_thinking_out_of_content_as_vllm_does() -> None:
+    replies = [text(f"<think>{THINKING}</think>\n{ANSWER}"), text(f"{THINKING}{ANSWER}")]
+    with FakeModelServer(replies, reasoning_parser=True) as server:
+        closed = post(server, {"model": "fake-model", "messages": MESSAGES})[1]["choices"][0]["message"]
+        never_closed = post(server, {"model": "fake-model", "messages": MESSAGES})[1]["choices"][0]["message"]
+    assert (closed["content"], closed["reasoning_content"]) == (ANSWER, THINKING.strip())
+    assert (never_closed["content"], never_closed["reasoning_content"]) == (
+        None,
+        f"{THINKING}{ANSWER}".strip(),
+    )
+
+
+def test_a_review_answered_inside_the_reasoning_is_read_not_incomplete(
+    feature_repo: Repo, tmp_path: Path
+) -> None:
+    """DeepSeek-R1 / Qwen3 behind vLLM's `--reasoning-parser`: each JSON answer (the review's, the
+    verification's) arrives in `reasoning_content` after a long thinking full of brackets, and
+    `content` is null."""
+
+    def thought(body: dict[str, Any]) -> Reply:
+        prompt = body["messages"][-1]["content"]
+        ids = re.findall(r"^id: ([0-9a-f]{12})$", prompt, flags=re.MULTILINE)
+        verdicts = [{"id": id, "holds": True, "reason": "b may be 0"} for id in ids]
+        json_answer = json.dumps({"verdicts": verdicts}) if ids else model_answer(DIVISION)
+        answer = f"{THINKING}\nSo the answer is:\n{json_answer}"
+        return text(answer, completion_tokens=len(answer) // 4)
+
+    with FakeModelServer(handler=thought, reasoning_parser=True) as server:
+        report_path = tmp_path / "report.json"
+        proc = run_cli(
+            review_args(feature_repo.path, server.api_base, "--json", str(report_path)),
+            cwd=tmp_path,
+            env=cli_env(tmp_path),
+        )
+        report = json.loads(report_path.read_text())
+    assert proc.returncode == 0, proc.stderr
+    assert report["verdict"] == "findings"
+    assert [(f["path"], f["line"], f["title"], f["verified"]) for f in report["findings"]] == [
+        ("lib/util.py", 2, "Division by zero", True)
+    ]
+    calls = {phase: used["calls"] for phase, used in report["budget"]["by_phase"].items() if used["calls"]}
+    assert calls == {"review": 1, "verify": 1}  # no repair: each first answer was read
+
+
+def test_an_answer_in_the_reasoning_is_charged_once() -> None:
+    """Without usage the client counts what was sent: the reasoning that holds the answer once, not
+    once as the answer and again as reasoning."""
+    answer = f"{THINKING}{ANSWER}"
+    replies = [text(answer, completion_tokens=0), text(answer, completion_tokens=0)]
+    with FakeModelServer(replies[:1], reasoning_parser=True) as parsed, FakeModelServer(replies[1:]) as plain:
+        in_reasoning = client_for(parsed)[0].complete_json(MESSAGES, phase="review", parse=parse_answer)
+        in_content = client_for(plain)[0].complete_json(MESSAGES, phase="review", parse=parse_answer)
+    assert in_reasoning[0] == in_content[0] == {"findings": []}
+    assert in_reasoning[1][0].output_tokens == in_content[1][0].output_tokens > 0
+
+
+def test_a_repair_sends_the_answer_back_without_its_thinking() -> None:
+    """A long `<think>` block in content is not sent back (and paid for) as the assistant's turn, nor
+    does it push the answer out of the characters a repair quotes."""
+    thinking = "x" * 20_000
+    with FakeModelServer([text(f"<think>{thinking}</think>\n{{oops"), text(ANSWER)]) as server:
+        client, _ = client_for(server)
+        value, _ = client.complete_json(
+            MESSAGES, phase="review", parse=parse_json, repair_prompt=repair_prompt
+        )
+        assistant = [m for m in server.requests[1]["messages"] if m["role"] == "assistant"]
+    assert value == {"findings": []}
+    assert [m["content"] for m in assistant] == ["{oops"]
 
 
 # --- the reservation and the timeout from flags and inputs ----------------------------------------

@@ -19,8 +19,12 @@ The server lives in the test process; a CLI under test in a subprocess reaches i
 Behaviours of real servers, each off by default (llama.cpp's `llama-server` is the model):
 `strict_roles` refuses conversations that strict chat templates refuse, with llama.cpp's 400;
 `require_key` answers 401 unless the bearer token is that key; `cut_at_max_tokens` cuts a reply
-longer than the request's `max_tokens` and says `finish_reason: "length"`. `llama_cpp_text` builds a
-reply with `usage` and `timings` as llama.cpp sends them.
+longer than the request's `max_tokens` and says `finish_reason: "length"`; `reasoning_parser` moves
+the thinking out of `content` into `message.reasoning_content` as vLLM's `--reasoning-parser
+deepseek_r1` (and llama.cpp's `--reasoning-format deepseek`) do: the text before `</think>` is the
+reasoning and the rest the content, and a reply with no `</think>` at all (a model that answered
+inside its thinking) is ALL reasoning, with `content: null`. `llama_cpp_text` builds a reply with
+`usage` and `timings` as llama.cpp sends them.
 
 `tokenize` gives it a counting endpoint, counting with `tokenize_count` (by default `count_prompt`):
 `"vllm"` answers `POST /tokenize` {model, messages} with {count, max_model_len, tokens};
@@ -197,6 +201,23 @@ def _cut(reply: Reply, max_tokens: int) -> Reply:
     return Reply(reply.status, json.dumps(body).encode(), reply.headers, reply.delay)
 
 
+def _reasoning_split(reply: Reply) -> Reply:
+    """`reply` as a server with a reasoning parser sends it: the text before the first `</think>` (an
+    opening `<think>` taken off) in `reasoning_content`, the rest in `content`; without `</think>`,
+    everything is reasoning and `content` is null. `usage` is untouched: the server generated it all."""
+    try:
+        body = json.loads(reply.body)
+        message = body["choices"][0]["message"]
+        content = message["content"] or ""
+    except (ValueError, KeyError, IndexError, TypeError):
+        return reply
+    thinking, closed, answer = content.partition("</think>")
+    reasoning = thinking if closed else content
+    message["reasoning_content"] = reasoning.replace("<think>", "", 1).strip()
+    message["content"] = (answer.strip() or None) if closed else None
+    return Reply(reply.status, json.dumps(body).encode(), reply.headers, reply.delay)
+
+
 Handler = Callable[[dict[str, Any]], Reply]
 
 
@@ -244,6 +265,7 @@ class FakeModelServer:
         strict_roles: bool = False,
         require_key: str | None = None,
         cut_at_max_tokens: bool = False,
+        reasoning_parser: bool = False,
         tokenize: str | None = None,
         tokenize_count: Callable[[dict[str, Any]], int] | None = None,
         tokenize_delay: float = 0.0,
@@ -255,6 +277,7 @@ class FakeModelServer:
         self.strict_roles = strict_roles
         self.require_key = require_key
         self.cut_at_max_tokens = cut_at_max_tokens
+        self.reasoning_parser = reasoning_parser
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
         self.refused: list[dict[str, Any]] = []
@@ -336,8 +359,8 @@ class FakeModelServer:
             return status(500, message="fake model server: script exhausted and no handler set")
         max_tokens = body.get("max_tokens")
         if self.cut_at_max_tokens and isinstance(max_tokens, int):
-            return _cut(reply, max_tokens)
-        return reply
+            reply = _cut(reply, max_tokens)
+        return _reasoning_split(reply) if self.reasoning_parser else reply
 
     def _refusal(self, body: dict[str, Any], headers: dict[str, str]) -> Reply | None:
         """What a real server answers before looking at the conversation's meaning, if anything."""
