@@ -473,7 +473,7 @@ def _parsed_i18n(text: str, origin: str) -> Mapping[str, str | dict[str, str]]:
 
 
 @functools.cache
-def _packaged_english() -> Mapping[str, str | dict[str, str]]:
+def packaged_english() -> Mapping[str, str | dict[str, str]]:
     return _load_i18n(packaged_templates_dir() / "i18n" / f"{DEFAULT_LANGUAGE}.yml")[0]
 
 
@@ -523,8 +523,13 @@ user reads but holds no renderer: the model client, the sinks."""
 
 def english(key: str, default: str | None = None, **params: Any) -> str:
     """A sentence from the packaged English strings, for a caller whose reader's language is unknown
-    (a log line, a write outside any review)."""
-    return Renderer().translate(key, default, **params)
+    (a log line, a write outside any review). One renderer serves every call (it is only read)."""
+    return _english_renderer().translate(key, default, **params)
+
+
+@functools.cache
+def _english_renderer() -> Renderer:
+    return Renderer()
 
 
 # --- the renderer -----------------------------------------------------------------------------
@@ -556,7 +561,7 @@ class Renderer:
                 path = root / "i18n" / f"{lang}.yml"
                 if path.is_file():
                     messages, text = _load_i18n(path)
-                    _check_placeholders(messages, _packaged_english(), path)
+                    _check_placeholders(messages, packaged_english(), path)
                     self._messages.update(messages)
                     origin = "override" if root == self._override else "packaged"
                     self._i18n_sources.append((f"{origin}:{lang}", text))

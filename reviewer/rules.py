@@ -169,9 +169,9 @@ def english() -> Mapping[str, str]:
     """The English rule prose, read from its one source, the `rules:` section of
     templates/i18n/en.yml, keyed as there (`rules.secret.trigger`). Placeholders: {name}; literal
     braces: {{ }}. Read on first use (the renderer imports this module, so not at import)."""
-    from reviewer.render import _load_i18n, packaged_templates_dir
+    from reviewer.render import packaged_english
 
-    messages, _ = _load_i18n(packaged_templates_dir() / "i18n" / "en.yml")
+    messages = packaged_english()
     return MappingProxyType(
         {key: value for key, value in messages.items() if key.startswith("rules.") and isinstance(value, str)}
     )
